@@ -1,0 +1,46 @@
+# Third-party dependencies, gathered into one interface target: flashjit_deps.
+# Every one is found here or the configure step stops with what to install.
+
+find_package(Threads REQUIRED)
+
+# NVRTC (linked) and the CUDA headers (cuda.h for the driver types only; the driver is dlopen'ed).
+find_package(CUDAToolkit REQUIRED)
+if(NOT TARGET CUDA::nvrtc)
+  message(FATAL_ERROR "NVRTC not found: install the CUDA toolkit (13.x) or set CUDAToolkit_ROOT")
+endif()
+
+# LLVM ADT/Support, static. Debian/Ubuntu: llvm-14-dev (or newer).
+set(FLASHJIT_LLVM_ROOT "" CACHE PATH "LLVM install prefix holding lib/libLLVMSupport.a")
+find_path(LLVM_SUPPORT_INCLUDE llvm/Support/SHA256.h
+  HINTS ${FLASHJIT_LLVM_ROOT}/include /usr/lib/llvm-18/include /usr/lib/llvm-17/include
+        /usr/lib/llvm-16/include /usr/lib/llvm-15/include /usr/lib/llvm-14/include)
+get_filename_component(_llvm_prefix ${LLVM_SUPPORT_INCLUDE} DIRECTORY)
+find_library(LLVM_SUPPORT_LIB NAMES libLLVMSupport.a HINTS ${_llvm_prefix}/lib NO_DEFAULT_PATH)
+find_library(LLVM_DEMANGLE_LIB NAMES libLLVMDemangle.a HINTS ${_llvm_prefix}/lib NO_DEFAULT_PATH)
+if(NOT LLVM_SUPPORT_INCLUDE OR NOT LLVM_SUPPORT_LIB)
+  message(FATAL_ERROR "LLVM Support (static) not found: apt-get install llvm-14-dev")
+endif()
+
+# spdlog header-only; Debian's spdlog uses an external fmt, which we also take header-only.
+find_path(SPDLOG_INCLUDE spdlog/spdlog.h)
+find_path(FMT_INCLUDE fmt/format.h)
+if(NOT SPDLOG_INCLUDE OR NOT FMT_INCLUDE)
+  message(FATAL_ERROR "spdlog/fmt headers not found: apt-get install libspdlog-dev libfmt-dev")
+endif()
+
+add_library(flashjit_deps INTERFACE)
+target_include_directories(flashjit_deps SYSTEM INTERFACE
+  ${LLVM_SUPPORT_INCLUDE} ${SPDLOG_INCLUDE} ${FMT_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_definitions(flashjit_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
+target_link_libraries(flashjit_deps INTERFACE
+  ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} CUDA::nvrtc Threads::Threads ${CMAKE_DL_LIBS})
+# LLVM Support pulls zlib and terminfo when they were enabled in its build.
+find_library(ZLIB_SO NAMES z)
+find_library(TINFO_SO NAMES tinfo)
+foreach(_lib ${ZLIB_SO} ${TINFO_SO})
+  if(_lib)
+    target_link_libraries(flashjit_deps INTERFACE ${_lib})
+  endif()
+endforeach()
+set(CMAKE_BUILD_RPATH ${CUDAToolkit_LIBRARY_DIR})
+set(CMAKE_INSTALL_RPATH ${CUDAToolkit_LIBRARY_DIR})

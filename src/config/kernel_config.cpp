@@ -1,0 +1,81 @@
+#include "config/kernel_config.hpp"
+
+namespace flashjit {
+namespace {
+
+int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+AttentionSpec default_tiles(const AttentionSpec& in) {
+  // NOTES: start from FlashAttention-3's table (hopper/tile_size.h) restricted to what this kernel
+  // does: 64 query rows per consumer warpgroup, at most two of them, PV over head_dim_v rounded up
+  // to 64. block_n shrinks with the head dim so that the K/V ring fits 227 KB at two stages.
+  AttentionSpec s = in;
+  const int d = s.head_dim;
+  int block_n = d <= 64 ? 128 : d <= 128 ? 128 : d <= 192 ? 112 : 80;
+  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : 2;
+  if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
+  if (s.stages == 0) s.stages = 2;
+  if (s.block_n == 0) s.block_n = block_n;
+  if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
+  return s;
+}
+
+Result<KernelConfig> make_config(const AttentionSpec& spec) {
+  if (Status st = validate_spec(spec); !st) return st.take_error();
+  KernelConfig c;
+  c.spec = default_tiles(spec);
+  const AttentionSpec& s = c.spec;
+  if (Status st = validate_spec(s); !st) return st.take_error();
+
+  // Geometry: rows of 16-bit elements, 128-byte swizzled chunks of 64 columns.
+  c.threads = 128 * (1 + s.consumer_wgs);
+  c.qk_chunks = (s.head_dim + 63) / 64;
+  c.v_chunks = (s.head_dim_v + 63) / 64;
+  c.qk_k_steps = round_up(s.head_dim, 16) / 16;
+  c.v_cols = 64 * c.v_chunks;
+  c.q_tile_bytes = s.block_m * 128 * c.qk_chunks;
+  c.k_tile_bytes = s.block_n * 128 * c.qk_chunks;
+  c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
+
+  // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q, the K/V ring,
+  // and the mbarriers (Q + full K, full V, empty per stage), 8 bytes each.
+  const int barrier_bytes = 8 * (1 + 3 * s.stages);
+  c.smem_bytes = 1024 + c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
+  if (c.smem_bytes > kMaxSharedMemoryBytes) {
+    const int per_stage = c.k_tile_bytes + c.v_tile_bytes;
+    const int max_stages = (kMaxSharedMemoryBytes - 1024 - c.q_tile_bytes - 128) / per_stage;
+    const bool stages_fixed = spec.stages != 0;
+    const char* field = stages_fixed && max_stages >= 1 ? "stages" : "block_n";
+    std::string allowed = stages_fixed && max_stages >= 1
+                              ? "at most " + std::to_string(max_stages) + " stages with block_n=" + std::to_string(s.block_n)
+                              : "a smaller block_n";
+    return Error::invalid_spec(field, "spec needs " + std::to_string(c.smem_bytes) +
+                                          " bytes of shared memory (head_dim=" + std::to_string(s.head_dim) +
+                                          ", block_m=" + std::to_string(s.block_m) + ", block_n=" + std::to_string(s.block_n) +
+                                          ", stages=" + std::to_string(s.stages) + "), more than the " +
+                                          std::to_string(kMaxSharedMemoryBytes) + " allowed; " + field + ": " + allowed);
+  }
+
+  // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest.
+  c.producer_regs = s.consumer_wgs == 2 ? 24 : 40;
+  c.consumer_regs = s.consumer_wgs == 2 ? 240 : 240;
+  c.kernel_name = "flashjit_attention_fwd";
+  return c;
+}
+
+Status check_register_budget(const KernelConfig& c, int registers_at_entry) {
+  const int wgs = c.spec.consumer_wgs;
+  const int requested = c.producer_regs + wgs * c.consumer_regs;
+  const int available = registers_at_entry * (1 + wgs);
+  if (requested > available) {
+    return Error::make(ErrorCode::kResourceBudget,
+                       "setmaxnreg requests " + std::to_string(requested) + " registers per thread over " +
+                           std::to_string(1 + wgs) + " warpgroups but ptxas gave " + std::to_string(registers_at_entry) +
+                           " at entry (budget " + std::to_string(available) + "): the kernel would hang");
+  }
+  return {};
+}
+
+}  // namespace flashjit

@@ -1,0 +1,41 @@
+// KernelConfig: the spec resolved against the per-head-dim tile table, plus every size the
+// template and the launcher derive from it. Second stage of the pipeline: spec -> config.
+#pragma once
+#include <string>
+
+#include "common/status.hpp"
+#include "spec/attention_spec.hpp"
+
+namespace flashjit {
+
+// H200/H100: the most dynamic shared memory one block may opt into (227 KB).
+inline constexpr int kMaxSharedMemoryBytes = 232448;
+
+struct KernelConfig {
+  AttentionSpec spec;       // resolved: no field left at auto
+  int threads = 0;          // 128 * (1 producer + consumer_wgs)
+  int qk_chunks = 0;        // 64-column (128-byte) swizzle chunks of Q and K rows
+  int v_chunks = 0;         // 64-column chunks of V and O rows
+  int qk_k_steps = 0;       // k16 steps of S = Q K^T (head_dim rounded up to 16)
+  int v_cols = 0;           // N of O += P V: head_dim_v rounded up to 64 (TMA zero-fills the pad)
+  int producer_regs = 0;    // setmaxnreg.dec for the producer warpgroup
+  int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup
+  int q_tile_bytes = 0;     // block_m rows
+  int k_tile_bytes = 0;     // block_n rows, one stage
+  int v_tile_bytes = 0;     // block_n rows, one stage
+  int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)
+  std::string kernel_name;  // extern "C" entry point
+};
+
+// The default tiles for a head dim (the table; see NOTES in the .cpp).
+AttentionSpec default_tiles(const AttentionSpec& spec);
+
+// Resolves and checks a spec: fills auto fields from the table and rejects tiles and stages whose
+// shared memory does not fit (error names the field, the value and what is allowed).
+Result<KernelConfig> make_config(const AttentionSpec& spec);
+
+// setmaxnreg over budget hangs silently: the per-warpgroup requests must fit the register count
+// ptxas gave the kernel at entry. Checked on every compiled kernel.
+Status check_register_budget(const KernelConfig& config, int registers_at_entry);
+
+}  // namespace flashjit

@@ -1,0 +1,162 @@
+#include "spec/attention_spec.hpp"
+
+#include <charconv>
+#include <functional>
+#include <vector>
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
+
+namespace flashjit {
+
+const char* dtype_name(DType dtype) { return dtype == DType::kFp16 ? "fp16" : "bf16"; }
+
+namespace {
+
+Error bad_value(std::string_view key, std::string_view value, std::string_view allowed) {
+  return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "': value '" +
+                                                   std::string(value) + "' is not allowed; allowed: " +
+                                                   std::string(allowed));
+}
+
+Result<int> parse_int(std::string_view key, std::string_view value, std::string_view allowed) {
+  int out = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+    return bad_value(key, value, allowed);
+  }
+  return out;
+}
+
+Result<bool> parse_bool(std::string_view key, std::string_view value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  return bad_value(key, value, "0 or 1");
+}
+
+// One row per key, in canonical order: how to read it, how to print it (empty = omitted).
+struct Field {
+  const char* key;
+  const char* allowed;
+  std::function<Status(AttentionSpec&, std::string_view)> read;
+  std::function<std::string(const AttentionSpec&)> print;
+};
+
+Status set_int(int& slot, std::string_view key, std::string_view value, std::string_view allowed) {
+  auto parsed = parse_int(key, value, allowed);
+  if (!parsed) return parsed.take_error();
+  slot = *parsed;
+  return {};
+}
+
+Status set_bool(bool& slot, std::string_view key, std::string_view value) {
+  auto parsed = parse_bool(key, value);
+  if (!parsed) return parsed.take_error();
+  slot = *parsed;
+  return {};
+}
+
+std::string int_or_auto(int value) { return value ? std::to_string(value) : std::string(); }
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      {"dtype", "fp16, bf16",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         if (v == "fp16" || v == "f16" || v == "half") { s.dtype = DType::kFp16; return {}; }
+         if (v == "bf16") { s.dtype = DType::kBf16; return {}; }
+         return bad_value("dtype", v, "fp16, bf16");
+       },
+       [](const AttentionSpec& s) { return std::string(dtype_name(s.dtype)); }},
+      {"head_dim", "a multiple of 8 in 8..256",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..256"); },
+       [](const AttentionSpec& s) { return std::to_string(s.head_dim); }},
+      {"head_dim_v", "equal to head_dim",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim_v, "head_dim_v", v, "equal to head_dim"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.head_dim_v); }},
+      {"causal", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.causal, "causal", v); },
+       [](const AttentionSpec& s) { return std::string(s.causal ? "1" : "0"); }},
+      {"stages", "1..4",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.stages, "stages", v, "1..4"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.stages); }},
+      {"consumer_wgs", "1 or 2",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.consumer_wgs, "consumer_wgs", v, "1 or 2"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.consumer_wgs); }},
+      {"block_m", "64 * consumer_wgs",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_m, "block_m", v, "64 or 128"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.block_m); }},
+      {"block_n", "a multiple of 16 in 16..256",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.block_n); }},
+      {"hang_trap", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.hang_trap, "hang_trap", v); },
+       [](const AttentionSpec& s) { return s.hang_trap ? std::string("1") : std::string(); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+Result<AttentionSpec> parse_spec(std::string_view text) {
+  AttentionSpec spec;
+  llvm::SmallVector<llvm::StringRef, 16> parts;
+  llvm::StringRef(text.data(), text.size()).trim().split(parts, ',', -1, /*KeepEmpty=*/false);
+  if (parts.empty()) return Error::invalid_spec("spec", "empty spec; expected key=value pairs such as dtype=bf16,head_dim=128");
+  std::vector<bool> seen(fields().size(), false);
+  for (llvm::StringRef part : parts) {
+    auto [key_ref, value_ref] = part.split('=');
+    std::string_view key(key_ref.trim().data(), key_ref.trim().size());
+    std::string_view value(value_ref.trim().data(), value_ref.trim().size());
+    if (!part.contains('=')) {
+      return Error::invalid_spec(std::string(key), "spec item '" + part.str() + "' is not key=value");
+    }
+    size_t index = 0;
+    while (index < fields().size() && key != fields()[index].key) ++index;
+    if (index == fields().size()) {
+      std::string keys;
+      for (const Field& f : fields()) keys += (keys.empty() ? "" : ", ") + std::string(f.key);
+      return Error::invalid_spec(std::string(key), "unknown spec field '" + std::string(key) + "'; known: " + keys);
+    }
+    if (seen[index]) return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "' given twice");
+    seen[index] = true;
+    if (Status st = fields()[index].read(spec, value); !st) return st.take_error();
+  }
+  if (Status st = validate_spec(spec); !st) return st.take_error();
+  return spec;
+}
+
+std::string to_string(const AttentionSpec& spec) {
+  std::string out;
+  for (const Field& f : fields()) {
+    std::string value = f.print(spec);
+    if (value.empty()) continue;
+    if (!out.empty()) out += ',';
+    out += f.key;
+    out += '=';
+    out += value;
+  }
+  return out;
+}
+
+Status validate_spec(const AttentionSpec& s) {
+  auto fail = [](const char* key, int value, const char* allowed) {
+    return Error::invalid_spec(key, "spec field '" + std::string(key) + "': value " + std::to_string(value) +
+                                        " is not allowed; allowed: " + allowed);
+  };
+  if (s.head_dim < 8 || s.head_dim > 256 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..256");
+  if (s.head_dim_v != 0 && s.head_dim_v != s.head_dim) {
+    return fail("head_dim_v", s.head_dim_v, "equal to head_dim (other V head dims are not supported yet)");
+  }
+  if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
+  if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 2)) return fail("consumer_wgs", s.consumer_wgs, "1 or 2");
+  if (s.block_m != 0 && s.block_m != 64 && s.block_m != 128) return fail("block_m", s.block_m, "64 or 128 (64 rows per consumer warpgroup)");
+  if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs) {
+    return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
+  }
+  if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
+    return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
+  }
+  return {};
+}
+
+}  // namespace flashjit

@@ -1,0 +1,41 @@
+// AttentionSpec: the problem descriptor, the first stage of the pipeline.
+// One canonical text form: key=value pairs joined by commas, in the fixed key order below; fields
+// left at "auto" (0) are omitted and later filled from the per-head-dim table (config stage).
+//   dtype=bf16,head_dim=128,causal=1,stages=2
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "common/status.hpp"
+
+namespace flashjit {
+
+enum class DType { kFp16, kBf16 };
+const char* dtype_name(DType dtype);
+
+struct AttentionSpec {
+  DType dtype = DType::kBf16;
+  int head_dim = 128;        // QK head dim: multiple of 8 in 8..256
+  int head_dim_v = 0;        // V/O head dim; 0 = same as head_dim (only that is supported for now)
+  bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
+  int stages = 0;            // K/V ring depth 1..4; 0 = from the table
+  int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table
+  int block_m = 0;           // query rows per CTA = 64 * consumer_wgs; 0 = derived
+  int block_n = 0;           // keys per K/V block: multiple of 16 in 16..256; 0 = from the table
+  bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
+
+  int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
+  bool operator==(const AttentionSpec&) const = default;
+};
+
+// Parses the text form. Unknown keys, duplicates, malformed values and out-of-range values are
+// errors that name the field, the value and what is allowed. Validates the field ranges.
+Result<AttentionSpec> parse_spec(std::string_view text);
+
+// The canonical text form (fields at auto omitted). parse_spec(to_string(s)) == s.
+std::string to_string(const AttentionSpec& spec);
+
+// Field-range checks (not the resource checks, which need the resolved tiles: see config/).
+Status validate_spec(const AttentionSpec& spec);
+
+}  // namespace flashjit
