@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include "config/kernel_config.hpp"
+#include "spec/attention_spec.hpp"
+
+namespace flashjit {
+namespace {
+
+TEST(Spec, ParsePrintRoundTrip) {
+  const char* texts[] = {
+      "dtype=bf16,head_dim=128,causal=1,stages=2",
+      "dtype=fp16,head_dim=64,causal=0",
+      "dtype=bf16,head_dim=256,head_dim_v=256,causal=0,stages=1,consumer_wgs=2,block_m=128,block_n=80",
+      "dtype=fp16,head_dim=8,causal=1,hang_trap=1",
+  };
+  for (const char* text : texts) {
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.error().message;
+    EXPECT_EQ(to_string(*spec), text);
+    auto again = parse_spec(to_string(*spec));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *spec);
+  }
+}
+
+TEST(Spec, AcceptsAnyKeyOrderAndSpaces) {
+  auto spec = parse_spec(" causal=1 , head_dim=96,dtype=fp16 ");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(to_string(*spec), "dtype=fp16,head_dim=96,causal=1");
+}
+
+struct BadCase {
+  const char* text;
+  const char* field;
+  const char* needle;  // part of the message: the value or what is allowed
+};
+
+TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
+  const BadCase cases[] = {
+      {"dtype=fp32", "dtype", "fp16, bf16"},
+      {"head_dim=100", "head_dim", "multiple of 8"},
+      {"head_dim=0", "head_dim", "8..256"},
+      {"head_dim=264", "head_dim", "8..256"},
+      {"head_dim=abc", "head_dim", "'abc'"},
+      {"head_dim=64,head_dim_v=128", "head_dim_v", "equal to head_dim"},
+      {"causal=2", "causal", "0 or 1"},
+      {"stages=0x", "stages", "1..4"},
+      {"stages=5", "stages", "1..4"},
+      {"consumer_wgs=3", "consumer_wgs", "1 or 2"},
+      {"block_m=96", "block_m", "64 or 128"},
+      {"consumer_wgs=1,block_m=128", "block_m", "64"},
+      {"block_n=24", "block_n", "multiple of 16"},
+      {"block_n=272", "block_n", "16..256"},
+      {"hang_trap=yes", "hang_trap", "0 or 1"},
+      {"warp_size=32", "warp_size", "known:"},
+      {"causal=1,causal=0", "causal", "twice"},
+      {"causal", "causal", "key=value"},
+      {"", "spec", "empty"},
+  };
+  for (const BadCase& c : cases) {
+    auto spec = parse_spec(c.text);
+    ASSERT_FALSE(spec.ok()) << c.text;
+    EXPECT_EQ(spec.error().code, ErrorCode::kInvalidSpec) << c.text;
+    EXPECT_EQ(spec.error().field, c.field) << c.text;
+    EXPECT_NE(spec.error().message.find(c.needle), std::string::npos) << c.text << " -> " << spec.error().message;
+  }
+}
+
+TEST(Config, DefaultsFromTableAndSharedMemoryFits) {
+  for (int d = 8; d <= 256; d += 8) {
+    for (int causal = 0; causal < 2; ++causal) {
+      AttentionSpec spec;
+      spec.head_dim = d;
+      spec.causal = causal;
+      auto config = make_config(spec);
+      ASSERT_TRUE(config.ok()) << d << ": " << config.error().message;
+      EXPECT_LE(config->smem_bytes, kMaxSharedMemoryBytes);
+      EXPECT_EQ(config->spec.block_m, 64 * config->spec.consumer_wgs);
+      EXPECT_NE(config->spec.block_n, 0);
+      EXPECT_EQ(config->spec.head_dim_v, d);
+      EXPECT_EQ(config->v_cols % 64, 0);
+      EXPECT_GE(config->v_cols, d);
+    }
+  }
+}
+
+TEST(Config, SharedMemoryOverflowNamesStagesOrBlockN) {
+  auto stages = parse_spec("head_dim=256,stages=4");
+  ASSERT_TRUE(stages.ok());
+  auto config = make_config(*stages);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().field, "stages");
+  EXPECT_NE(config.error().message.find("at most 2 stages"), std::string::npos) << config.error().message;
+
+  auto block = parse_spec("head_dim=256,block_n=256");
+  ASSERT_TRUE(block.ok());
+  config = make_config(*block);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().field, "block_n");
+  EXPECT_NE(config.error().message.find("232448"), std::string::npos);
+}
+
+TEST(Config, RegisterBudget) {
+  auto config = make_config(*parse_spec("head_dim=128,consumer_wgs=2"));
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(check_register_budget(*config, 168).ok());   // 24 + 2*240 = 504 = 3*168
+  auto st = check_register_budget(*config, 160);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kResourceBudget);
+}
+
+}  // namespace
+}  // namespace flashjit
