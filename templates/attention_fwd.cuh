@@ -1,1 +1,290 @@
-// placeholder
+// attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design), one CTA per
+// (query block, head, batch). Rendered after ptx.cuh and the generated constants and wgmma shapes
+// (kBlockM, kBlockN, kStages, ..., wgmma_qk, wgmma_pv, pack2).
+//
+// Roles:    warpgroup 0 = producer (one thread issues every TMA load);
+//           warpgroups 1..kConsumerWGs = consumers, 64 query rows each.
+// Pipeline: Q once; K and V blocks, right to left, into a kStages-deep ring. Per stage: full_k and
+//           full_v (TMA transaction barriers) and empty (one arrival per consumer warpgroup).
+// Math:     S = Q K^T (wgmma, both from shared memory); mask; online softmax in the exp2 domain;
+//           O += P V (wgmma, P from registers, V MN-major).
+// Epilogue: O / rowsum -> shared memory (this warpgroup's Q slice) -> TMA store; LSE from registers.
+//
+// Shared memory (1024-B aligned): Q [kQKChunks][kBlockM][64] | K ring [kStages][kQKChunks][kBlockN][64]
+//                                 | V ring [kStages][kVChunks][kBlockN][64] | mbarriers.
+
+struct Params {
+  TmaDesc q, k, v;   // 4-D maps over [batch, seqlen, heads, head_dim]; box rows kBlockM (q), kBlockN (k, v)
+  TmaDesc o;         // box rows 64: each consumer warpgroup stores its own slice
+  float* lse;        // [batch, heads_q, seqlen_q] natural-log LSE, or null
+  int seqlen_q;
+  int seqlen_k;
+  int heads_q;
+  int q_heads_per_kv_head;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+struct SmemLayout {
+  uint32_t q, k, v, bars;
+  FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }
+  FJ_DEVICE uint32_t v_stage(int s) const { return v + s * kVTileBytes; }
+  FJ_DEVICE uint32_t bar_q() const { return bars; }
+  FJ_DEVICE uint32_t full_k(int s) const { return bars + 8u * (1 + s); }
+  FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (1 + kStages + s); }
+  FJ_DEVICE uint32_t empty(int s) const { return bars + 8u * (1 + 2 * kStages + s); }
+};
+
+// The K/V blocks one query block visits: [0, n_blocks), and how many of them (counted from the
+// right, where the iteration starts) need the causal or key-length mask.
+struct BlockRange {
+  int n_blocks;
+  int n_masked;
+};
+
+FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
+  const int n_all = (p.seqlen_k + kBlockN - 1) / kBlockN;
+  // Bottom-right aligned causal mask: row r sees columns c <= r + seqlen_k - seqlen_q.
+  const int diag = p.seqlen_k - p.seqlen_q;
+  int n_blocks = n_all;
+  int first_masked = (p.seqlen_k % kBlockN) ? n_all - 1 : n_all;
+  if (kCausal) {
+    const int last_col = (m_block + 1) * kBlockM - 1 + diag;  // last visible column of the tile's last row
+    n_blocks = last_col < 0 ? 0 : min(n_all, last_col / kBlockN + 1);
+    const int first_row_cols = m_block * kBlockM + diag + 1;  // visible columns of the tile's first row
+    first_masked = min(first_masked, first_row_cols <= 0 ? 0 : first_row_cols / kBlockN);
+  }
+  BlockRange r;
+  r.n_blocks = n_blocks;
+  r.n_masked = n_blocks - min(max(first_masked, 0), n_blocks);
+  return r;
+}
+
+// ================================================================ producer
+FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, int m_block, int head, int batch, int n_blocks) {
+  const int kv_head = head / p.q_heads_per_kv_head;
+  mbar_arrive_expect_tx(sm.bar_q(), kQTileBytes);
+#pragma unroll
+  for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.q + c * kBlockM * 128, &p.q, sm.bar_q(), c * 64, m_block * kBlockM, head, batch);
+
+  for (int it = 0; it < n_blocks; ++it) {
+    const int n = n_blocks - 1 - it;
+    const int s = it % kStages;
+    // Wait for a slot only once the ring is full: the consumers' release of iteration it - kStages.
+    if (it >= kStages) mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
+    mbar_arrive_expect_tx(sm.full_k(s), kKTileBytes);
+#pragma unroll
+    for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.k_stage(s) + c * kBlockN * 128, &p.k, sm.full_k(s), c * 64, n * kBlockN, kv_head, batch);
+    mbar_arrive_expect_tx(sm.full_v(s), kVTileBytes);
+#pragma unroll
+    for (int c = 0; c < kVChunks; ++c) tma_load_4d(sm.v_stage(s) + c * kBlockN * 128, &p.v, sm.full_v(s), c * 64, n * kBlockN, kv_head, batch);
+  }
+}
+
+// ================================================================ consumer
+// Per-thread view of the m64 accumulator fragment: this thread owns rows row0 and row0 + 8 of its
+// warpgroup's 64 rows; element i sits in row (i/2)%2 and column 8*(i/4) + 2*(lane%4) + i%2.
+struct Fragment {
+  int lane;
+  int row0;  // global query row of accumulator row 0
+  FJ_DEVICE static int row_half(int i) { return (i >> 1) & 1; }
+  FJ_DEVICE int col(int i) const { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
+};
+
+struct SoftmaxState {
+  float row_max[2];  // running max of S * scale_log2 (-inf until a row sees a visible key)
+  float row_sum[2];  // this thread's share of the running sum; quad-reduced in the epilogue
+};
+
+FJ_DEVICE void compute_scores(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kQKSteps; ++k) {
+    // K-major, 128-byte swizzle: a k16 step is +32 B inside the 128-B row; every 4 steps the next chunk.
+    const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
+    const uint32_t k_off = (k / 4) * (kBlockN * 128) + (k % 4) * 32;
+    wgmma_qk(s, smem_desc(q_slice + q_off, 16, 1024), smem_desc(k_tile + k_off, 16, 1024), k > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s);
+}
+
+FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n) {
+  const int diag = p.seqlen_k - p.seqlen_q;
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    const int col = n * kBlockN + f.col(i);
+    const int row = f.row0 + 8 * Fragment::row_half(i);
+    const bool hidden = col >= p.seqlen_k || (kCausal && col > row + diag);
+    if (hidden) s[i] = FJ_NEG_INF;
+  }
+}
+
+// Online softmax of one block: updates the running max and sum, rescales O, turns S into P.
+template <bool kMasked>
+FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], float (&o)[kVCols / 2], SoftmaxState& st, float scale_log2) {
+  float block_max[2] = {FJ_NEG_INF, FJ_NEG_INF};
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) block_max[Fragment::row_half(i)] = fmaxf(block_max[Fragment::row_half(i)], s[i]);
+  float offset[2], correction[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // A row is spread over the 4 lanes of a quad.
+    block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xffffffffu, block_max[r], 1));
+    block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xffffffffu, block_max[r], 2));
+    const float new_max = fmaxf(st.row_max[r], block_max[r] * scale_log2);
+    // NOTES: a row with no visible key yet keeps max -inf; subtracting 0 instead keeps exp2 at 0
+    // rather than NaN (-inf - -inf). Unmasked blocks always give a finite max, so only masked ones check.
+    offset[r] = (kMasked && new_max == FJ_NEG_INF) ? 0.f : new_max;
+    correction[r] = fast_exp2(st.row_max[r] - offset[r]);
+    st.row_max[r] = new_max;
+    st.row_sum[r] *= correction[r];
+  }
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    const int r = Fragment::row_half(i);
+    s[i] = fast_exp2(fmaf(s[i], scale_log2, -offset[r]));
+    st.row_sum[r] += s[i];
+  }
+#pragma unroll
+  for (int i = 0; i < kVCols / 2; ++i) o[i] *= correction[Fragment::row_half(i)];
+}
+
+FJ_DEVICE void accumulate_pv(float (&o)[kVCols / 2], const float (&p)[kBlockN / 2], uint32_t v_tile) {
+  // P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
+  uint32_t a[kBlockN / 16][4];
+#pragma unroll
+  for (int j = 0; j < kBlockN / 16; ++j)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a[j][q] = pack2(p[8 * j + 2 * q], p[8 * j + 2 * q + 1]);
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < kBlockN / 16; ++j) {
+    // V [kBlockN][64-col chunks] is MN-major for B: leading offset = chunk stride, k16 step = 16 rows.
+    wgmma_pv(o, a[j], smem_desc(v_tile + j * 2048, kBlockN * 128, 1024));
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o);
+}
+
+template <bool kMasked>
+FJ_DEVICE void consume_block(const Params& p, const SmemLayout& sm, const Fragment& f, uint32_t q_slice, int it,
+                             int n_blocks, float (&o)[kVCols / 2], SoftmaxState& st, bool leader) {
+  const int n = n_blocks - 1 - it;
+  const int s = it % kStages;
+  const uint32_t phase = (it / kStages) & 1;
+  float scores[kBlockN / 2];
+  mbar_wait(sm.full_k(s), phase);
+  compute_scores(scores, q_slice, sm.k_stage(s));
+  if (kMasked) apply_mask(scores, f, p, n);
+  online_softmax<kMasked>(scores, o, st, p.scale_log2);
+  mbar_wait(sm.full_v(s), phase);
+  accumulate_pv(o, scores, sm.v_stage(s));
+  // Every warp of this warpgroup has passed both waits and its wgmmas have completed: free the slot.
+  if (leader) mbar_arrive(sm.empty(s));
+}
+
+// ================================================================ epilogue
+FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragment& f, float (&o)[kVCols / 2],
+                            SoftmaxState& st, int wg, int t, int m_block, int head, int batch) {
+  float inv_sum[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = st.row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    // Fully masked row: sum 0 -> O = 0 and LSE = -inf.
+    inv_sum[r] = (sum == 0.f || sum != sum) ? 0.f : 1.f / sum;
+    if (p.lse != nullptr && (f.lane & 3) == 0) {
+      const int row = f.row0 + 8 * r;
+      if (row < p.seqlen_q) {
+        const float lse = inv_sum[r] == 0.f ? FJ_NEG_INF : st.row_max[r] * 0.69314718055994531f + __logf(sum);
+        p.lse[((int64_t)batch * p.heads_q + head) * p.seqlen_q + row] = lse;
+      }
+    }
+  }
+  // O -> this warpgroup's slice of the Q tile (its QK^T wgmmas are complete), swizzled like TMA.
+  const int local_row0 = f.row0 - m_block * kBlockM;  // row within the CTA's tile
+  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q));
+#pragma unroll
+  for (int i = 0; i < kVCols / 2; i += 2) {
+    const int row = local_row0 + 8 * Fragment::row_half(i);
+    const int col = f.col(i);
+    const int byte_in_row = (col % 64) * 2;
+    const uint32_t off = (col / 64) * (kBlockM * 128) + row * 128 + ((((byte_in_row >> 4) ^ (row & 7))) << 4) + (byte_in_row & 15);
+    const float scale = inv_sum[Fragment::row_half(i)];
+    *reinterpret_cast<uint32_t*>(base + off) = pack2(o[i] * scale, o[i + 1] * scale);
+  }
+  fence_proxy_async_smem();
+  named_barrier_sync(1 + wg, 128);  // this warpgroup only; id 0 is __syncthreads
+  if (t == 0) {
+#pragma unroll
+    for (int c = 0; c < kVChunks; ++c) {
+      tma_store_4d(&p.o, sm.q + c * (kBlockM * 128) + wg * 64 * 128, c * 64, m_block * kBlockM + wg * 64, head, batch);
+    }
+    tma_store_commit();
+    tma_store_wait_read();  // shared memory must stay valid until TMA has read it
+  }
+}
+
+FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int m_block, int head, int batch,
+                       BlockRange range) {
+  Fragment f;
+  f.lane = t % 32;
+  f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + f.lane / 4;
+  const uint32_t q_slice = sm.q + wg * 64 * 128;
+  const bool leader = t == 0;
+
+  float o[kVCols / 2];
+#pragma unroll
+  for (int i = 0; i < kVCols / 2; ++i) o[i] = 0.f;
+  SoftmaxState st = {{FJ_NEG_INF, FJ_NEG_INF}, {0.f, 0.f}};
+
+  if (range.n_blocks > 0) mbar_wait(sm.bar_q(), 0);
+  // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
+  int it = 0;
+#pragma unroll 1
+  for (; it < range.n_masked; ++it) consume_block<true>(p, sm, f, q_slice, it, range.n_blocks, o, st, leader);
+#pragma unroll 1
+  for (; it < range.n_blocks; ++it) consume_block<false>(p, sm, f, q_slice, it, range.n_blocks, o, st, leader);
+
+  write_output(p, sm, f, o, st, wg, t, m_block, head, batch);
+}
+
+// ================================================================ kernel
+extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd(const __grid_constant__ Params p) {
+  extern __shared__ unsigned char smem_raw[];
+  SmemLayout sm;
+  sm.q = (smem_u32(smem_raw) + 1023u) & ~1023u;  // 128B-swizzle tiles must sit on 1024-B boundaries
+  sm.k = sm.q + kQTileBytes;
+  sm.v = sm.k + kStages * kKTileBytes;
+  sm.bars = sm.v + kStages * kVTileBytes;
+
+  // Heaviest causal query blocks (the last ones) start first.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const BlockRange range = kv_block_range(p, m_block);
+  const int tid = threadIdx.x;
+
+  if (tid == 0) {
+    mbar_init(sm.bar_q(), 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(sm.full_k(s), 1);
+      mbar_init(sm.full_v(s), 1);
+      mbar_init(sm.empty(s), kConsumerWGs);
+    }
+    fence_mbar_init();
+    tma_prefetch_desc(&p.q); tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); tma_prefetch_desc(&p.o);
+  }
+  __syncthreads();  // the last CTA-wide barrier: after the role split only named barriers
+
+  const int wg = tid / 128;
+  if (wg == 0) {
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0 && range.n_blocks > 0) produce(p, sm, m_block, head, batch, range.n_blocks);
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    consume(p, sm, wg - 1, tid - 128 * wg, m_block, head, batch, range);
+  }
+}

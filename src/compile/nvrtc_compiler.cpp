@@ -1,0 +1,80 @@
+#include "compile/nvrtc_compiler.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include <nvrtc.h>
+
+#include "common/log.hpp"
+#include "compile/ptxas_report.hpp"
+
+namespace flashjit {
+namespace {
+
+struct ProgramDeleter {
+  void operator()(nvrtcProgram* program) const {
+    nvrtcDestroyProgram(program);
+    delete program;
+  }
+};
+using Program = std::unique_ptr<nvrtcProgram, ProgramDeleter>;
+
+std::string program_log(nvrtcProgram program) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  std::string log(size, '\0');
+  nvrtcGetProgramLog(program, log.data());
+  log.resize(size - 1);
+  return log;
+}
+
+Error compile_error(const CompileRequest& request, std::string what, std::string log) {
+  return Error::make(ErrorCode::kCompileFailed, "NVRTC " + what + " for spec '" + request.spec_text + "'", std::move(log));
+}
+
+}  // namespace
+
+std::vector<std::string> default_nvrtc_options() {
+  // NOTES: --no-cache keeps NVRTC's own result cache out of our timings (we cache cubins ourselves);
+  // -v makes ptxas report registers and spills into the log.
+  return {std::string("--gpu-architecture=") + kTargetArch, "-std=c++17", "--ptxas-options=-v", "--no-cache"};
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  // 1. Create the program from the rendered source.
+  Program program(new nvrtcProgram(nullptr));
+  if (nvrtcResult r = nvrtcCreateProgram(program.get(), request.source.c_str(), "flashjit_kernel.cu", 0, nullptr, nullptr);
+      r != NVRTC_SUCCESS) {
+    return compile_error(request, std::string("create failed: ") + nvrtcGetErrorString(r), {});
+  }
+  // 2. Compile for sm_90a.
+  std::vector<const char*> options;
+  for (const std::string& option : request.options) options.push_back(option.c_str());
+  const nvrtcResult compiled = nvrtcCompileProgram(*program, int(options.size()), options.data());
+  std::string log = program_log(*program);
+  if (compiled != NVRTC_SUCCESS) return compile_error(request, std::string("compile failed: ") + nvrtcGetErrorString(compiled), log);
+  // 3. Take the cubin (a PTX-only target would give 0 bytes: treat that as a failure).
+  size_t cubin_size = 0;
+  nvrtcGetCUBINSize(*program, &cubin_size);
+  if (cubin_size == 0) return compile_error(request, "produced no cubin (is the target a real sm_ arch?)", log);
+  CompiledKernel kernel;
+  kernel.cubin.resize(cubin_size);
+  nvrtcGetCUBIN(*program, kernel.cubin.data());
+  // 4. Keep what ptxas said about it.
+  kernel.spec_text = request.spec_text;
+  kernel.kernel_name = request.kernel_name;
+  kernel.report = parse_ptxas_report(log, request.kernel_name);
+  kernel.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  logger().info("compiled {} in {:.0f} ms: {} registers, {} spill bytes", request.spec_text, kernel.compile_ms,
+                kernel.report.registers, kernel.report.spill_bytes());
+  return kernel;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,63 @@
+#include "source/render.hpp"
+
+#include "source/embedded_templates.hpp"
+#include "source/wgmma_shapes.hpp"
+
+namespace flashjit {
+namespace {
+
+void add_constant(std::string& out, const char* type, const char* name, long long value) {
+  out += "constexpr ";
+  out += type;
+  out += ' ';
+  out += name;
+  out += " = ";
+  out += std::to_string(value);
+  out += ";\n";
+}
+
+// The per-variant constants the templates read (kBlockM, kStages, ...).
+std::string render_constants(const KernelConfig& c) {
+  const AttentionSpec& s = c.spec;
+  std::string out = "// ---- variant constants (rendered from the spec) ----\n";
+  if (s.hang_trap) out += "#define FLASHJIT_HANG_TRAP 1\n";
+  add_constant(out, "int", "kHeadDim", s.head_dim);
+  add_constant(out, "int", "kHeadDimV", s.head_dim_v);
+  add_constant(out, "int", "kBlockM", s.block_m);
+  add_constant(out, "int", "kBlockN", s.block_n);
+  add_constant(out, "int", "kStages", s.stages);
+  add_constant(out, "int", "kConsumerWGs", s.consumer_wgs);
+  add_constant(out, "int", "kThreads", c.threads);
+  add_constant(out, "int", "kQKChunks", c.qk_chunks);
+  add_constant(out, "int", "kVChunks", c.v_chunks);
+  add_constant(out, "int", "kQKSteps", c.qk_k_steps);
+  add_constant(out, "int", "kVCols", c.v_cols);
+  add_constant(out, "int", "kQTileBytes", c.q_tile_bytes);
+  add_constant(out, "int", "kKTileBytes", c.k_tile_bytes);
+  add_constant(out, "int", "kVTileBytes", c.v_tile_bytes);
+  add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
+  add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
+  add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
+  return out;
+}
+
+}  // namespace
+
+std::string_view embedded_template(std::string_view name) {
+  for (size_t i = 0; i < kNumEmbeddedTemplates; ++i) {
+    if (name == kEmbeddedTemplates[i].name) return kEmbeddedTemplates[i].text;
+  }
+  return {};
+}
+
+std::string render_attention_source(const KernelConfig& config) {
+  // Order matters: constants, PTX wrappers, the wgmma shapes this variant uses, the kernel.
+  std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
+  out += render_constants(config);
+  out += embedded_template("ptx.cuh");
+  out += render_wgmma_shapes(config);
+  out += embedded_template("attention_fwd.cuh");
+  return out;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,117 @@
+// ptx.cuh: the small PTX wrappers the attention kernel is built from (sm_90a).
+// No CUDA headers: NVRTC compiles this file alone, so a variant builds in well under a second.
+// Facts (operand orders, descriptor bits, fences) are from shared/reference/hopper-ptx-crib.md.
+
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+
+#define FJ_DEVICE __device__ __forceinline__
+#define FJ_NEG_INF (-__int_as_float(0x7f800000))
+
+// Layout-compatible with the host's CUtensorMap (128 opaque bytes, 64-byte aligned).
+struct alignas(64) TmaDesc { uint64_t opaque[16]; };
+
+FJ_DEVICE uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// ---------------------------------------------------------------- conversions and math
+// Two floats -> one register of two 16-bit values (low half = first argument).
+FJ_DEVICE uint32_t pack_fp16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+FJ_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+FJ_DEVICE float fast_exp2(float x) {  // ex2.approx(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---------------------------------------------------------------- hang trap (debug build mode)
+#ifdef FLASHJIT_HANG_TRAP
+extern "C" __device__ int vprintf(const char*, const char*);
+FJ_DEVICE void report_hang(uint32_t bar, uint32_t parity) {
+  struct { uint32_t bar, parity, bx, by, bz, tid; } args = {bar, parity, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x};
+  vprintf("flashjit: mbarrier wait hung (bar smem 0x%x parity %u) block (%u,%u,%u) thread %u\n", (const char*)&args);
+  asm volatile("trap;");
+}
+#endif
+
+// ---------------------------------------------------------------- mbarrier
+FJ_DEVICE void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+FJ_DEVICE void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+FJ_DEVICE void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+FJ_DEVICE void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+// Waits until the phase with this parity has completed. A fresh barrier is in phase 0, so a wait on
+// parity 1 returns at once.
+FJ_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef FLASHJIT_HANG_TRAP
+  for (uint64_t spins = 0;; ++spins) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    if (done) return;
+    if (spins == (1ull << 28)) report_hang(bar, parity);
+  }
+#else
+  asm volatile("{\n.reg .pred P1;\nFJ_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               "@P1 bra FJ_DONE;\nbra FJ_WAIT;\nFJ_DONE:\n}\n" :: "r"(bar), "r"(parity) : "memory");
+#endif
+}
+
+// ---------------------------------------------------------------- TMA (bulk tensor copies)
+FJ_DEVICE void tma_prefetch_desc(const TmaDesc* d) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<uint64_t>(d)) : "memory");
+}
+// 4-D tile load {c0 = column, c1 = row, c2 = head, c3 = batch} into shared memory, completing on bar.
+FJ_DEVICE void tma_load_4d(uint32_t dst, const TmaDesc* d, uint32_t bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4, %5}], [%6];"
+               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(d)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+// 4-D tile store; the tensor map clips rows and columns past the tensor's end.
+FJ_DEVICE void tma_store_4d(const TmaDesc* d, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(d)), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+FJ_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+FJ_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// Generic-proxy shared-memory writes -> visible to the async proxy (TMA store, wgmma operands).
+FJ_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// ---------------------------------------------------------------- warpgroup sync and registers
+FJ_DEVICE void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+template <uint32_t N> FJ_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
+template <uint32_t N> FJ_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
+
+// ---------------------------------------------------------------- wgmma
+FJ_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+FJ_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> FJ_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+// Keeps the compiler from moving accumulator accesses across the asynchronous region.
+template <int N> FJ_DEVICE void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: bits 0-13 address>>4, 16-29 leading byte
+// offset>>4, 32-45 stride byte offset>>4, 62-63 layout (1 = 128B swizzle). Tiles are 1024-B aligned,
+// so the base offset (bits 49-51) stays 0.
+FJ_DEVICE uint64_t smem_desc(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((leading_bytes & 0x3FFFF) >> 4) << 16) |
+         ((uint64_t)((stride_bytes & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
