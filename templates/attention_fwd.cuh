@@ -24,6 +24,9 @@ struct Params {
   float scale_log2;  // softmax scale * log2(e)
 };
 
+// NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
+static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
+
 struct SmemLayout {
   uint32_t q, k, v, bars;
   FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }

@@ -37,7 +37,7 @@ Error compile_error(const CompileRequest& request, std::string what, std::string
 std::vector<std::string> default_nvrtc_options() {
   // NOTES: --no-cache keeps NVRTC's own result cache out of our timings (we cache cubins ourselves);
   // -v makes ptxas report registers and spills into the log.
-  return {std::string("--gpu-architecture=") + kTargetArch, "-std=c++17", "--ptxas-options=-v", "--no-cache"};
+  return {std::string("--gpu-architecture=") + kTargetArch, "-std=c++17", "--ptxas-options=-v", "--no-cache", "--diag-suppress=177"};
 }
 
 std::string nvrtc_version() {

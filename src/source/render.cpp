@@ -1,5 +1,6 @@
 #include "source/render.hpp"
 
+#include "launch/attention_launch.hpp"
 #include "source/embedded_templates.hpp"
 #include "source/wgmma_shapes.hpp"
 
@@ -38,6 +39,8 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
   add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
   add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
+  // The host's KernelParams layout, which the template's Params must match byte for byte.
+  add_constant(out, "int", "kParamsBytes", sizeof(KernelParams));
   return out;
 }
 

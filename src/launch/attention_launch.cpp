@@ -1,0 +1,76 @@
+#include "launch/attention_launch.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "driver/tensor_map.hpp"
+
+namespace flashjit {
+namespace {
+
+TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig& c, int batch, int seqlen, int heads,
+                             const TensorStrides& strides, int box_rows) {
+  TensorMapRequest r;
+  r.name = name;
+  r.base = base;
+  r.dtype = c.spec.dtype;
+  r.batch = batch;
+  r.seqlen = seqlen;
+  r.heads = heads;
+  r.head_dim = c.spec.head_dim;
+  r.stride_seqlen = strides.row;
+  r.stride_heads = strides.head;
+  r.stride_batch = strides.batch;
+  r.box_rows = uint32_t(box_rows);
+  return r;
+}
+
+}  // namespace
+
+LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a) {
+  LaunchShape shape;
+  shape.grid_x = unsigned((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
+  shape.grid_y = unsigned(a.heads_q);
+  shape.grid_z = unsigned(a.batch);
+  shape.block_x = unsigned(c.threads);
+  shape.dynamic_smem_bytes = unsigned(c.smem_bytes);
+  return shape;
+}
+
+Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a) {
+  if (Status st = validate_attention_args(c, a); !st) return st.take_error();
+  KernelParams p{};
+  // Q loads kBlockM rows, K and V kBlockN rows, and each consumer warpgroup stores 64 rows of O.
+  const struct {
+    TensorMapBytes* out;
+    TensorMapRequest request;
+  } maps[] = {
+      {&p.q, map_request("q", a.q, c, a.batch, a.seqlen_q, a.heads_q, a.q_strides, c.spec.block_m)},
+      {&p.k, map_request("k", a.k, c, a.batch, a.seqlen_k, a.heads_kv, a.k_strides, c.spec.block_n)},
+      {&p.v, map_request("v", a.v, c, a.batch, a.seqlen_k, a.heads_kv, a.v_strides, c.spec.block_n)},
+      {&p.o, map_request("o", a.o, c, a.batch, a.seqlen_q, a.heads_q, a.o_strides, 64)},
+  };
+  for (const auto& m : maps) {
+    auto encoded = make_tensor_map_bshd(api, m.request);
+    if (!encoded) return encoded.take_error();
+    std::memcpy(m.out, &*encoded, sizeof(TensorMapBytes));
+  }
+  p.lse = reinterpret_cast<float*>(a.lse);
+  p.seqlen_q = a.seqlen_q;
+  p.seqlen_k = a.seqlen_k;
+  p.heads_q = a.heads_q;
+  p.q_heads_per_kv_head = a.heads_q / a.heads_kv;
+  const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
+  p.scale_log2 = scale * 1.4426950408889634f;
+  return p;
+}
+
+Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& c, const AttentionArgs& a,
+                        CUstream stream) {
+  auto params = make_kernel_params(api, c, a);
+  if (!params) return params.take_error();
+  void* args[] = {&*params};
+  return launch_kernel(api, function, attention_launch_shape(c, a), stream, args);
+}
+
+}  // namespace flashjit

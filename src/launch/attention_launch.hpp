@@ -1,0 +1,42 @@
+// Launch stage for the attention forward: args -> kernel parameters (four TMA tensor maps) ->
+// cuLaunchKernelEx. The hot path: no allocation, no synchronisation, no compilation.
+#pragma once
+#include <cuda.h>
+
+#include "config/kernel_config.hpp"
+#include "driver/cuda_driver.hpp"
+#include "driver/launch.hpp"
+#include "launch/attention_args.hpp"
+
+namespace flashjit {
+
+// Host mirror of the kernel's `Params` (templates/attention_fwd.cuh). The template checks its own
+// size and field offsets against the constants rendered from this struct.
+// NOTES: CUtensorMap is alignas(128) in CUDA 13's cuda.h, but TMA needs 64 and the kernel's param
+// space aligns to 64: a 64-aligned copy keeps both sides at the same layout.
+struct alignas(64) TensorMapBytes {
+  uint64_t opaque[16];
+};
+static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap));
+
+struct KernelParams {
+  TensorMapBytes q, k, v, o;
+  float* lse;
+  int seqlen_q;
+  int seqlen_k;
+  int heads_q;
+  int q_heads_per_kv_head;
+  float scale_log2;
+};
+
+// Grid (query blocks, heads_q, batch), block = config.threads, dynamic shared memory = config.smem_bytes.
+LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args);
+
+// Validates the args and encodes the tensor maps.
+Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args);
+
+// make_kernel_params + launch_kernel on `stream`.
+Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& config,
+                        const AttentionArgs& args, CUstream stream);
+
+}  // namespace flashjit

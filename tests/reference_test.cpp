@@ -1,0 +1,87 @@
+// The CPU reference is the definition the kernels are judged by: check it against cases whose
+// answer is known in closed form.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "support/attention_reference.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+TEST(Reference, HalfConversionsRoundTrip) {
+  for (float x : {0.f, 1.f, -2.5f, 0.333251953125f, 65504.f, 1e-5f, -3.0e-7f}) {
+    EXPECT_EQ(half_bits_to_float(float_to_half_bits(x, false), false), (float)half_bits_to_float(float_to_half_bits(x, false), false));
+    EXPECT_NEAR(half_bits_to_float(float_to_half_bits(x, false), false), x, std::fabs(x) * 1e-3 + 1e-7);
+    EXPECT_NEAR(half_bits_to_float(float_to_half_bits(x, true), true), x, std::fabs(x) * 8e-3);
+  }
+  EXPECT_EQ(float_to_half_bits(1.f, false), 0x3c00);
+  EXPECT_EQ(float_to_half_bits(1.f, true), 0x3f80);
+  EXPECT_EQ(float_to_half_bits(-2.f, false), 0xc000);
+}
+
+// Identical keys -> uniform attention -> O is the mean of the visible V rows, LSE = s + log(n).
+TEST(Reference, UniformKeysAverageValuesWithCausalBottomRight) {
+  Problem p;
+  p.bf16 = false;
+  p.seqlen_q = 2;
+  p.seqlen_k = 4;
+  p.head_dim = 8;
+  p.causal = true;
+  std::vector<uint16_t> q(2 * 8), k(4 * 8), v(4 * 8);
+  for (auto& x : q) x = float_to_half_bits(1.f, false);
+  for (auto& x : k) x = float_to_half_bits(0.5f, false);
+  for (int j = 0; j < 4; ++j)
+    for (int c = 0; c < 8; ++c) v[j * 8 + c] = float_to_half_bits(float(j + 1), false);
+  Strides s = contiguous_strides(0, 1, 8);
+  Reference ref = cpu_reference(p, q.data(), s, k.data(), s, v.data(), s);
+  // Row 0 sees keys 0..2 (bottom-right aligned: 0 + 4 - 2), row 1 sees all 4.
+  EXPECT_NEAR(ref.o[0], (1 + 2 + 3) / 3.0, 1e-12);
+  EXPECT_NEAR(ref.o[8], (1 + 2 + 3 + 4) / 4.0, 1e-12);
+  const double score = 8 * 0.5 / std::sqrt(8.0);
+  EXPECT_NEAR(ref.lse[0], score + std::log(3.0), 1e-12);
+  EXPECT_NEAR(ref.lse[1], score + std::log(4.0), 1e-12);
+}
+
+TEST(Reference, FullyMaskedRowsGiveZeroAndMinusInfinity) {
+  Problem p;
+  p.seqlen_q = 5;
+  p.seqlen_k = 2;
+  p.head_dim = 8;
+  p.causal = true;
+  std::mt19937_64 rng(1);
+  std::vector<uint16_t> q(5 * 8), k(2 * 8), v(2 * 8);
+  fill_random(q, true, rng);
+  fill_random(k, true, rng);
+  fill_random(v, true, rng);
+  Strides s = contiguous_strides(0, 1, 8);
+  Reference ref = cpu_reference(p, q.data(), s, k.data(), s, v.data(), s);
+  // Rows 0..2 see nothing (row + 2 - 5 < 0); row 3 sees key 0 only: O = V[0].
+  for (int row = 0; row < 3; ++row) {
+    EXPECT_TRUE(std::isinf(ref.lse[row]) && ref.lse[row] < 0);
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(ref.o[row * 8 + c], 0.0);
+  }
+  for (int c = 0; c < 8; ++c) EXPECT_NEAR(ref.o[3 * 8 + c], half_bits_to_float(v[c], true), 1e-12);
+}
+
+TEST(Reference, RelativeErrorCatchesNaN) {
+  EXPECT_TRUE(std::isinf(relative_l2_error({std::nan("")}, {1.0})));
+  EXPECT_NEAR(relative_l2_error({1.1}, {1.0}), 0.1, 1e-12);
+}
+
+}  // namespace
+}  // namespace flashjit::testing
+
+#include "compile/nvrtc_compiler.hpp"
+
+namespace flashjit::testing {
+namespace {
+TEST(Reference, GpuReferenceKernelCompiles) {
+  for (bool bf16 : {false, true}) {
+    auto k = compile_with_nvrtc({reference_kernel_source(bf16), default_nvrtc_options(), "reference_attention", "reference"});
+    ASSERT_TRUE(k.ok()) << k.error().log;
+    EXPECT_GT(k->cubin.size(), 0u);
+  }
+}
+}  // namespace
+}  // namespace flashjit::testing
