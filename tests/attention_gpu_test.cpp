@@ -47,7 +47,7 @@ void run_all(const std::vector<Case>& cases) {
   int failed = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.describe());
-    CaseResult r = run_case(c, rng);
+    CheckResult r = run_case(c, rng);
     const bool ok = r.ran && r.unwritten == 0 && r.o_error <= o_error_bound(c.problem.bf16) && r.lse_error <= kLseErrorBound;
     std::printf("%s o_err %.2e lse_err %.2e unwritten %zu  %s %s\n", ok ? "PASS" : "FAIL", r.o_error, r.lse_error,
                 r.unwritten, c.describe().c_str(), r.error.c_str());
@@ -78,7 +78,7 @@ TEST(AttentionGpu, ReferenceKernelMatchesCpuReference) {
       dv.upload(v.data(), v.size() * 2);
       std::string error;
       p.scale = double(float(p.effective_scale()));
-      Reference gpu = gpu_reference(p, dq.ptr(), qs, dk.ptr(), ks, dv.ptr(), ks, &error);
+      Reference gpu = gpu_reference(env->device(), p, dq.ptr(), qs, dk.ptr(), ks, dv.ptr(), ks, &error);
       ASSERT_TRUE(error.empty()) << error;
       Reference cpu_same_scale = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
       EXPECT_LT(relative_l2_error(gpu.o, cpu_same_scale.o), 1e-12) << p.describe();

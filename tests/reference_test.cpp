@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/attention_reference.hpp"
+#include "verify/reference.hpp"
 
-namespace flashjit::testing {
+namespace flashjit {
 namespace {
 
 TEST(Reference, HalfConversionsRoundTrip) {
@@ -70,11 +70,11 @@ TEST(Reference, RelativeErrorCatchesNaN) {
 }
 
 }  // namespace
-}  // namespace flashjit::testing
+}  // namespace flashjit
 
 #include "compile/nvrtc_compiler.hpp"
 
-namespace flashjit::testing {
+namespace flashjit {
 namespace {
 TEST(Reference, GpuReferenceKernelCompiles) {
   for (bool bf16 : {false, true}) {
@@ -84,4 +84,4 @@ TEST(Reference, GpuReferenceKernelCompiles) {
   }
 }
 }  // namespace
-}  // namespace flashjit::testing
+}  // namespace flashjit

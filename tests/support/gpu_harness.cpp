@@ -1,18 +1,12 @@
 #include "support/gpu_harness.hpp"
 
-#include <cmath>
-#include <cstring>
+#include <cstdlib>
 #include <future>
-#include <limits>
 #include <map>
 #include <mutex>
-#include <thread>
 
-#include "compile/nvrtc_compiler.hpp"
 #include "driver/device_info.hpp"
-#include "driver/launch.hpp"
-#include "launch/attention_launch.hpp"
-#include "source/render.hpp"
+#include "runtime/engine.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -24,64 +18,32 @@ void expect_ok(Status st, const char* what) {
   }
 }
 
-struct Compiled {
-  std::string error;
-  KernelConfig config;
-  CompiledKernel kernel;
-};
+Engine& engine() {
+  static Engine instance([] {
+    EngineOptions o;
+    o.memory_only = true;
+    return o;
+  }());
+  return instance;
+}
 
-std::mutex g_mutex;
-std::map<std::string, std::shared_future<std::shared_ptr<Compiled>>> g_compiled;
-std::map<std::string, std::shared_ptr<TestKernel>> g_loaded;
-
-std::shared_ptr<Compiled> compile_spec(const std::string& text) {
-  auto out = std::make_shared<Compiled>();
-  // FLASHJIT_TEST_HANG_TRAP=1 builds every kernel in the hang-trap mode: a hang becomes an error.
+// FLASHJIT_TEST_HANG_TRAP=1 builds every kernel in the hang-trap mode: a hang becomes an error.
+std::string test_spec(const std::string& text) {
   const char* trap = std::getenv("FLASHJIT_TEST_HANG_TRAP");
-  auto spec = parse_spec(trap && *trap == '1' ? text + ",hang_trap=1" : text);
-  if (!spec) { out->error = spec.error().message; return out; }
-  auto config = make_config(*spec);
-  if (!config) { out->error = config.error().message; return out; }
-  out->config = *config;
-  CompileRequest request{render_attention_source(*config), default_nvrtc_options(), config->kernel_name, to_string(config->spec)};
-  auto kernel = compile_with_nvrtc(request);
-  if (!kernel) { out->error = kernel.error().message + "\n" + kernel.error().log.substr(0, 2000); return out; }
-  if (Status st = check_register_budget(*config, kernel->report.registers); !st) { out->error = st.error().message; return out; }
-  out->kernel = std::move(*kernel);
-  return out;
+  return trap && *trap == '1' ? text + ",hang_trap=1" : text;
 }
 
-std::shared_future<std::shared_ptr<Compiled>> compile_async(const std::string& text, std::launch policy) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_compiled.find(text);
-  if (it != g_compiled.end()) return it->second;
-  auto fut = std::async(policy, compile_spec, text).share();
-  g_compiled.emplace(text, fut);
-  return fut;
-}
-
-std::shared_future<std::shared_ptr<Compiled>> reference_kernel(bool bf16) {
-  static std::shared_future<std::shared_ptr<Compiled>> kernels[2] = {
-      std::async(std::launch::deferred, [] {
-        auto out = std::make_shared<Compiled>();
-        auto k = compile_with_nvrtc({reference_kernel_source(false), default_nvrtc_options(), "reference_attention", "reference fp16"});
-        if (k) out->kernel = *k; else out->error = k.error().log;
-        return out;
-      }).share(),
-      std::async(std::launch::deferred, [] {
-        auto out = std::make_shared<Compiled>();
-        auto k = compile_with_nvrtc({reference_kernel_source(true), default_nvrtc_options(), "reference_attention", "reference bf16"});
-        if (k) out->kernel = *k; else out->error = k.error().log;
-        return out;
-      }).share()};
-  return kernels[bf16 ? 1 : 0];
+Result<PreparedKernel> prepare(const std::string& text) {
+  auto spec = parse_spec(test_spec(text));
+  if (!spec) return spec.take_error();
+  return engine().prepare(*spec);
 }
 
 }  // namespace
 
 GpuEnv* gpu_env(std::string* why_not) {
   static std::string reason;
-  static GpuEnv* env = [] () -> GpuEnv* {
+  static GpuEnv* env = []() -> GpuEnv* {
     auto api = driver();
     if (!api) { reason = api.error().message; return nullptr; }
     int count = 0;
@@ -103,252 +65,40 @@ GpuEnv* gpu_env(std::string* why_not) {
   return env;
 }
 
-DeviceBuffer::DeviceBuffer(const DriverApi& api, size_t bytes) : api_(api), bytes_(bytes) {
-  expect_ok(check(api_, api_.cuMemAlloc(&ptr_, bytes ? bytes : 16), "cuMemAlloc"), "DeviceBuffer");
-}
-DeviceBuffer::~DeviceBuffer() { if (ptr_) api_.cuMemFree(ptr_); }
-void DeviceBuffer::upload(const void* data, size_t bytes, size_t offset) {
-  expect_ok(check(api_, api_.cuMemcpyHtoD(ptr_ + offset, data, bytes), "cuMemcpyHtoD"), "upload");
-}
-void DeviceBuffer::download(void* data, size_t bytes, size_t offset) const {
-  expect_ok(check(api_, api_.cuMemcpyDtoH(data, ptr_ + offset, bytes), "cuMemcpyDtoH"), "download");
-}
-void DeviceBuffer::fill_bytes(unsigned char value) {
-  expect_ok(check(api_, api_.cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8"), "fill_bytes");
-}
-
 void precompile(const std::vector<std::string>& specs) {
-  std::vector<std::shared_future<std::shared_ptr<Compiled>>> pending;
-  for (const std::string& s : specs) pending.push_back(compile_async(s, std::launch::async));
+  std::vector<std::future<void>> pending;
+  for (const std::string& s : specs) pending.push_back(std::async(std::launch::async, [s] { (void)prepare(s); }));
   for (auto& f : pending) f.wait();
 }
 
 std::shared_ptr<TestKernel> get_test_kernel(const std::string& spec_text, std::string* error) {
   GpuEnv* env = gpu_env(nullptr);
-  auto compiled = compile_async(spec_text, std::launch::deferred).get();
-  if (!compiled->error.empty()) { *error = compiled->error; return nullptr; }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_loaded.find(spec_text);
-  if (it != g_loaded.end()) return it->second;
-  auto loaded = LoadedKernel::load(*env->api, env->context->get(), compiled->kernel.cubin, compiled->config.kernel_name,
-                                   compiled->config.smem_bytes);
+  auto prepared = prepare(spec_text);
+  if (!prepared) { *error = prepared.error().message + "\n" + prepared.error().log.substr(0, 2000); return nullptr; }
+  auto loaded = engine().load(*env->api, *prepared, env->context->get());
   if (!loaded) { *error = loaded.error().message; return nullptr; }
   auto k = std::make_shared<TestKernel>();
-  k->config = compiled->config;
+  k->config = prepared->config;
   k->loaded = *loaded;
-  k->registers = compiled->kernel.report.registers;
-  k->spill_bytes = compiled->kernel.report.spill_bytes();
-  g_loaded.emplace(spec_text, k);
+  k->registers = prepared->compiled->report.registers;
+  k->spill_bytes = prepared->compiled->report.spill_bytes();
   return k;
-}
-
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::kContiguous: return "bshd";
-    case Layout::kPackedQKV: return "packed-qkv";
-    case Layout::kHeadMajor: return "bhsd";
-    case Layout::kPadded: return "padded";
-  }
-  return "?";
 }
 
 std::string Case::describe() const {
   return spec + " | " + problem.describe() + " | " + layout_name(layout) + (with_lse ? "" : " no-lse");
 }
 
-double o_error_bound(bool bf16) { return bf16 ? 6e-3 : 1e-3; }
-
-namespace {
-
-// Element strides of Q, K, V, O for a layout, and the buffer sizes they need.
-struct Placement {
-  Strides q, k, v, o;
-  size_t q_offset = 0, k_offset = 0, v_offset = 0;  // elements, inside the input buffer
-  size_t input_elems = 0, output_elems = 0;
-};
-
-Placement place(const Problem& p, Layout layout) {
-  const int64_t d = p.head_dim, b = p.batch, sq = p.seqlen_q, sk = p.seqlen_k, hq = p.heads_q, hkv = p.heads_kv;
-  Placement pl;
-  switch (layout) {
-    case Layout::kContiguous: {
-      pl.q = contiguous_strides(sq, hq, d);
-      pl.k = pl.v = contiguous_strides(sk, hkv, d);
-      pl.k_offset = b * sq * hq * d;
-      pl.v_offset = pl.k_offset + b * sk * hkv * d;
-      pl.input_elems = pl.v_offset + b * sk * hkv * d;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * hq * d;
-      break;
-    }
-    case Layout::kPackedQKV: {  // self-attention shape: seqlen_q == seqlen_k
-      const int64_t width = (hq + 2 * hkv) * d;
-      pl.q = pl.k = pl.v = {sq * width, width, d};
-      pl.k_offset = hq * d;
-      pl.v_offset = (hq + hkv) * d;
-      pl.input_elems = b * sq * width;
-      pl.o = contiguous_strides(sq, hq, d);
-      pl.output_elems = b * sq * hq * d;
-      break;
-    }
-    case Layout::kHeadMajor: {
-      pl.q = {hq * sq * d, d, sq * d};
-      pl.k = pl.v = {hkv * sk * d, d, sk * d};
-      pl.k_offset = b * sq * hq * d;
-      pl.v_offset = pl.k_offset + b * sk * hkv * d;
-      pl.input_elems = pl.v_offset + b * sk * hkv * d;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * hq * d;
-      break;
-    }
-    case Layout::kPadded: {  // rows padded by 8 elements per head, heads by 16 per row
-      const int64_t head = d + 8, row = hq * head + 16, rowk = hkv * head + 16;
-      pl.q = {sq * row, row, head};
-      pl.k = pl.v = {sk * rowk, rowk, head};
-      pl.k_offset = b * sq * row;
-      pl.v_offset = pl.k_offset + b * sk * rowk;
-      pl.input_elems = pl.v_offset + b * sk * rowk;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * row;
-      break;
-    }
-  }
-  return pl;
-}
-
-TensorStrides to_args(const Strides& s) { return {s.batch, s.row, s.head}; }
-
-}  // namespace
-
-Reference gpu_reference(const Problem& p, CUdeviceptr q, Strides qs, CUdeviceptr k, Strides ks, CUdeviceptr v,
-                        Strides vs, std::string* error) {
-  GpuEnv* env = gpu_env(nullptr);
-  const DriverApi& api = *env->api;
-  Reference ref;
-  auto ref_kernel = reference_kernel(p.bf16).get();
-  if (!ref_kernel->error.empty()) { *error = "reference kernel: " + ref_kernel->error; return ref; }
-  static std::shared_ptr<LoadedKernel> loaded[2];
-  if (!loaded[p.bf16]) {
-    auto l = LoadedKernel::load(api, env->context->get(), ref_kernel->kernel.cubin, "reference_attention", 0);
-    if (!l) { *error = l.error().message; return ref; }
-    loaded[p.bf16] = *l;
-  }
-  const size_t o_count = size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim;
-  const size_t lse_count = size_t(p.batch) * p.heads_q * p.seqlen_q;
-  DeviceBuffer o(api, o_count * 8), lse(api, lse_count * 8);
-  RefParams rp{};
-  rp.q = q; rp.k = k; rp.v = v;
-  const Strides* ss[3] = {&qs, &ks, &vs};
-  int64_t* dst[3] = {rp.qs, rp.ks, rp.vs};
-  for (int i = 0; i < 3; ++i) { dst[i][0] = ss[i]->batch; dst[i][1] = ss[i]->row; dst[i][2] = ss[i]->head; }
-  rp.o = o.ptr();
-  rp.lse = lse.ptr();
-  rp.seqlen_q = p.seqlen_q; rp.seqlen_k = p.seqlen_k; rp.heads_q = p.heads_q; rp.heads_kv = p.heads_kv;
-  rp.head_dim = p.head_dim; rp.causal = p.causal;
-  // The kernel takes the scale as a float: the reference uses the same rounded value.
-  rp.scale = double(float(p.effective_scale()));
-  void* ref_args[] = {&rp};
-  LaunchShape shape;
-  shape.grid_x = p.seqlen_q; shape.grid_y = p.heads_q; shape.grid_z = p.batch; shape.block_x = 128;
-  if (Status st = launch_kernel(api, loaded[p.bf16]->function(), shape, env->stream, ref_args); !st) {
-    *error = "reference launch: " + st.error().message;
-    return ref;
-  }
-  expect_ok(check(api, api.cuStreamSynchronize(env->stream), "reference kernel"), "reference");
-  ref.o.resize(o_count);
-  ref.lse.resize(lse_count);
-  o.download(ref.o.data(), o_count * 8);
-  lse.download(ref.lse.data(), lse_count * 8);
-  return ref;
-}
-
-CaseResult run_case(const Case& c, std::mt19937_64& rng) {
-  CaseResult result;
-  GpuEnv* env = gpu_env(nullptr);
-  const DriverApi& api = *env->api;
-  const Problem& p = c.problem;
+CheckResult run_case(const Case& c, std::mt19937_64& rng) {
   std::string error;
   auto kernel = get_test_kernel(c.spec, &error);
-  if (!kernel) { result.error = "kernel: " + error; return result; }
-  const size_t elem = 2;
-  const Placement pl = place(p, c.layout);
-
-  // Inputs: fresh standard-normal values everywhere in the buffer (padding included).
-  std::vector<uint16_t> input(pl.input_elems);
-  fill_random(input, p.bf16, rng);
-  DeviceBuffer in(api, input.size() * elem);
-  in.upload(input.data(), input.size() * elem);
-  // Outputs poisoned: 0xFFFF is NaN in fp16 and bf16, 0xFFFFFFFF is NaN in float32.
-  DeviceBuffer out(api, pl.output_elems * elem);
-  out.fill_bytes(0xFF);
-  const size_t lse_count = size_t(p.batch) * p.heads_q * p.seqlen_q;
-  DeviceBuffer lse(api, lse_count * 4);
-  lse.fill_bytes(0xFF);
-
-  AttentionArgs args;
-  args.q = in.ptr() + pl.q_offset * elem;
-  args.k = in.ptr() + pl.k_offset * elem;
-  args.v = in.ptr() + pl.v_offset * elem;
-  args.o = out.ptr();
-  args.lse = c.with_lse ? lse.ptr() : 0;
-  args.batch = p.batch;
-  args.seqlen_q = p.seqlen_q;
-  args.seqlen_k = p.seqlen_k;
-  args.heads_q = p.heads_q;
-  args.heads_kv = p.heads_kv;
-  args.q_strides = to_args(pl.q);
-  args.k_strides = to_args(pl.k);
-  args.v_strides = to_args(pl.v);
-  args.o_strides = to_args(pl.o);
-  args.softmax_scale = float(p.scale);
-  if (Status st = launch_attention(api, kernel->loaded->function(), kernel->config, args, env->stream); !st) {
-    result.error = "launch: " + st.error().message;
-    return result;
+  if (!kernel) {
+    CheckResult r;
+    r.error = "kernel: " + error;
+    return r;
   }
-  if (Status st = check(api, api.cuStreamSynchronize(env->stream), "attention kernel"); !st) {
-    result.error = st.error().message;
-    return result;
-  }
-
-  // Reference on the same device buffers.
-  Reference ref = gpu_reference(p, args.q, pl.q, args.k, pl.k, args.v, pl.v, &result.error);
-  if (!result.error.empty()) return result;
-  const size_t ref_o_count = ref.o.size();
-  const std::vector<double>& expected = ref.o;
-  std::vector<double> actual(ref_o_count);
-
-  // Compare O (gathered from the output layout into [b, s, h, d]).
-  std::vector<uint16_t> o_raw(pl.output_elems);
-  out.download(o_raw.data(), o_raw.size() * elem);
-  size_t idx = 0;
-  for (int b = 0; b < p.batch; ++b)
-    for (int s = 0; s < p.seqlen_q; ++s)
-      for (int h = 0; h < p.heads_q; ++h)
-        for (int d = 0; d < p.head_dim; ++d, ++idx) {
-          const float v = half_bits_to_float(o_raw[b * pl.o.batch + s * pl.o.row + h * pl.o.head + d], p.bf16);
-          if (std::isnan(v)) ++result.unwritten;
-          actual[idx] = v;
-        }
-  result.o_error = relative_l2_error(actual, expected);
-  // Compare LSE.
-  if (c.with_lse) {
-    std::vector<float> got(lse_count);
-    const std::vector<double>& want = ref.lse;
-    lse.download(got.data(), lse_count * 4);
-    for (size_t i = 0; i < lse_count; ++i) {
-      double err;
-      if (std::isnan(got[i])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
-      else if (std::isinf(want[i])) err = (std::isinf(got[i]) && got[i] < 0) ? 0 : std::numeric_limits<double>::infinity();
-      else err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
-      result.lse_error = std::max(result.lse_error, err);
-    }
-  } else {
-    std::vector<uint32_t> untouched(lse_count);
-    lse.download(untouched.data(), lse_count * 4);
-    for (uint32_t bits : untouched) if (bits != 0xFFFFFFFFu) { result.error = "lse written although not requested"; break; }
-  }
-  result.ran = true;
-  return result;
+  return check_attention(gpu_env(nullptr)->device(), kernel->loaded->function(), kernel->config, c.problem, c.layout,
+                         c.with_lse, rng);
 }
 
 }  // namespace flashjit::testing

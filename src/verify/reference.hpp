@@ -1,4 +1,4 @@
-// Float64 references for the attention forward: a CPU one (the definition) and a GPU one (the same
+// Verify stage: float64 references for the attention forward: a CPU one (the definition) and a GPU one (the same
 // algorithm as a plain NVRTC-compiled kernel, for shapes too large for the CPU), plus host-side
 // fp16/bf16 conversion and random inputs.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace flashjit::testing {
+namespace flashjit {
 
 // [batch, seqlen, heads, head_dim] with element strides; head_dim is contiguous.
 struct Strides {
@@ -58,4 +58,4 @@ struct RefParams {
 // ||a - b|| / ||b|| (or ||a - b|| when ||b|| is 0), over all elements.
 double relative_l2_error(const std::vector<double>& actual, const std::vector<double>& expected);
 
-}  // namespace flashjit::testing
+}  // namespace flashjit

@@ -1,4 +1,4 @@
-#include "support/attention_reference.hpp"
+#include "verify/reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <thread>
 
-namespace flashjit::testing {
+namespace flashjit {
 
 double Problem::effective_scale() const { return scale != 0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
 
@@ -200,4 +200,4 @@ double relative_l2_error(const std::vector<double>& actual, const std::vector<do
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-}  // namespace flashjit::testing
+}  // namespace flashjit

@@ -1,0 +1,72 @@
+#include "runtime/engine.hpp"
+
+#include "cache/cache_dir.hpp"
+#include "cache/cache_key.hpp"
+#include "common/log.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "source/render.hpp"
+
+namespace flashjit {
+namespace {
+
+KernelCacheOptions cache_options(const EngineOptions& o) {
+  KernelCacheOptions c;
+  if (!o.memory_only) c.dir = resolve_cache_dir(o.cache_dir);
+  c.max_bytes = o.max_cache_bytes;
+  return c;
+}
+
+}  // namespace
+
+CompileRequest make_compile_request(const KernelConfig& config) {
+  return CompileRequest{render_attention_source(config), default_nvrtc_options(), config.kernel_name,
+                        to_string(config.spec)};
+}
+
+std::string cache_key_for(const CompileRequest& request) {
+  static const std::string version = nvrtc_version();
+  return compute_cache_key({request.source, request.options, version, kTargetArch});
+}
+
+Status check_compiled_kernel(const KernelConfig& config, const CompiledKernel& kernel) {
+  if (Status st = check_register_budget(config, kernel.report.registers); !st) return st;
+  if (kernel.report.spill_bytes() > 0) {
+    logger().warn("{}: {} bytes of register spills (slower, still correct)", kernel.spec_text, kernel.report.spill_bytes());
+  }
+  return {};
+}
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)), cache_(cache_options(options_)) {}
+
+Result<PreparedKernel> Engine::prepare(const AttentionSpec& spec) { return prepare(spec, options_.policy); }
+
+Result<PreparedKernel> Engine::prepare(const AttentionSpec& spec, CompilePolicy policy) {
+  // 1. Resolve the spec against the tile table (errors name the field).
+  auto config = make_config(spec);
+  if (!config) return config.take_error();
+  // 2. Render and key it.
+  CompileRequest request = make_compile_request(*config);
+  const std::string key = cache_key_for(request);
+  // 3. Memory or disk; compile only where the policy allows.
+  Result<CacheLookup> found = policy == CompilePolicy::kCacheOnly
+                                  ? cache_.lookup(key)
+                                  : cache_.get_or_compile(key, request.spec_text, [&]() -> Result<CompiledKernel> {
+                                      auto kernel = compile_with_nvrtc(request);
+                                      if (!kernel) return kernel;
+                                      if (Status st = check_compiled_kernel(*config, *kernel); !st) return st.take_error();
+                                      return kernel;
+                                    });
+  if (!found) {
+    Error e = found.take_error();
+    if (e.code == ErrorCode::kNotCompiled) e.message = "kernel for spec '" + request.spec_text + "' is not in the cache (cache-only policy)";
+    return e;
+  }
+  return PreparedKernel{*config, key, found->kernel, found->source};
+}
+
+Result<std::shared_ptr<LoadedKernel>> Engine::load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context) {
+  return modules_.get_or_load(api, context, kernel.key, kernel.compiled->cubin, kernel.config.kernel_name,
+                              kernel.config.smem_bytes);
+}
+
+}  // namespace flashjit

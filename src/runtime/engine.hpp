@@ -1,0 +1,66 @@
+// The pipeline end to end, minus the launch: spec -> config -> source -> (cache | NVRTC) -> cubin,
+// and cubin -> module loaded in a context. Lifecycle of a kernel:
+//   prepare(spec)   may render, compile and publish (policy permitting); the only step that compiles
+//   load(prepared, context)   loads the module once per context
+//   launch          src/launch: never allocates, synchronises or compiles
+#pragma once
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "cache/kernel_cache.hpp"
+#include "config/kernel_config.hpp"
+#include "driver/module.hpp"
+
+namespace flashjit {
+
+enum class CompilePolicy {
+  kJit,        // compile on a miss (default)
+  kCacheOnly,  // a miss is kNotCompiled at once, so an engine can fall back
+};
+
+struct EngineOptions {
+  std::optional<std::string> cache_dir;  // explicit directory; else the usual resolution
+  bool memory_only = false;              // no disk cache at all
+  uint64_t max_cache_bytes = 0;          // disk size cap, 0 = none
+  CompilePolicy policy = CompilePolicy::kJit;
+};
+
+struct PreparedKernel {
+  KernelConfig config;
+  std::string key;
+  std::shared_ptr<const CompiledKernel> compiled;
+  CacheLookup::Source source = CacheLookup::Source::kMemory;  // where this call found it
+};
+
+// The compile request for a resolved config (rendered source, options, names).
+CompileRequest make_compile_request(const KernelConfig& config);
+std::string cache_key_for(const CompileRequest& request);
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options = {});
+
+  Result<PreparedKernel> prepare(const AttentionSpec& spec);
+  Result<PreparedKernel> prepare(const AttentionSpec& spec, CompilePolicy policy);
+  Result<std::shared_ptr<LoadedKernel>> load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context);
+
+  KernelCache& cache() { return cache_; }
+  ModuleTable& modules() { return modules_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  EngineOptions options_;
+  KernelCache cache_;
+  ModuleTable modules_;
+};
+
+// The variant checks every compiled kernel must pass before it is cached: setmaxnreg within the
+// register budget (over budget hangs). Spills are reported, not refused.
+Status check_compiled_kernel(const KernelConfig& config, const CompiledKernel& kernel);
+
+}  // namespace flashjit

@@ -1,0 +1,72 @@
+// Verify stage: runs a compiled kernel on fresh random inputs on the GPU and compares it with the
+// float64 GPU reference (itself checked against the CPU definition in the tests). Used by the
+// GPU test suite and by `flashjit check`.
+#pragma once
+#include <cuda.h>
+
+#include <random>
+#include <string>
+
+#include "config/kernel_config.hpp"
+#include "driver/cuda_driver.hpp"
+#include "verify/reference.hpp"
+
+namespace flashjit {
+
+// Device memory for a check (RAII; aborts on allocation failure, which a check cannot recover from).
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const DriverApi& api, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CUdeviceptr ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* data, size_t bytes, size_t offset = 0);
+  void download(void* data, size_t bytes, size_t offset = 0) const;
+  void fill_bytes(unsigned char value);
+
+ private:
+  const DriverApi& api_;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+enum class Layout {
+  kContiguous,  // [b, s, h, d]
+  kPackedQKV,   // one [b, s, hq + 2 hkv, d] buffer (needs seqlen_q == seqlen_k), O contiguous
+  kHeadMajor,   // [b, h, s, d] (row stride d, head stride s*d)
+  kPadded,      // [b, s, h, d] with a padded row stride and head stride
+};
+const char* layout_name(Layout layout);
+
+// Where the GPU work runs: a current context and a stream on it.
+struct CheckDevice {
+  const DriverApi* api = nullptr;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+};
+
+struct CheckResult {
+  bool ran = false;
+  std::string error;        // set when the check could not run (launch error, bad args)
+  double o_error = 0;       // ||O - ref|| / ||ref||
+  double lse_error = 0;     // max |lse - ref| / max(1, |ref|); -inf must match exactly
+  size_t unwritten = 0;     // output elements still holding the poison (NaN)
+  bool passed(bool bf16) const;
+};
+
+// Error bounds: the peers' own error (cuDNN ~2.7e-4 fp16, ~2.1e-3 bf16 at seqlen 1536) with headroom.
+double o_error_bound(bool bf16);
+inline constexpr double kLseErrorBound = 1e-4;
+
+// Fresh random inputs in `layout`, poisoned outputs, one launch of `function` (a kernel of
+// `config`), then the float64 reference on the same inputs.
+CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
+                            const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng);
+
+// The float64 GPU reference on device inputs (error set when it could not run).
+Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr q, Strides qs, CUdeviceptr k,
+                        Strides ks, CUdeviceptr v, Strides vs, std::string* error);
+
+}  // namespace flashjit
