@@ -5,7 +5,10 @@ find_package(Threads REQUIRED)
 
 # NVRTC (linked) and the CUDA headers (cuda.h for the driver types only; the driver is dlopen'ed).
 find_package(CUDAToolkit REQUIRED)
-if(NOT TARGET CUDA::nvrtc)
+# NOTES: the imported CUDA::nvrtc target drags in the libcuda stub; link the NVRTC library file
+# itself so nothing can ever bind the driver at link time.
+find_library(NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
+if(NOT NVRTC_LIB)
   message(FATAL_ERROR "NVRTC not found: install the CUDA toolkit (13.x) or set CUDAToolkit_ROOT")
 endif()
 
@@ -33,7 +36,7 @@ target_include_directories(flashjit_deps SYSTEM INTERFACE
   ${LLVM_SUPPORT_INCLUDE} ${SPDLOG_INCLUDE} ${FMT_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_definitions(flashjit_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 target_link_libraries(flashjit_deps INTERFACE
-  ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} CUDA::nvrtc Threads::Threads ${CMAKE_DL_LIBS})
+  ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} ${NVRTC_LIB} Threads::Threads ${CMAKE_DL_LIBS})
 # LLVM Support pulls zlib and terminfo when they were enabled in its build.
 find_library(ZLIB_SO NAMES z)
 find_library(TINFO_SO NAMES tinfo)

@@ -7,6 +7,20 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 
 }  // namespace
 
+std::vector<AttentionSpec> default_prewarm_specs() {
+  std::vector<AttentionSpec> specs;
+  for (DType dtype : {DType::kFp16, DType::kBf16})
+    for (int head_dim : {64, 96, 128, 192, 256})
+      for (bool causal : {false, true}) {
+        AttentionSpec s;
+        s.dtype = dtype;
+        s.head_dim = head_dim;
+        s.causal = causal;
+        specs.push_back(s);
+      }
+  return specs;
+}
+
 AttentionSpec default_tiles(const AttentionSpec& in) {
   // NOTES: start from FlashAttention-3's table (hopper/tile_size.h) restricted to what this kernel
   // does: 64 query rows per consumer warpgroup, at most two of them, PV over head_dim_v rounded up

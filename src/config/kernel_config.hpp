@@ -2,6 +2,7 @@
 // template and the launcher derive from it. Second stage of the pipeline: spec -> config.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "spec/attention_spec.hpp"
@@ -26,6 +27,9 @@ struct KernelConfig {
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)
   std::string kernel_name;  // extern "C" entry point
 };
+
+// The default prewarm set: fp16 and bf16 x head dims 64, 96, 128, 192, 256 x causal off/on (20).
+std::vector<AttentionSpec> default_prewarm_specs();
 
 // The default tiles for a head dim (the table; see NOTES in the .cpp).
 AttentionSpec default_tiles(const AttentionSpec& spec);

@@ -1,0 +1,17 @@
+// Fills device buffers of 16-bit floats with standard-normal values on the GPU (a counter-based
+// hash and Box-Muller), so benchmarks get random data of any size without host traffic.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "common/status.hpp"
+#include "driver/cuda_driver.hpp"
+
+namespace flashjit {
+
+// Launches on `stream` in the current context; does not synchronise.
+Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count,
+                          bool bf16, uint64_t seed);
+
+}  // namespace flashjit

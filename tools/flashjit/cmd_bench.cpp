@@ -1,0 +1,248 @@
+// flashjit bench: times kernels on the GPU two ways per cell, both with device events:
+//   idle  - one launch from an idle stream (what a caller sees: params, tensor maps, launch, kernel)
+//   graph - replay of a CUDA graph of launches (kernel time)
+// Median of --iters after warm-up, rotating among input sets larger than L2 in total, random data.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "driver/context.hpp"
+#include "driver/device_info.hpp"
+#include "launch/attention_launch.hpp"
+#include "tools/flashjit/commands.hpp"
+#include "verify/check.hpp"
+#include "verify/device_random.hpp"
+
+namespace flashjit::tool {
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> Grid("grid", cl::desc("Cells: fa3 (the FlashAttention-3 paper's grid), headline, gqa, decode, all"),
+                                 cl::init(""), cl::sub(bench_command()));
+static cl::list<std::string> BenchSpecs("spec", cl::desc("Bench this spec on the shape given by the shape flags (repeatable)"),
+                                        cl::value_desc("SPEC"), cl::sub(bench_command()));
+static cl::opt<int> BBatch("batch", cl::desc("Batch (with --spec)"), cl::init(2), cl::sub(bench_command()));
+static cl::opt<int> BSeqQ("seqlen-q", cl::desc("Query length (with --spec)"), cl::init(8192), cl::sub(bench_command()));
+static cl::opt<int> BSeqK("seqlen-k", cl::desc("Key length (with --spec)"), cl::init(8192), cl::sub(bench_command()));
+static cl::opt<int> BHeadsQ("heads-q", cl::desc("Query heads (with --spec)"), cl::init(16), cl::sub(bench_command()));
+static cl::opt<int> BHeadsKv("heads-kv", cl::desc("KV heads (with --spec; default heads-q)"), cl::init(0), cl::sub(bench_command()));
+static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (median reported)"), cl::init(30), cl::sub(bench_command()));
+static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(bench_command()));
+
+namespace {
+
+struct Cell {
+  std::string group;  // fa3 | gqa | decode | custom
+  AttentionSpec spec;
+  int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1;
+};
+
+Cell make_cell(const std::string& group, DType dtype, int d, bool causal, int batch, int sq, int sk, int hq, int hkv) {
+  Cell c;
+  c.group = group;
+  c.spec.dtype = dtype;
+  c.spec.head_dim = d;
+  c.spec.causal = causal;
+  c.batch = batch; c.seqlen_q = sq; c.seqlen_k = sk; c.heads_q = hq; c.heads_kv = hkv;
+  return c;
+}
+
+std::vector<Cell> cells_for(const std::string& grid) {
+  std::vector<Cell> cells;
+  const bool all = grid == "all";
+  if (grid == "fa3" || all) {  // 16k tokens, hidden 2048
+    for (DType dt : {DType::kBf16, DType::kFp16})
+      for (int d : {64, 128, 256})
+        for (bool causal : {false, true})
+          for (int s : {512, 1024, 2048, 4096, 8192, 16384})
+            cells.push_back(make_cell("fa3", dt, d, causal, 16384 / s, s, s, 2048 / d, 2048 / d));
+  }
+  if (grid == "headline") {
+    cells.push_back(make_cell("fa3", DType::kBf16, 128, false, 2, 8192, 8192, 16, 16));
+    cells.push_back(make_cell("fa3", DType::kBf16, 256, false, 4, 4096, 4096, 8, 8));
+    cells.push_back(make_cell("fa3", DType::kBf16, 64, false, 1, 16384, 16384, 32, 32));
+    cells.push_back(make_cell("fa3", DType::kBf16, 128, true, 2, 8192, 8192, 16, 16));
+  }
+  if (grid == "gqa" || all || grid == "headline") {
+    for (bool causal : {false, true})
+      for (int s : {2048, 8192}) cells.push_back(make_cell("gqa", DType::kBf16, 128, causal, 16384 / s, s, s, 32, 8));
+  }
+  if (grid == "decode" || all) {
+    for (int sq : {1, 16})
+      for (int sk : {4096, 32768}) cells.push_back(make_cell("decode", DType::kBf16, 128, false, sk == 4096 ? 32 : 8, sq, sk, 32, 8));
+  }
+  return cells;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Timing {
+  double idle_ms = 0, graph_ms = 0;
+  int registers = 0;
+  std::string error;
+};
+
+struct Bench {
+  const DriverApi& api;
+  CUcontext context;
+  CUstream stream;
+  CUevent start, stop;
+  size_t l2_bytes;
+
+  double elapsed_ms() {
+    float ms = 0;
+    api.cuEventSynchronize(stop);
+    api.cuEventElapsedTime(&ms, start, stop);
+    return ms;
+  }
+
+  Timing run(Engine& engine, const Cell& cell) {
+    Timing t;
+    auto prepared = engine.prepare(cell.spec);
+    if (!prepared) { t.error = prepared.error().message; return t; }
+    t.registers = prepared->compiled->report.registers;
+    auto loaded = engine.load(api, *prepared, context);
+    if (!loaded) { t.error = loaded.error().message; return t; }
+    const KernelConfig& config = prepared->config;
+    const CUfunction fn = (*loaded)->function();
+    // Input sets: enough that together they exceed L2 three times over (at most 8).
+    const size_t d = size_t(cell.spec.head_dim);
+    const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
+    const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
+    const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
+    const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
+    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+    std::vector<AttentionArgs> args(sets);
+    for (int s = 0; s < sets; ++s) {
+      buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
+      const CUdeviceptr base = buffers.back()->ptr();
+      if (Status st = fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s); !st) {
+        t.error = st.error().message;
+        return t;
+      }
+      AttentionArgs& a = args[s];
+      a.q = base;
+      a.k = a.q + 2 * q_elems;
+      a.v = a.k + 2 * kv_elems;
+      a.o = a.v + 2 * kv_elems;
+      a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
+      a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
+      a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
+      a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
+    }
+    auto launch = [&](int i) { return launch_attention(api, fn, config, args[i % sets], stream); };
+    // Warm-up.
+    for (int i = 0; i < 5; ++i) {
+      if (Status st = launch(i); !st) { t.error = st.error().message; return t; }
+    }
+    if (Status st = check(api, api.cuStreamSynchronize(stream), "warm-up"); !st) { t.error = st.error().message; return t; }
+    // 1. One launch from an idle stream.
+    std::vector<double> idle;
+    for (int i = 0; i < Iters; ++i) {
+      api.cuStreamSynchronize(stream);
+      api.cuEventRecord(start, stream);
+      (void)launch(i);
+      api.cuEventRecord(stop, stream);
+      idle.push_back(elapsed_ms());
+    }
+    // 2. Graph replay: a graph of `per_graph` launches, per-launch time = replay time / per_graph.
+    const int per_graph = 10;
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    if (Status st = check(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) { t.error = st.error().message; return t; }
+    for (int i = 0; i < per_graph; ++i) (void)launch(i);
+    if (Status st = check(api, api.cuStreamEndCapture(stream, &graph), "end capture"); !st) { t.error = st.error().message; return t; }
+    if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) { t.error = st.error().message; return t; }
+    api.cuGraphLaunch(exec, stream);
+    std::vector<double> replay;
+    for (int i = 0; i < Iters; ++i) {
+      api.cuEventRecord(start, stream);
+      api.cuGraphLaunch(exec, stream);
+      api.cuEventRecord(stop, stream);
+      replay.push_back(elapsed_ms() / per_graph);
+    }
+    if (Status st = check(api, api.cuStreamSynchronize(stream), "bench"); !st) t.error = st.error().message;
+    api.cuGraphExecDestroy(exec);
+    api.cuGraphDestroy(graph);
+    t.idle_ms = median(idle);
+    t.graph_ms = median(replay);
+    return t;
+  }
+};
+
+double flops(const Cell& c) {
+  const double f = 4.0 * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k * c.spec.head_dim;
+  return c.spec.causal && c.seqlen_q == c.seqlen_k ? f / 2 : f;
+}
+
+// Bytes of K and V read (the decode figure of merit).
+double kv_bytes(const Cell& c) { return 2.0 * 2.0 * c.batch * c.heads_kv * double(c.seqlen_k) * c.spec.head_dim; }
+
+}  // namespace
+
+int run_bench() {
+  // 1. Cells: a named grid, or --spec on the shape flags.
+  std::vector<Cell> cells = cells_for(Grid.empty() && BenchSpecs.empty() ? "all" : Grid.getValue());
+  if (!Grid.empty() && cells.empty()) return usage_error("unknown --grid '" + Grid + "'; allowed: fa3, headline, gqa, decode, all");
+  for (const std::string& text : BenchSpecs) {
+    auto spec = parse_spec(text);
+    if (!spec) return fail(spec.error());
+    Cell c;
+    c.group = "custom";
+    c.spec = *spec;
+    c.batch = BBatch; c.seqlen_q = BSeqQ; c.seqlen_k = BSeqK; c.heads_q = BHeadsQ; c.heads_kv = BHeadsKv ? BHeadsKv : BHeadsQ;
+    cells.push_back(c);
+  }
+  if (Iters < 1) return usage_error("--iters must be at least 1");
+  // 2. Device.
+  auto api = driver();
+  if (!api) return fail(api.error());
+  auto info = query_device(**api, BDevice);
+  if (!info) return fail(info.error());
+  auto context = PrimaryContext::retain(**api, BDevice);
+  if (!context) return fail(context.error());
+  (*api)->cuCtxSetCurrent(context->get());
+  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes)};
+  (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
+  (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
+  (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);
+  Engine engine(engine_options());
+
+  // 3. Time every cell.
+  llvm::json::Array rows;
+  if (!json_option()) {
+    std::printf("%-6s %-4s %3s %3s %5s %6s %6s %4s %4s %9s %9s %8s %8s %5s\n", "group", "dt", "d", "cau", "batch", "sq", "sk", "hq",
+                "hkv", "graph_us", "idle_us", "TFLOP/s", "TB/s", "regs");
+  }
+  int failures = 0;
+  for (const Cell& c : cells) {
+    Timing t = bench.run(engine, c);
+    const double tflops = t.graph_ms > 0 ? flops(c) / (t.graph_ms * 1e9) : 0;
+    const double tflops_idle = t.idle_ms > 0 ? flops(c) / (t.idle_ms * 1e9) : 0;
+    const double tbps = t.graph_ms > 0 ? kv_bytes(c) / (t.graph_ms * 1e9) : 0;
+    failures += !t.error.empty();
+    if (json_option()) {
+      rows.push_back(llvm::json::Object{{"group", c.group}, {"spec", to_string(c.spec)}, {"dtype", dtype_name(c.spec.dtype)},
+                                        {"head_dim", c.spec.head_dim}, {"causal", c.spec.causal}, {"batch", c.batch},
+                                        {"seqlen_q", c.seqlen_q}, {"seqlen_k", c.seqlen_k}, {"heads_q", c.heads_q},
+                                        {"heads_kv", c.heads_kv}, {"graph_ms", t.graph_ms}, {"idle_ms", t.idle_ms},
+                                        {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},
+                                        {"registers", t.registers}, {"error", t.error}});
+    } else {
+      std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %s\n", c.group.c_str(),
+                  dtype_name(c.spec.dtype), c.spec.head_dim, int(c.spec.causal), c.batch, c.seqlen_q, c.seqlen_k, c.heads_q,
+                  c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers, t.error.c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (json_option()) llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))) << "\n";
+  return failures ? kExitFailure : kExitOk;
+}
+
+}  // namespace flashjit::tool

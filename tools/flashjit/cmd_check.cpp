@@ -1,0 +1,77 @@
+// flashjit check: one kernel on fresh random data on the GPU against the float64 reference.
+#include <cstdio>
+#include <random>
+
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "driver/context.hpp"
+#include "driver/device_info.hpp"
+#include "tools/flashjit/commands.hpp"
+#include "verify/check.hpp"
+
+namespace flashjit::tool {
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec"), cl::Required, cl::value_desc("SPEC"), cl::sub(check_command()));
+static cl::opt<int> Batch("batch", cl::desc("Batch size"), cl::init(2), cl::sub(check_command()));
+static cl::opt<int> SeqlenQ("seqlen-q", cl::desc("Query length"), cl::init(1000), cl::sub(check_command()));
+static cl::opt<int> SeqlenK("seqlen-k", cl::desc("Key length"), cl::init(1000), cl::sub(check_command()));
+static cl::opt<int> HeadsQ("heads-q", cl::desc("Query heads"), cl::init(8), cl::sub(check_command()));
+static cl::opt<int> HeadsKv("heads-kv", cl::desc("Key/value heads (divides heads-q)"), cl::init(8), cl::sub(check_command()));
+static cl::opt<int> Device("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(check_command()));
+
+int run_check() {
+  // 1. The kernel (parse errors exit 2 naming the field).
+  auto spec = parse_spec(Spec);
+  if (!spec) return fail(spec.error());
+  const std::pair<const char*, int> extents[] = {{"batch", Batch}, {"seqlen-q", SeqlenQ}, {"seqlen-k", SeqlenK},
+                                                 {"heads-q", HeadsQ}, {"heads-kv", HeadsKv}};
+  for (auto [name, value] : extents) {
+    if (value < 1) return usage_error(std::string("--") + name + " must be at least 1, got " + std::to_string(value));
+  }
+  if (HeadsQ % HeadsKv != 0) return usage_error("--heads-kv must divide --heads-q");
+  Engine engine(engine_options());
+  auto prepared = engine.prepare(*spec);
+  if (!prepared) return fail(prepared.error());
+  // 2. The device.
+  auto api = driver();
+  if (!api) return fail(api.error());
+  auto info = query_device(**api, Device);
+  if (!info) return fail(info.error());
+  if (!info->is_hopper()) return fail(Error::make(ErrorCode::kDriverUnavailable, "device " + std::to_string(Device) + " is " + info->name + ", not sm_90 (Hopper)"));
+  auto context = PrimaryContext::retain(**api, Device);
+  if (!context) return fail(context.error());
+  if (Status st = check(**api, (*api)->cuCtxSetCurrent(context->get()), "cuCtxSetCurrent"); !st) return fail(st.error());
+  CUstream stream = nullptr;
+  if (Status st = check(**api, (*api)->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st) return fail(st.error());
+  auto loaded = engine.load(**api, *prepared, context->get());
+  if (!loaded) return fail(loaded.error());
+  // 3. Run and compare.
+  Problem p;
+  p.bf16 = prepared->config.spec.dtype == DType::kBf16;
+  p.head_dim = prepared->config.spec.head_dim;
+  p.causal = prepared->config.spec.causal;
+  p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;
+  std::mt19937_64 rng(std::random_device{}());
+  CheckResult r = check_attention({*api, context->get(), stream}, (*loaded)->function(), prepared->config, p,
+                                  Layout::kContiguous, true, rng);
+  (*api)->cuStreamDestroy(stream);
+  const bool ok = r.passed(p.bf16);
+  if (json_option()) {
+    llvm::json::Object out{{"spec", to_string(prepared->config.spec)}, {"shape", p.describe()}, {"passed", ok},
+                           {"o_rel_error", r.o_error}, {"o_bound", o_error_bound(p.bf16)}, {"lse_error", r.lse_error},
+                           {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+  } else {
+    std::printf("spec        %s\nshape       %s\ndevice      %s\n", to_string(prepared->config.spec).c_str(), p.describe().c_str(),
+                info->name.c_str());
+    if (!r.error.empty()) std::printf("error       %s\n", r.error.c_str());
+    std::printf("O error     %.3e (bound %.0e, ||O - ref|| / ||ref|| against float64)\n", r.o_error, o_error_bound(p.bf16));
+    std::printf("LSE error   %.3e (bound %.0e)\nunwritten   %zu\nresult      %s\n", r.lse_error, kLseErrorBound, r.unwritten,
+                ok ? "PASS" : "FAIL");
+  }
+  return ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace flashjit::tool

@@ -1,0 +1,130 @@
+// flashjit prewarm: compile specs into the cache on all cores, then a summary table (or --json).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "tools/flashjit/commands.hpp"
+
+namespace flashjit::tool {
+namespace cl = llvm::cl;
+
+static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on"),
+                              cl::sub(prewarm_command()));
+static cl::list<std::string> Specs("spec", cl::desc("A spec, e.g. dtype=bf16,head_dim=128,causal=1 (repeatable)"),
+                                   cl::value_desc("SPEC"), cl::sub(prewarm_command()));
+static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::sub(prewarm_command()));
+static cl::opt<bool> NoCache("no-cache", cl::desc("Compile everything, reading and writing no cache (for compile timing)"),
+                             cl::sub(prewarm_command()));
+
+namespace {
+
+struct Row {
+  std::string spec;
+  std::string key;
+  std::string status;  // "hit" | "compiled" | "failed"
+  double compile_ms = 0;
+  int registers = 0;
+  int spill_bytes = 0;
+  int smem_bytes = 0;
+  std::string error;
+};
+
+Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
+  Row row;
+  row.spec = to_string(spec);
+  auto prepared = engine.prepare(spec);
+  if (!prepared) {
+    row.status = "failed";
+    row.error = prepared.error().message;
+    return row;
+  }
+  row.spec = to_string(prepared->config.spec);
+  row.key = prepared->key;
+  row.status = prepared->source == CacheLookup::Source::kCompiled ? "compiled" : "hit";
+  row.compile_ms = prepared->source == CacheLookup::Source::kCompiled ? prepared->compiled->compile_ms : 0;
+  row.registers = prepared->compiled->report.registers;
+  row.spill_bytes = prepared->compiled->report.spill_bytes();
+  row.smem_bytes = prepared->config.smem_bytes;
+  return row;
+}
+
+void print_table(const std::vector<Row>& rows, double wall_ms) {
+  std::printf("%-78s %-8s %10s %5s %6s %7s\n", "spec", "status", "compile_ms", "regs", "spill", "smem");
+  for (const Row& r : rows) {
+    std::printf("%-78s %-8s %10.0f %5d %6d %7d\n", r.spec.c_str(), r.status.c_str(), r.compile_ms, r.registers, r.spill_bytes, r.smem_bytes);
+    if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
+  }
+  size_t compiled = 0, hits = 0, failed = 0;
+  for (const Row& r : rows) (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
+  std::printf("%zu kernels: %zu compiled, %zu hits, %zu failed in %.0f ms\n", rows.size(), compiled, hits, failed, wall_ms);
+}
+
+void print_json(const std::vector<Row>& rows) {
+  llvm::json::Array array;
+  for (const Row& r : rows) {
+    llvm::json::Object o{{"spec", r.spec}, {"key", r.key}, {"status", r.status}, {"compile_ms", r.compile_ms},
+                         {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"smem_bytes", r.smem_bytes}};
+    if (!r.error.empty()) o["error"] = r.error;
+    array.push_back(std::move(o));
+  }
+  llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(array))) << "\n";
+}
+
+}  // namespace
+
+int run_prewarm() {
+  // 1. Which specs: --defaults and every --spec (parse errors exit 2 naming the field).
+  std::vector<AttentionSpec> specs;
+  if (Defaults) specs = default_prewarm_specs();
+  for (const std::string& text : Specs) {
+    auto spec = parse_spec(text);
+    if (!spec) return fail(spec.error());
+    if (auto config = make_config(*spec); !config) return fail(config.error());
+    specs.push_back(*spec);
+  }
+  if (specs.empty()) return usage_error("prewarm needs --defaults or at least one --spec");
+
+  // 2. Compile on a pool of workers, one spec at a time each.
+  EngineOptions options = engine_options();
+  options.memory_only = NoCache;
+  Engine engine(options);
+  const unsigned jobs = Jobs ? Jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Row> rows(specs.size());
+  std::atomic<size_t> next{0}, done{0};
+  const bool progress = !json_option() && isatty(STDERR_FILENO);
+  std::mutex print_mutex;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < std::min<size_t>(jobs, specs.size()); ++w) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next++) < specs.size();) {
+        rows[i] = prewarm_one(engine, specs[i]);
+        const size_t finished = ++done;
+        if (progress) {
+          std::lock_guard<std::mutex> lock(print_mutex);
+          std::fprintf(stderr, "\r[%zu/%zu] %-90.90s", finished, specs.size(), rows[i].spec.c_str());
+          std::fflush(stderr);
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  if (progress) std::fprintf(stderr, "\r%*s\r", 100, "");
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  // 3. Report.
+  if (json_option()) print_json(rows); else print_table(rows, wall_ms);
+  for (const Row& r : rows)
+    if (r.status == "failed") return kExitFailure;
+  return kExitOk;
+}
+
+}  // namespace flashjit::tool

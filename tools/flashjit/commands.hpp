@@ -1,0 +1,42 @@
+// The `flashjit` tool: one subcommand per file, sharing the options declared here.
+// Exit status: 0 success, 2 bad usage or an invalid spec (the message names the field), 1 other failures.
+#pragma once
+#include <string>
+
+#include <llvm/Support/CommandLine.h>
+
+#include "common/status.hpp"
+#include "runtime/engine.hpp"
+
+namespace flashjit::tool {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// NOTES: functions, not globals: options in other files register with a subcommand during static
+// initialisation, whose order across files is unspecified.
+llvm::cl::SubCommand& prewarm_command();
+llvm::cl::SubCommand& cache_command();
+llvm::cl::SubCommand& doctor_command();
+llvm::cl::SubCommand& check_command();
+llvm::cl::SubCommand& bench_command();
+
+// Shared by several subcommands.
+llvm::cl::opt<std::string>& cache_dir_option();
+llvm::cl::opt<bool>& json_option();
+
+int run_prewarm();
+int run_cache();
+int run_doctor();
+int run_check();
+int run_bench();
+
+// Prints an error ("flashjit: <message>") and returns the exit status its code calls for.
+int fail(const Error& error);
+int usage_error(const std::string& message);
+
+// Engine options from the shared flags.
+EngineOptions engine_options();
+
+}  // namespace flashjit::tool
