@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Runs the GPU checks on the H200 in one call and prints a pass/fail table last.
-#   tests/gpu/run_h200.sh [BIN_DIR]
-# BIN_DIR holds flashjit_tests and flashjit built elsewhere (carried); without it, builds here.
-# Full logs go to $OUT (or ./out).
+# Runs every GPU check on the H200 in one call and prints a pass/fail table last:
+#   1. GoogleTest GPU suites (kernels against the float64 reference, driver, API), normal build
+#   2. the same kernel suites in the hang-trap build (FLASHJIT_GPU_HANG_TRAP=1 only)
+#   3. flashjit check on default specs
+#   4. compute-sanitizer memcheck and racecheck on small shapes per head dim
+#   5. SASS of every default variant: HGMMA, no local memory
+#   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
+# Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit;
+# without it, builds here. Full logs in $OUT (or ./out).
 set -u -o pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -10,29 +15,69 @@ BIN=${1:-}
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-  BIN=build-gpu
-  TESTS=$BIN/tests/flashjit_tests
+  TESTS=build-gpu/tests/flashjit_tests; TOOL=build-gpu/flashjit
 else
-  TESTS=$BIN/flashjit_tests
+  TESTS=$BIN/flashjit_tests; TOOL=$BIN/flashjit
 fi
+export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-/tmp/flashjit-cache}
 declare -a rows
-row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv >"$OUT/gpu.txt" 2>&1
+row() { rows+=("$(printf '%-58s %-5s %s' "$1" "$2" "$3")"); }
+SECONDS=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$OUT/gpu.txt" 2>&1
 head -2 "$OUT/gpu.txt"
 
-# 1. GoogleTest GPU suites (correctness against the float64 reference, driver, API).
-FILTER=${FLASHJIT_GPU_FILTER:-'AttentionGpu*:Driver*:*Gpu*'}
-timeout -s KILL "${FLASHJIT_GPU_TIMEOUT:-420}" "$TESTS" --gtest_filter="$FILTER" >"$OUT/gtest_gpu.log" 2>&1
-rc=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/gtest_gpu.log" | head -40
-for suite in $(grep -oE "^\[ +(OK|FAILED) +\] [A-Za-z0-9_./]+" "$OUT/gtest_gpu.log" | awk '{print $NF}' | sort -u); do
-  if grep -qE "^\[  FAILED  \] $suite( |$)" "$OUT/gtest_gpu.log"; then row "$suite" FAIL ""; else row "$suite" pass ""; fi
+gtest() {  # name filter timeout [env...]
+  local name=$1 filter=$2 limit=$3; shift 3
+  env "$@" timeout -s KILL "$limit" "$TESTS" --gtest_filter="$filter" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  for t in $(grep -oE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z0-9_./]+" "$OUT/$name.log" | awk '{print $NF}' | sort -u); do
+    if grep -qE "^\[  FAILED  \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" FAIL "";
+    elif grep -qE "^\[  SKIPPED \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" skip "$(grep -A1 "RUN.*$t" "$OUT/$name.log" | tail -1 | cut -c1-60)";
+    else row "$name: $t" pass "$(grep -A0 "cases, " "$OUT/$name.log" | head -0)"; fi
+  done
+  [ $rc -eq 0 ] || row "$name: exit status" FAIL "rc=$rc (137 = killed at ${limit}s)"
+  grep -E "cases, [0-9]+ failed" "$OUT/$name.log" | sed "s/^/  $name: /"
+  grep -E "^FAIL " "$OUT/$name.log" | head -10
+}
+
+# 1-2. Unit and GPU suites.
+gtest gtest "${FLASHJIT_GPU_FILTER:-*}" 500
+if [ "${FLASHJIT_GPU_HANG_TRAP:-0}" = 1 ]; then gtest hangtrap 'AttentionGpu.*' 300 FLASHJIT_TEST_HANG_TRAP=1; fi
+
+# 3. flashjit check on default specs.
+for spec in dtype=bf16,head_dim=128,causal=1 dtype=fp16,head_dim=64,causal=0 dtype=bf16,head_dim=256,causal=0; do
+  if "$TOOL" check --spec "$spec" --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2 >"$OUT/check.log" 2>&1; then
+    row "check $spec" pass "$(grep 'O error' "$OUT/check.log" | awk '{print $3}')"
+  else row "check $spec" FAIL "$(tail -1 "$OUT/check.log")"; fi
 done
-[ $rc -eq 0 ] || row "gtest exit status" FAIL "rc=$rc (137 = timed out)"
-grep -E "cases, [0-9]+ failed" "$OUT/gtest_gpu.log" | sed 's/^/  /'
-grep -E "^FAIL " "$OUT/gtest_gpu.log" | head -20
+
+# 4. compute-sanitizer on small shapes, one per head dim, both tools.
+if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE:-1}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    bad=0; n=0
+    for d in 32 64 80 96 128 160 192 256; do
+      for causal in 0 1; do
+        n=$((n + 1))
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec dtype=bf16,head_dim=$d,causal=$causal \
+          --batch 1 --seqlen-q 130 --seqlen-k 77 --heads-q 2 --heads-kv 1 >>"$OUT/sanitizer-$tool.log" 2>&1 || bad=$((bad + 1))
+      done
+    done
+    [ $bad -eq 0 ] && row "compute-sanitizer $tool ($n kernels)" pass "" || row "compute-sanitizer $tool ($n kernels)" FAIL "$bad failed"
+  done
+fi
+
+# 5. SASS.
+if bash tests/gpu/check_sass.sh "$TOOL" >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
+else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
+
+# 6. Benchmark.
+if [ -n "${FLASHJIT_BENCH_GRID:-all}" ] && [ "${FLASHJIT_BENCH_GRID:-all}" != none ]; then
+  "$TOOL" bench --grid "${FLASHJIT_BENCH_GRID:-all}" >"$OUT/bench.txt" 2>&1 && row "bench ${FLASHJIT_BENCH_GRID:-all}" pass "$OUT/bench.txt" ||
+    row "bench" FAIL "$(tail -1 "$OUT/bench.txt")"
+  cat "$OUT/bench.txt"
+fi
 
 echo
-printf '%-44s %-6s %s\n' CHECK RESULT DETAIL
+echo "wall ${SECONDS}s"
+printf '%-58s %-5s %s\n' CHECK RESULT DETAIL
 printf '%s\n' "${rows[@]}"

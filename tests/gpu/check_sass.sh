@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every default variant's SASS has HGMMA and no local memory (LDL/STL), read from the cubins that
+# `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
+#   tests/gpu/check_sass.sh FLASHJIT_BINARY
+# Needs no GPU. Exit 0 when every variant passes, 1 otherwise, 77 when cuobjdump is missing.
+set -u -o pipefail
+FLASHJIT=${1:?usage: check_sass.sh path/to/flashjit}
+CUOBJDUMP=${CUOBJDUMP:-$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null ||
+  python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "cuobjdump"))' 2>/dev/null)}
+if [ -z "$CUOBJDUMP" ] || [ ! -x "$CUOBJDUMP" ]; then echo "cuobjdump not found: SASS check not run"; exit 77; fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$FLASHJIT" prewarm --defaults --cache-dir "$work/cache" --json >"$work/prewarm.json" || { echo "prewarm failed"; exit 1; }
+python3 - "$work/prewarm.json" >"$work/keys" <<'PY'
+import json, sys
+for row in json.load(open(sys.argv[1])):
+    print(row["key"], row["spec"])
+PY
+failed=0; total=0
+while read -r key spec; do
+  total=$((total + 1))
+  "$FLASHJIT" cache extract "$key" "$work/k.cubin" --cache-dir "$work/cache" >/dev/null || { echo "FAIL extract $spec"; failed=$((failed + 1)); continue; }
+  "$CUOBJDUMP" --dump-sass "$work/k.cubin" >"$work/k.sass" 2>&1
+  hgmma=$(grep -c "HGMMA" "$work/k.sass"); local_mem=$(grep -cE "\b(LDL|STL)\b" "$work/k.sass")
+  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
+  printf '%s HGMMA=%-4s LDL/STL=%-3s %s\n' "$status" "$hgmma" "$local_mem" "$spec"
+done <"$work/keys"
+echo "$((total - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
