@@ -1,0 +1,32 @@
+// A best-effort, bounded, advisory lock on one file (flock), so that processes sharing a cache
+// directory usually compile a key once instead of once each.
+// Invariants: correctness never depends on it (publishing is atomic without it); acquiring never
+// fails a call (no lock file, no permission, NFS without flock: simply not held); it never waits
+// longer than the timeout; the lock file is never taken for an entry and is never deleted here.
+#pragma once
+#include <chrono>
+#include <string>
+
+namespace flashjit {
+
+class KeyLock {
+ public:
+  KeyLock() = default;  // not held
+  KeyLock(KeyLock&& other) noexcept;
+  KeyLock& operator=(KeyLock&& other) noexcept;
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+  ~KeyLock();  // releases
+
+  // Creates path when missing, then tries to lock it until the timeout passes.
+  static KeyLock acquire(const std::string& path, std::chrono::milliseconds timeout);
+
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  explicit KeyLock(int fd) : fd_(fd) {}
+  void release();
+  int fd_ = -1;
+};
+
+}  // namespace flashjit
