@@ -11,6 +11,7 @@
 #include "driver/launch.hpp"
 #include "driver/module.hpp"
 #include "launch/attention_launch.hpp"
+#include "verify/device_random.hpp"
 
 namespace flashjit {
 namespace {
@@ -22,11 +23,16 @@ void expect_ok(Status st, const char* what) {
   }
 }
 
+ModuleTable& reference_modules() {
+  static ModuleTable* modules = new ModuleTable;  // NOTES: never destroyed: see drop_verify_kernels
+  return *modules;
+}
+
 // The reference kernel, compiled once per process and dtype, loaded once per context.
 Result<std::shared_ptr<LoadedKernel>> reference_kernel(const CheckDevice& device, bool bf16) {
   static std::mutex mutex;
   static std::shared_ptr<CompiledKernel> compiled[2];
-  static ModuleTable modules;
+  ModuleTable& modules = reference_modules();
   std::shared_ptr<CompiledKernel> cubin;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -124,6 +130,11 @@ const char* layout_name(Layout layout) {
     case Layout::kPadded: return "padded";
   }
   return "?";
+}
+
+void drop_verify_kernels(CUcontext context) {
+  reference_modules().drop_context(context);
+  drop_random_fill_kernels(context);
 }
 
 double o_error_bound(bool bf16) { return bf16 ? 6e-3 : 1e-3; }

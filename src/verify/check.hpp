@@ -65,6 +65,9 @@ inline constexpr double kLseErrorBound = 1e-4;
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
                             const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng);
 
+// Unloads the helper kernels (reference, random fill) from a context: call before releasing it.
+void drop_verify_kernels(CUcontext context);
+
 // The float64 GPU reference on device inputs (error set when it could not run).
 Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr q, Strides qs, CUdeviceptr k,
                         Strides ks, CUdeviceptr v, Strides vs, std::string* error);

@@ -27,7 +27,14 @@ extern "C" __global__ void fill_random_normal(unsigned short* out, u64 count, u6
 }
 )CUDA";
 
+ModuleTable& fill_modules() {
+  static ModuleTable* modules = new ModuleTable;  // never destroyed: modules go with drop_context
+  return *modules;
+}
+
 }  // namespace
+
+void drop_random_fill_kernels(CUcontext context) { fill_modules().drop_context(context); }
 
 Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count,
                           bool bf16, uint64_t seed) {
@@ -35,8 +42,7 @@ Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stre
   static Result<CompiledKernel> compiled = Error::make(ErrorCode::kInternal, "not compiled");
   std::call_once(once, [] { compiled = compile_with_nvrtc({kSource, default_nvrtc_options(), "fill_random_normal", "random fill"}); });
   if (!compiled) return compiled.error();
-  static ModuleTable modules;
-  auto loaded = modules.get_or_load(api, context, "fill_random_normal", compiled->cubin, "fill_random_normal", 0);
+  auto loaded = fill_modules().get_or_load(api, context, "fill_random_normal", compiled->cubin, "fill_random_normal", 0);
   if (!loaded) return loaded.take_error();
   int flag = bf16;
   void* args[] = {&data, &count, &seed, &flag};

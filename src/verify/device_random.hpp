@@ -14,4 +14,7 @@ namespace flashjit {
 Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count,
                           bool bf16, uint64_t seed);
 
+// Unloads the fill kernel from a context: call before releasing it.
+void drop_random_fill_kernels(CUcontext context);
+
 }  // namespace flashjit

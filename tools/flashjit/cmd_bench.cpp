@@ -241,6 +241,8 @@ int run_bench() {
       std::fflush(stdout);
     }
   }
+  engine.modules().drop_context(context->get());
+  drop_verify_kernels(context->get());
   if (json_option()) llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))) << "\n";
   return failures ? kExitFailure : kExitOk;
 }

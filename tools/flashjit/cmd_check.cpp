@@ -57,6 +57,9 @@ int run_check() {
   CheckResult r = check_attention({*api, context->get(), stream}, (*loaded)->function(), prepared->config, p,
                                   Layout::kContiguous, true, rng);
   (*api)->cuStreamDestroy(stream);
+  // Modules go before the context that holds them is released.
+  engine.modules().drop_context(context->get());
+  drop_verify_kernels(context->get());
   const bool ok = r.passed(p.bf16);
   if (json_option()) {
     llvm::json::Object out{{"spec", to_string(prepared->config.spec)}, {"shape", p.describe()}, {"passed", ok},
