@@ -1,13 +1,17 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design), one CTA per
 // (query block, head, batch). Rendered after ptx.cuh and the generated constants and wgmma shapes
-// (kBlockM, kBlockN, kStages, ..., wgmma_qk, wgmma_pv, pack2).
+// (kBlockM, kBlockN, kStages, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
 //
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load);
 //           warpgroups 1..kConsumerWGs = consumers, 64 query rows each.
-// Pipeline: Q once; K and V blocks, right to left, into a kStages-deep ring. Per stage: full_k and
-//           full_v (TMA transaction barriers) and empty (one arrival per consumer warpgroup).
+// Pipeline: Q once; K and V blocks, right to left, into kStages-deep rings with separate barriers
+//           (full_k/full_v: TMA transaction barriers; empty_k/empty_v: one arrival per consumer
+//           warpgroup), V one block behind K, the order in which the consumers need them.
 // Math:     S = Q K^T (wgmma, both from shared memory); mask; online softmax in the exp2 domain;
-//           O += P V (wgmma, P from registers, V MN-major).
+//           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
+//           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the two consumer
+//           warpgroups take turns issuing their GEMMs (named barriers), so one's softmax hides
+//           behind the other's GEMMs.
 // Epilogue: O / rowsum -> shared memory (this warpgroup's Q slice) -> TMA store; LSE from registers.
 //
 // Shared memory (1024-B aligned): Q [kQKChunks][kBlockM][64] | K ring [kStages][kQKChunks][kBlockN][64]
@@ -23,9 +27,13 @@ struct Params {
   int q_heads_per_kv_head;
   float scale_log2;  // softmax scale * log2(e)
 };
-
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
+
+// Named barriers (id 0 is __syncthreads): 1..2 epilogue of consumer warpgroup 0..1, 3..4 the
+// pingpong turn of consumer warpgroup 0..1.
+constexpr uint32_t kEpilogueBarrier = 1;
+constexpr uint32_t kTurnBarrier = 3;
 
 struct SmemLayout {
   uint32_t q, k, v, bars;
@@ -34,8 +42,13 @@ struct SmemLayout {
   FJ_DEVICE uint32_t bar_q() const { return bars; }
   FJ_DEVICE uint32_t full_k(int s) const { return bars + 8u * (1 + s); }
   FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (1 + kStages + s); }
-  FJ_DEVICE uint32_t empty(int s) const { return bars + 8u * (1 + 2 * kStages + s); }
+  FJ_DEVICE uint32_t empty_k(int s) const { return bars + 8u * (1 + 2 * kStages + s); }
+  FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (1 + 3 * kStages + s); }
 };
+
+// Ring position of the it-th block: stage and the parity of its use of that stage.
+FJ_DEVICE int stage_of(int it) { return it % kStages; }
+FJ_DEVICE uint32_t phase_of(int it) { return (it / kStages) & 1; }
 
 // The K/V blocks one query block visits: [0, n_blocks), and how many of them (counted from the
 // right, where the iteration starts) need the causal or key-length mask.
@@ -63,24 +76,35 @@ FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
 }
 
 // ================================================================ producer
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch) {
+  const int s = stage_of(it), n = n_blocks - 1 - it;
+  // Wait for a slot only once the ring is full: the consumers' release of block it - kStages.
+  if (it >= kStages) mbar_wait(sm.empty_k(s), phase_of(it) ^ 1);
+  mbar_arrive_expect_tx(sm.full_k(s), kKTileBytes);
+#pragma unroll
+  for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.k_stage(s) + c * kBlockN * 128, &p.k, sm.full_k(s), c * 64, n * kBlockN, kv_head, batch);
+}
+
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch) {
+  const int s = stage_of(it), n = n_blocks - 1 - it;
+  if (it >= kStages) mbar_wait(sm.empty_v(s), phase_of(it) ^ 1);
+  mbar_arrive_expect_tx(sm.full_v(s), kVTileBytes);
+#pragma unroll
+  for (int c = 0; c < kVChunks; ++c) tma_load_4d(sm.v_stage(s) + c * kBlockN * 128, &p.v, sm.full_v(s), c * 64, n * kBlockN, kv_head, batch);
+}
+
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, int m_block, int head, int batch, int n_blocks) {
   const int kv_head = head / p.q_heads_per_kv_head;
   mbar_arrive_expect_tx(sm.bar_q(), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.q + c * kBlockM * 128, &p.q, sm.bar_q(), c * 64, m_block * kBlockM, head, batch);
-
-  for (int it = 0; it < n_blocks; ++it) {
-    const int n = n_blocks - 1 - it;
-    const int s = it % kStages;
-    // Wait for a slot only once the ring is full: the consumers' release of iteration it - kStages.
-    if (it >= kStages) mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
-    mbar_arrive_expect_tx(sm.full_k(s), kKTileBytes);
-#pragma unroll
-    for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.k_stage(s) + c * kBlockN * 128, &p.k, sm.full_k(s), c * 64, n * kBlockN, kv_head, batch);
-    mbar_arrive_expect_tx(sm.full_v(s), kVTileBytes);
-#pragma unroll
-    for (int c = 0; c < kVChunks; ++c) tma_load_4d(sm.v_stage(s) + c * kBlockN * 128, &p.v, sm.full_v(s), c * 64, n * kBlockN, kv_head, batch);
+  // K(it) then V(it - 1): the order in which the overlapped consumers use them.
+  load_k(p, sm, 0, n_blocks, kv_head, batch);
+  for (int it = 1; it < n_blocks; ++it) {
+    load_k(p, sm, it, n_blocks, kv_head, batch);
+    load_v(p, sm, it - 1, n_blocks, kv_head, batch);
   }
+  load_v(p, sm, n_blocks - 1, n_blocks, kv_head, batch);
 }
 
 // ================================================================ consumer
@@ -98,7 +122,19 @@ struct SoftmaxState {
   float row_sum[2];  // this thread's share of the running sum; quad-reduced in the epilogue
 };
 
-FJ_DEVICE void compute_scores(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
+// Pingpong: a consumer warpgroup issues its GEMMs only in its turn, then passes the turn on.
+struct Turn {
+  int wg;
+  FJ_DEVICE void take() const {
+    if (kPingpong) named_barrier_sync(kTurnBarrier + wg, 256);
+  }
+  FJ_DEVICE void pass() const {
+    if (kPingpong) named_barrier_arrive(kTurnBarrier + (wg ^ 1), 256);
+  }
+};
+
+// S = Q K^T, issued and committed (not waited for).
+FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kQKSteps; ++k) {
@@ -108,8 +144,17 @@ FJ_DEVICE void compute_scores(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_
     wgmma_qk(s, smem_desc(q_slice + q_off, 16, 1024), smem_desc(k_tile + k_off, 16, 1024), k > 0);
   }
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s);
+}
+
+// O += P V, issued and committed (not waited for). P is already in the A-operand layout.
+FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16][4], uint32_t v_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < kBlockN / 16; ++j) {
+    // V [kBlockN][64-col chunks] is MN-major for B: leading offset = chunk stride, k16 step = 16 rows.
+    wgmma_pv(o, p[j], smem_desc(v_tile + j * 2048, kBlockN * 128, 1024));
+  }
+  wgmma_commit();
 }
 
 FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n) {
@@ -123,13 +168,14 @@ FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Para
   }
 }
 
-// Online softmax of one block: updates the running max and sum, rescales O, turns S into P.
+// Online softmax of one block: updates the running max and sum, turns S into P (in place) and
+// returns the factor by which O must be rescaled.
 template <bool kMasked>
-FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], float (&o)[kVCols / 2], SoftmaxState& st, float scale_log2) {
+FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2, float (&correction)[2]) {
   float block_max[2] = {FJ_NEG_INF, FJ_NEG_INF};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) block_max[Fragment::row_half(i)] = fmaxf(block_max[Fragment::row_half(i)], s[i]);
-  float offset[2], correction[2];
+  float offset[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     // A row is spread over the 4 lanes of a quad.
@@ -146,47 +192,117 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], float (&o)[kVCols / 2], S
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
     const int r = Fragment::row_half(i);
-    s[i] = fast_exp2(fmaf(s[i], scale_log2, -offset[r]));
+    s[i] = fast_exp2(fmaf(s[i], scale_log2, -offset[r]));  // the scale folded into one FFMA
     st.row_sum[r] += s[i];
   }
-#pragma unroll
-  for (int i = 0; i < kVCols / 2; ++i) o[i] *= correction[Fragment::row_half(i)];
 }
 
-FJ_DEVICE void accumulate_pv(float (&o)[kVCols / 2], const float (&p)[kBlockN / 2], uint32_t v_tile) {
-  // P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
-  uint32_t a[kBlockN / 16][4];
+template <bool kMasked>
+FJ_DEVICE void scores_to_probs(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n, SoftmaxState& st,
+                               float (&correction)[2]) {
+  if (kMasked) apply_mask(s, f, p, n);
+  online_softmax<kMasked>(s, st, p.scale_log2, correction);
+}
+
+// P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
+FJ_DEVICE void pack_probs(uint32_t (&a)[kBlockN / 16][4], const float (&p)[kBlockN / 2]) {
 #pragma unroll
   for (int j = 0; j < kBlockN / 16; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q) a[j][q] = pack2(p[8 * j + 2 * q], p[8 * j + 2 * q + 1]);
-  wgmma_fence();
-#pragma unroll
-  for (int j = 0; j < kBlockN / 16; ++j) {
-    // V [kBlockN][64-col chunks] is MN-major for B: leading offset = chunk stride, k16 step = 16 rows.
-    wgmma_pv(o, a[j], smem_desc(v_tile + j * 2048, kBlockN * 128, 1024));
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(o);
 }
 
-template <bool kMasked>
-FJ_DEVICE void consume_block(const Params& p, const SmemLayout& sm, const Fragment& f, uint32_t q_slice, int it,
-                             int n_blocks, float (&o)[kVCols / 2], SoftmaxState& st, bool leader) {
-  const int n = n_blocks - 1 - it;
-  const int s = it % kStages;
-  const uint32_t phase = (it / kStages) & 1;
-  float scores[kBlockN / 2];
-  mbar_wait(sm.full_k(s), phase);
-  compute_scores(scores, q_slice, sm.k_stage(s));
-  if (kMasked) apply_mask(scores, f, p, n);
-  online_softmax<kMasked>(scores, o, st, p.scale_log2);
-  mbar_wait(sm.full_v(s), phase);
-  accumulate_pv(o, scores, sm.v_stage(s));
-  // Every warp of this warpgroup has passed both waits and its wgmmas have completed: free the slot.
-  if (leader) mbar_arrive(sm.empty(s));
+FJ_DEVICE void rescale(float (&o)[kVCols / 2], const float (&correction)[2]) {
+#pragma unroll
+  for (int i = 0; i < kVCols / 2; ++i) o[i] *= correction[Fragment::row_half(i)];
 }
+
+struct Consumer {
+  const Params& p;
+  const SmemLayout& sm;
+  Fragment f;
+  Turn turn;
+  uint32_t q_slice;
+  bool leader;  // thread 0 of the warpgroup: releases ring slots for it
+  int n_blocks;
+
+  FJ_DEVICE int block_of(int it) const { return n_blocks - 1 - it; }
+
+  // First block: S(0) alone (nothing to overlap it with yet).
+  template <bool kMasked>
+  FJ_DEVICE void first_block(float (&s)[kBlockN / 2], SoftmaxState& st) {
+    float unused[2];
+    turn.take();
+    mbar_wait(sm.full_k(0), 0);
+    issue_scores(s, q_slice, sm.k_stage(0));
+    turn.pass();
+    wgmma_wait<0>();
+    fence_registers(s);
+    if (leader) mbar_arrive(sm.empty_k(0));
+    scores_to_probs<kMasked>(s, f, p, block_of(0), st, unused);
+  }
+
+  // Block it: S(it) = Q K(it) and O += P(it-1) V(it-1) in flight together; softmax of S(it)
+  // while the PV runs; then rescale O and keep P(it) for the next step.
+  template <bool kMasked>
+  FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], uint32_t (&prev_p)[kBlockN / 16][4], SoftmaxState& st) {
+    const int s = stage_of(it), sv = stage_of(it - 1);
+    float scores[kBlockN / 2];
+    turn.take();
+    mbar_wait(sm.full_k(s), phase_of(it));
+    issue_scores(scores, q_slice, sm.k_stage(s));
+    mbar_wait(sm.full_v(sv), phase_of(it - 1));
+    issue_pv(o, prev_p, sm.v_stage(sv));
+    turn.pass();
+    wgmma_wait<1>();  // S(it) done, PV still running
+    fence_registers(scores);
+    if (leader) mbar_arrive(sm.empty_k(s));
+    float correction[2];
+    scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
+    wgmma_wait<0>();  // PV(it-1) done
+    fence_registers(o);
+    if (leader) mbar_arrive(sm.empty_v(sv));
+    rescale(o, correction);
+    pack_probs(prev_p, scores);
+  }
+
+  // Last step: O += P(last) V(last).
+  FJ_DEVICE void last_pv(float (&o)[kVCols / 2], const uint32_t (&prev_p)[kBlockN / 16][4]) {
+    const int it = n_blocks - 1;
+    turn.take();
+    mbar_wait(sm.full_v(stage_of(it)), phase_of(it));
+    issue_pv(o, prev_p, sm.v_stage(stage_of(it)));
+    turn.pass();
+    wgmma_wait<0>();
+    fence_registers(o);
+    if (leader) mbar_arrive(sm.empty_v(stage_of(it)));
+  }
+
+  // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
+  template <bool kMasked>
+  FJ_DEVICE void serial_block(int it, float (&o)[kVCols / 2], SoftmaxState& st) {
+    const int s = stage_of(it);
+    float scores[kBlockN / 2], correction[2];
+    uint32_t a[kBlockN / 16][4];
+    turn.take();
+    mbar_wait(sm.full_k(s), phase_of(it));
+    issue_scores(scores, q_slice, sm.k_stage(s));
+    turn.pass();
+    wgmma_wait<0>();
+    fence_registers(scores);
+    if (leader) mbar_arrive(sm.empty_k(s));
+    scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
+    rescale(o, correction);
+    pack_probs(a, scores);
+    turn.take();
+    mbar_wait(sm.full_v(s), phase_of(it));
+    issue_pv(o, a, sm.v_stage(s));
+    turn.pass();
+    wgmma_wait<0>();
+    fence_registers(o);
+    if (leader) mbar_arrive(sm.empty_v(s));
+  }
+};
 
 // ================================================================ epilogue
 FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragment& f, float (&o)[kVCols / 2],
@@ -220,7 +336,7 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
     *reinterpret_cast<uint32_t*>(base + off) = pack2(o[i] * scale, o[i + 1] * scale);
   }
   fence_proxy_async_smem();
-  named_barrier_sync(1 + wg, 128);  // this warpgroup only; id 0 is __syncthreads
+  named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only
   if (t == 0) {
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
@@ -233,26 +349,42 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
 
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int m_block, int head, int batch,
                        BlockRange range) {
-  Fragment f;
-  f.lane = t % 32;
-  f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + f.lane / 4;
-  const uint32_t q_slice = sm.q + wg * 64 * 128;
-  const bool leader = t == 0;
+  Consumer c{p, sm, {}, {wg}, sm.q + wg * 64 * 128, t == 0, range.n_blocks};
+  c.f.lane = t % 32;
+  c.f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
   float o[kVCols / 2];
 #pragma unroll
   for (int i = 0; i < kVCols / 2; ++i) o[i] = 0.f;
   SoftmaxState st = {{FJ_NEG_INF, FJ_NEG_INF}, {0.f, 0.f}};
 
-  if (range.n_blocks > 0) mbar_wait(sm.bar_q(), 0);
-  // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
-  int it = 0;
+  if (range.n_blocks > 0) {
+    // The first turn belongs to warpgroup 0: warpgroup 1 hands it over once.
+    if (kPingpong && wg == 1) named_barrier_arrive(kTurnBarrier, 256);
+    mbar_wait(sm.bar_q(), 0);
+    // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
+    if (kOverlap) {
+      float first[kBlockN / 2];
+      uint32_t prev_p[kBlockN / 16][4];
+      if (range.n_masked > 0) c.first_block<true>(first, st); else c.first_block<false>(first, st);
+      pack_probs(prev_p, first);
+      int it = 1;
 #pragma unroll 1
-  for (; it < range.n_masked; ++it) consume_block<true>(p, sm, f, q_slice, it, range.n_blocks, o, st, leader);
+      for (; it < range.n_masked; ++it) c.overlapped_block<true>(it, o, prev_p, st);
 #pragma unroll 1
-  for (; it < range.n_blocks; ++it) consume_block<false>(p, sm, f, q_slice, it, range.n_blocks, o, st, leader);
-
-  write_output(p, sm, f, o, st, wg, t, m_block, head, batch);
+      for (; it < range.n_blocks; ++it) c.overlapped_block<false>(it, o, prev_p, st);
+      c.last_pv(o, prev_p);
+    } else {
+      int it = 0;
+#pragma unroll 1
+      for (; it < range.n_masked; ++it) c.serial_block<true>(it, o, st);
+#pragma unroll 1
+      for (; it < range.n_blocks; ++it) c.serial_block<false>(it, o, st);
+    }
+    // Balance the turn barrier: warpgroup 1's final pass is taken here, so none is left pending.
+    if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
+  }
+  write_output(p, sm, c.f, o, st, wg, t, m_block, head, batch);
 }
 
 // ================================================================ kernel
@@ -275,7 +407,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd
     for (int s = 0; s < kStages; ++s) {
       mbar_init(sm.full_k(s), 1);
       mbar_init(sm.full_v(s), 1);
-      mbar_init(sm.empty(s), kConsumerWGs);
+      mbar_init(sm.empty_k(s), kConsumerWGs);
+      mbar_init(sm.empty_v(s), kConsumerWGs);
     }
     fence_mbar_init();
     tma_prefetch_desc(&p.q); tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); tma_prefetch_desc(&p.o);

@@ -33,6 +33,9 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
+  // FlashAttention-3: intra-warpgroup overlap always; pingpong for 16-bit head dims up to 128.
+  if (s.overlap < 0) s.overlap = 1;
+  if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d <= 128;
   return s;
 }
 
@@ -54,8 +57,8 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
 
   // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q, the K/V ring,
-  // and the mbarriers (Q + full K, full V, empty per stage), 8 bytes each.
-  const int barrier_bytes = 8 * (1 + 3 * s.stages);
+  // and the mbarriers (Q + full and empty, for K and for V, per stage), 8 bytes each.
+  const int barrier_bytes = 8 * (1 + 4 * s.stages);
   c.smem_bytes = 1024 + c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
   if (c.smem_bytes > kMaxSharedMemoryBytes) {
     const int per_stage = c.k_tile_bytes + c.v_tile_bytes;

@@ -88,6 +88,22 @@ const std::vector<Field>& fields() {
       {"block_n", "a multiple of 16 in 16..256",
        [](AttentionSpec& s, std::string_view v) { return set_int(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
        [](const AttentionSpec& s) { return int_or_auto(s.block_n); }},
+      {"overlap", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         bool b = false;
+         if (Status st = set_bool(b, "overlap", v); !st) return st;
+         s.overlap = b;
+         return {};
+       },
+       [](const AttentionSpec& s) { return s.overlap < 0 ? std::string() : std::to_string(s.overlap); }},
+      {"pingpong", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         bool b = false;
+         if (Status st = set_bool(b, "pingpong", v); !st) return st;
+         s.pingpong = b;
+         return {};
+       },
+       [](const AttentionSpec& s) { return s.pingpong < 0 ? std::string() : std::to_string(s.pingpong); }},
       {"hang_trap", "0 or 1",
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.hang_trap, "hang_trap", v); },
        [](const AttentionSpec& s) { return s.hang_trap ? std::string("1") : std::string(); }},
@@ -153,6 +169,7 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
+  if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
   }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Measures one lever at a time on headline cells (bf16, kernel time from graph replay).
+#   bench/levers.sh FLASHJIT_BINARY [SET]
+# SET picks the experiments (default: all); each line prints the bench row of one spec.
+set -u
+TOOL=${1:?usage: levers.sh path/to/flashjit [set]}
+SET=${2:-all}
+run() {  # label, bench args...
+  local label=$1; shift
+  printf '%-40s ' "$label"
+  "$TOOL" bench --iters 20 "$@" | tail -1
+}
+d128="--batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16"
+d256="--batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8"
+d64="--batch 1 --seqlen-q 16384 --seqlen-k 16384 --heads-q 32"
+if [ "$SET" = all ] || [ "$SET" = pipeline ]; then
+  for o in 0 1; do for pp in 0 1; do
+    run "d128 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=128,overlap=$o,pingpong=$pp $d128
+  done; done
+  for o in 0 1; do for pp in 0 1; do
+    run "d256 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=256,overlap=$o,pingpong=$pp $d256
+  done; done
+  for o in 0 1; do for pp in 0 1; do
+    run "d64 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=64,overlap=$o,pingpong=$pp $d64
+  done; done
+fi
+if [ "$SET" = all ] || [ "$SET" = tiles ]; then
+  for bn in 64 96 128 144 160 176 192; do run "d128 block_n=$bn" --spec dtype=bf16,head_dim=128,block_n=$bn $d128; done
+  for bn in 64 80 96; do run "d256 block_n=$bn" --spec dtype=bf16,head_dim=256,block_n=$bn $d256; done
+  for st in 2 3 4; do run "d64 stages=$st" --spec dtype=bf16,head_dim=64,stages=$st $d64; done
+  for bn in 64 128 176 192; do run "d64 block_n=$bn" --spec dtype=bf16,head_dim=64,block_n=$bn $d64; done
+  for bn in 64 128 176; do run "d128 causal block_n=$bn" --spec dtype=bf16,head_dim=128,causal=1,block_n=$bn $d128; done
+fi
