@@ -48,14 +48,15 @@ Result<std::string> move_aside(const std::string& dir, const std::string& name) 
   return dest;
 }
 
-// True the first time a bad file (path and inode) is reported in this process. NOTES: process-wide,
-// not per store, so that a bad file that cannot be moved (read-only directory) is logged once even
-// when several caches or tool commands open the same directory.
-bool first_report(const std::string& path, ino_t inode) {
+// True the first time a bad file is reported in this process. NOTES: process-wide, not per store,
+// so that a bad file that cannot be moved (read-only directory) is logged once even when several
+// caches or tool commands open the same directory. Keyed by path alone: on the H200 machine's file
+// system the inode seen for one unchanged file differed between two stats, which logged it twice.
+bool first_report(const std::string& path) {
   static std::mutex mutex;
-  static std::set<std::pair<std::string, ino_t>> reported;
+  static std::set<std::string> reported;
   std::lock_guard lock(mutex);
-  return reported.insert({path, inode}).second;
+  return reported.insert(path).second;
 }
 
 // A list() row with what the directory says (the decoded fields are filled in by the caller).
@@ -165,7 +166,7 @@ void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& see
   }
 
   // It stays (read-only directory): still a miss every time, but logged once per file.
-  if (!first_report(path, seen.inode)) return;
+  if (!first_report(path)) return;
   logger().warn("cache: corrupt entry {} ({}); cannot set it aside ({}), recompiling", path, problem,
                 moved.error().message);
 }
