@@ -31,3 +31,15 @@ if [ "$SET" = all ] || [ "$SET" = tiles ]; then
   for bn in 64 128 176 192; do run "d64 block_n=$bn" --spec dtype=bf16,head_dim=64,block_n=$bn $d64; done
   for bn in 64 128 176; do run "d128 causal block_n=$bn" --spec dtype=bf16,head_dim=128,causal=1,block_n=$bn $d128; done
 fi
+if [ "$SET" = all ] || [ "$SET" = cluster ]; then
+  for cl in 1 2; do
+    run "d128 cluster=$cl" --spec dtype=bf16,head_dim=128,cluster=$cl $d128
+    run "d256 cluster=$cl" --spec dtype=bf16,head_dim=256,cluster=$cl $d256
+    run "d64 cluster=$cl" --spec dtype=bf16,head_dim=64,cluster=$cl $d64
+    run "d128 causal cluster=$cl" --spec dtype=bf16,head_dim=128,causal=1,cluster=$cl $d128
+    run "d64 causal cluster=$cl" --spec dtype=bf16,head_dim=64,causal=1,cluster=$cl $d64
+  done
+  run "d128 cluster=2 block_n=176" --spec dtype=bf16,head_dim=128,cluster=2,block_n=176 $d128
+  run "d128 cluster=2 block_n=192" --spec dtype=bf16,head_dim=128,cluster=2,block_n=192 $d128
+  run "d64 cluster=2 stages=3" --spec dtype=bf16,head_dim=64,cluster=2,stages=3 $d64
+fi

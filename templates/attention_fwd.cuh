@@ -13,12 +13,15 @@
 //           warpgroups take turns issuing their GEMMs (named barriers), so one's softmax hides
 //           behind the other's GEMMs.
 // Epilogue: O / rowsum -> shared memory (this warpgroup's Q slice) -> TMA store; LSE from registers.
+// Cluster:  with kCluster = 2, two CTAs on neighbouring query blocks share every K/V block: each
+//           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
+//           slot is free once the consumers of both CTAs released it (empty barriers count both).
 //
 // Shared memory (1024-B aligned): Q [kQKChunks][kBlockM][64] | K ring [kStages][kQKChunks][kBlockN][64]
 //                                 | V ring [kStages][kVChunks][kBlockN][64] | mbarriers.
 
 struct Params {
-  TmaDesc q, k, v;   // 4-D maps over [batch, seqlen, heads, head_dim]; box rows kBlockM (q), kBlockN (k, v)
+  TmaDesc q, k, v;   // 4-D maps over [batch, seqlen, heads, head_dim]; box rows kBlockM (q), kBlockN / kCluster (k, v)
   TmaDesc o;         // box rows 64: each consumer warpgroup stores its own slice
   float* lse;        // [batch, heads_q, seqlen_q] natural-log LSE, or null
   int seqlen_q;
@@ -57,6 +60,12 @@ struct BlockRange {
   int n_masked;
 };
 
+// Causal: the blocks up to the last one any row of the tile sees.
+FJ_DEVICE int causal_block_count(const Params& p, int m_block, int n_all) {
+  const int last_col = (m_block + 1) * kBlockM - 1 + p.seqlen_k - p.seqlen_q;  // last visible column of the last row
+  return last_col < 0 ? 0 : min(n_all, last_col / kBlockN + 1);
+}
+
 FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
   const int n_all = (p.seqlen_k + kBlockN - 1) / kBlockN;
   // Bottom-right aligned causal mask: row r sees columns c <= r + seqlen_k - seqlen_q.
@@ -64,8 +73,10 @@ FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
   int n_blocks = n_all;
   int first_masked = (p.seqlen_k % kBlockN) ? n_all - 1 : n_all;
   if (kCausal) {
-    const int last_col = (m_block + 1) * kBlockM - 1 + diag;  // last visible column of the tile's last row
-    n_blocks = last_col < 0 ? 0 : min(n_all, last_col / kBlockN + 1);
+    // The two CTAs of a cluster load the same blocks: both take the longer range; the extra blocks
+    // are fully masked for the shorter one (they sit at the right, among the masked iterations).
+    n_blocks = causal_block_count(p, m_block, n_all);
+    if (kCluster == 2) n_blocks = max(n_blocks, causal_block_count(p, m_block ^ 1, n_all));
     const int first_row_cols = m_block * kBlockM + diag + 1;  // visible columns of the tile's first row
     first_masked = min(first_masked, first_row_cols <= 0 ? 0 : first_row_cols / kBlockN);
   }
@@ -76,35 +87,47 @@ FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
 }
 
 // ================================================================ producer
-FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch) {
-  const int s = stage_of(it), n = n_blocks - 1 - it;
+// One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
+// its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
+template <int kChunks>
+FJ_DEVICE void load_tile(const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head, int batch, uint32_t rank) {
+  constexpr int kRows = kBlockN / kCluster;
+  mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
+    const int row = n * kBlockN + rank * kRows;
+    if (kCluster == 1) tma_load_4d(dst, map, full, c * 64, row, kv_head, batch);
+    else tma_load_4d_multicast(dst, map, full, c * 64, row, kv_head, batch, (uint16_t)((1u << kCluster) - 1));
+  }
+}
+
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch, uint32_t rank) {
+  const int s = stage_of(it);
   // Wait for a slot only once the ring is full: the consumers' release of block it - kStages.
   if (it >= kStages) mbar_wait(sm.empty_k(s), phase_of(it) ^ 1);
-  mbar_arrive_expect_tx(sm.full_k(s), kKTileBytes);
-#pragma unroll
-  for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.k_stage(s) + c * kBlockN * 128, &p.k, sm.full_k(s), c * 64, n * kBlockN, kv_head, batch);
+  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, kv_head, batch, rank);
 }
 
-FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch) {
-  const int s = stage_of(it), n = n_blocks - 1 - it;
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch, uint32_t rank) {
+  const int s = stage_of(it);
   if (it >= kStages) mbar_wait(sm.empty_v(s), phase_of(it) ^ 1);
-  mbar_arrive_expect_tx(sm.full_v(s), kVTileBytes);
-#pragma unroll
-  for (int c = 0; c < kVChunks; ++c) tma_load_4d(sm.v_stage(s) + c * kBlockN * 128, &p.v, sm.full_v(s), c * 64, n * kBlockN, kv_head, batch);
+  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, kv_head, batch, rank);
 }
 
-FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, int m_block, int head, int batch, int n_blocks) {
+FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, int m_block, int head, int batch, int n_blocks,
+                       uint32_t rank) {
   const int kv_head = head / p.q_heads_per_kv_head;
   mbar_arrive_expect_tx(sm.bar_q(), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.q + c * kBlockM * 128, &p.q, sm.bar_q(), c * 64, m_block * kBlockM, head, batch);
   // K(it) then V(it - 1): the order in which the overlapped consumers use them.
-  load_k(p, sm, 0, n_blocks, kv_head, batch);
+  load_k(p, sm, 0, n_blocks, kv_head, batch, rank);
   for (int it = 1; it < n_blocks; ++it) {
-    load_k(p, sm, it, n_blocks, kv_head, batch);
-    load_v(p, sm, it - 1, n_blocks, kv_head, batch);
+    load_k(p, sm, it, n_blocks, kv_head, batch, rank);
+    load_v(p, sm, it - 1, n_blocks, kv_head, batch, rank);
   }
-  load_v(p, sm, n_blocks - 1, n_blocks, kv_head, batch);
+  load_v(p, sm, n_blocks - 1, n_blocks, kv_head, batch, rank);
 }
 
 // ================================================================ consumer
@@ -225,8 +248,16 @@ struct Consumer {
   uint32_t q_slice;
   bool leader;  // thread 0 of the warpgroup: releases ring slots for it
   int n_blocks;
+  uint32_t rank;  // this CTA's rank in its cluster
 
   FJ_DEVICE int block_of(int it) const { return n_blocks - 1 - it; }
+
+  // Frees a ring slot: in a cluster, in every CTA, since every CTA's producer writes into it.
+  FJ_DEVICE void release(uint32_t empty_bar) const {
+    if (!leader) return;
+    mbar_arrive(empty_bar);
+    if (kCluster == 2) mbar_arrive_cluster(empty_bar, rank ^ 1);
+  }
 
   // First block: S(0) alone (nothing to overlap it with yet).
   template <bool kMasked>
@@ -238,7 +269,7 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(s);
-    if (leader) mbar_arrive(sm.empty_k(0));
+    release(sm.empty_k(0));
     scores_to_probs<kMasked>(s, f, p, block_of(0), st, unused);
   }
 
@@ -256,12 +287,12 @@ struct Consumer {
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
     fence_registers(scores);
-    if (leader) mbar_arrive(sm.empty_k(s));
+    release(sm.empty_k(s));
     float correction[2];
     scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
     wgmma_wait<0>();  // PV(it-1) done
     fence_registers(o);
-    if (leader) mbar_arrive(sm.empty_v(sv));
+    release(sm.empty_v(sv));
     rescale(o, correction);
     pack_probs(prev_p, scores);
   }
@@ -275,7 +306,7 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
-    if (leader) mbar_arrive(sm.empty_v(stage_of(it)));
+    release(sm.empty_v(stage_of(it)));
   }
 
   // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
@@ -290,7 +321,7 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(scores);
-    if (leader) mbar_arrive(sm.empty_k(s));
+    release(sm.empty_k(s));
     scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
     rescale(o, correction);
     pack_probs(a, scores);
@@ -300,7 +331,7 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
-    if (leader) mbar_arrive(sm.empty_v(s));
+    release(sm.empty_v(s));
   }
 };
 
@@ -349,7 +380,7 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
 
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int m_block, int head, int batch,
                        BlockRange range) {
-  Consumer c{p, sm, {}, {wg}, sm.q + wg * 64 * 128, t == 0, range.n_blocks};
+  Consumer c{p, sm, {}, {wg}, sm.q + wg * 64 * 128, t == 0, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u};
   c.f.lane = t % 32;
   c.f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -407,20 +438,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd
     for (int s = 0; s < kStages; ++s) {
       mbar_init(sm.full_k(s), 1);
       mbar_init(sm.full_v(s), 1);
-      mbar_init(sm.empty_k(s), kConsumerWGs);
-      mbar_init(sm.empty_v(s), kConsumerWGs);
+      mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
+      mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
     }
     fence_mbar_init();
     tma_prefetch_desc(&p.q); tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); tma_prefetch_desc(&p.o);
   }
-  __syncthreads();  // the last CTA-wide barrier: after the role split only named barriers
+  // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
+  // barriers must be initialised before our multicasts reach them.
+  if (kCluster == 1) __syncthreads(); else cluster_sync();
 
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0 && range.n_blocks > 0) produce(p, sm, m_block, head, batch, range.n_blocks);
+    if (tid == 0 && range.n_blocks > 0) produce(p, sm, m_block, head, batch, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg, m_block, head, batch, range);
   }
+  // NOTES: a CTA of a cluster must not exit while its peer may still multicast into its shared
+  // memory or arrive on its barriers: everyone meets once more before exit.
+  if (kCluster == 2) cluster_sync();
 }

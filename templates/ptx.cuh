@@ -5,6 +5,7 @@
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 typedef long long int64_t;
+typedef unsigned short uint16_t;
 
 #define FJ_DEVICE __device__ __forceinline__
 #define FJ_NEG_INF (-__int_as_float(0x7f800000))
@@ -71,6 +72,23 @@ FJ_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// Arrive on the barrier at the same shared-memory offset in another CTA of the cluster.
+FJ_DEVICE void mbar_arrive_cluster(uint32_t bar, uint32_t cta_rank) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" :: "r"(bar), "r"(cta_rank) : "memory");
+}
+
+// ---------------------------------------------------------------- clusters
+FJ_DEVICE uint32_t cluster_cta_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA in the cluster: arrive (release) and wait (acquire).
+FJ_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // ---------------------------------------------------------------- TMA (bulk tensor copies)
 FJ_DEVICE void tma_prefetch_desc(const TmaDesc* d) {
   asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<uint64_t>(d)) : "memory");
@@ -80,6 +98,15 @@ FJ_DEVICE void tma_load_4d(uint32_t dst, const TmaDesc* d, uint32_t bar, int c0,
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%2, %3, %4, %5}], [%6];"
                :: "r"(dst), "l"(reinterpret_cast<uint64_t>(d)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+// The same load written into every CTA of the cluster in cta_mask (same shared-memory offset), each
+// CTA's barrier at bar's offset receiving the bytes that land in it.
+FJ_DEVICE void tma_load_4d_multicast(uint32_t dst, const TmaDesc* d, uint32_t bar, int c0, int c1, int c2, int c3,
+                                     uint16_t cta_mask) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;"
+               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(d)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(cta_mask)
+               : "memory");
 }
 // 4-D tile store; the tensor map clips rows and columns past the tensor's end.
 FJ_DEVICE void tma_store_4d(const TmaDesc* d, uint32_t src, int c0, int c1, int c2, int c3) {

@@ -29,7 +29,11 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a) {
   LaunchShape shape;
-  shape.grid_x = unsigned((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
+  // Query blocks, rounded up to whole clusters (a padding CTA loads its share and stores nothing).
+  const unsigned m_blocks = unsigned((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
+  const unsigned cluster = unsigned(c.spec.cluster);
+  shape.grid_x = (m_blocks + cluster - 1) / cluster * cluster;
+  shape.cluster_x = cluster;
   shape.grid_y = unsigned(a.heads_q);
   shape.grid_z = unsigned(a.batch);
   shape.block_x = unsigned(c.threads);
@@ -40,14 +44,14 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a) {
   if (Status st = validate_attention_args(c, a); !st) return st.take_error();
   KernelParams p{};
-  // Q loads kBlockM rows, K and V kBlockN rows, and each consumer warpgroup stores 64 rows of O.
+  // Q loads kBlockM rows, K and V kBlockN rows (split among the CTAs of a cluster), and each consumer warpgroup stores 64 rows of O.
   const struct {
     TensorMapBytes* out;
     TensorMapRequest request;
   } maps[] = {
       {&p.q, map_request("q", a.q, c, a.batch, a.seqlen_q, a.heads_q, a.q_strides, c.spec.block_m)},
-      {&p.k, map_request("k", a.k, c, a.batch, a.seqlen_k, a.heads_kv, a.k_strides, c.spec.block_n)},
-      {&p.v, map_request("v", a.v, c, a.batch, a.seqlen_k, a.heads_kv, a.v_strides, c.spec.block_n)},
+      {&p.k, map_request("k", a.k, c, a.batch, a.seqlen_k, a.heads_kv, a.k_strides, c.spec.block_n / c.spec.cluster)},
+      {&p.v, map_request("v", a.v, c, a.batch, a.seqlen_k, a.heads_kv, a.v_strides, c.spec.block_n / c.spec.cluster)},
       {&p.o, map_request("o", a.o, c, a.batch, a.seqlen_q, a.heads_q, a.o_strides, 64)},
   };
   for (const auto& m : maps) {

@@ -40,6 +40,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
   add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
   add_constant(out, "bool", "kOverlap", s.overlap);
+  add_constant(out, "int", "kCluster", s.cluster);
   add_constant(out, "bool", "kPingpong", s.pingpong);
   // The host's KernelParams layout, which the template's Params must match byte for byte.
   add_constant(out, "int", "kParamsBytes", sizeof(KernelParams));

@@ -88,6 +88,9 @@ const std::vector<Field>& fields() {
       {"block_n", "a multiple of 16 in 16..256",
        [](AttentionSpec& s, std::string_view v) { return set_int(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
        [](const AttentionSpec& s) { return int_or_auto(s.block_n); }},
+      {"cluster", "1 or 2",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.cluster, "cluster", v, "1 or 2"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.cluster); }},
       {"overlap", "0 or 1",
        [](AttentionSpec& s, std::string_view v) -> Status {
          bool b = false;
@@ -169,6 +172,7 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
+  if (s.cluster != 0 && s.cluster != 1 && s.cluster != 2) return fail("cluster", s.cluster, "1 or 2");
   if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");

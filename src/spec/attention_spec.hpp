@@ -23,6 +23,7 @@ struct AttentionSpec {
   int block_m = 0;           // query rows per CTA = 64 * consumer_wgs; 0 = derived
   int block_n = 0;           // keys per K/V block: multiple of 16 in 16..256; 0 = from the table
   int overlap = -1;          // softmax(j) overlapped with P(j-1) V(j-1) in a warpgroup: 0/1; -1 = table
+  int cluster = 0;           // CTAs sharing K/V loads by TMA multicast: 1 or 2; 0 = table
   int pingpong = -1;         // two consumer warpgroups take turns issuing GEMMs: 0/1; -1 = table
   bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
 
