@@ -126,8 +126,12 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
       for (bool causal : {false, true})
         for (int wgs : {1, 2})
           for (int stages : {1, 2, 3, 4}) {
+            // Every pipeline variant: cluster 1/2, overlap and pingpong on and off.
+            const int variant = stages - 1;
             const std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(stages) +
-                                      (d == 128 && stages > 2 ? ",block_n=64" : "");
+                                      (d == 128 && stages > 2 ? ",block_n=64" : "") + ",cluster=" + std::to_string(1 + (variant & 1)) +
+                                      ",overlap=" + std::to_string((variant >> 1) & 1) +
+                                      ",pingpong=" + std::to_string(wgs == 2 ? (variant + causal) & 1 : 0);
             cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, 700, 1111, 2, 4, 2)});
           }
   run_all(cases);
@@ -154,7 +158,10 @@ TEST(AttentionGpu, RandomSpecsAndShapes) {
     const bool bf16 = pick(0, 1);
     const int d = 8 * pick(1, 32);
     const bool causal = pick(0, 1);
-    std::string extra = "consumer_wgs=" + std::to_string(pick(1, 2)) + ",stages=" + std::to_string(pick(1, 4));
+    const int wgs = pick(1, 2);
+    std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(pick(1, 4)) +
+                        ",cluster=" + std::to_string(pick(1, 2)) + ",overlap=" + std::to_string(pick(0, 1)) +
+                        ",pingpong=" + std::to_string(wgs == 2 ? pick(0, 1) : 0);
     if (pick(0, 2) == 0) extra += ",block_n=" + std::to_string(16 * pick(1, d <= 128 ? 8 : 5));
     const std::string spec = spec_text(bf16, d, causal, extra);
     auto parsed = parse_spec(spec);
