@@ -1,0 +1,528 @@
+// End-to-end tests of the `flashjit` binary (FLASHJIT_TOOL_PATH): each test runs it as a child
+// process and checks its exit status (0 success, 2 bad usage or an invalid spec, 1 other failures),
+// what it prints on stdout and stderr, and the shape of its --json output. Every test uses its own
+// temporary cache directory (--cache-dir) and compiles at most one small kernel.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <llvm/Support/FormatVariadic.h>
+#include <llvm/Support/JSON.h>
+
+extern char** environ;
+
+namespace flashjit {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = llvm::json;
+
+// A small kernel: the fastest default-like spec to compile.
+constexpr const char* kSmallSpec = "dtype=fp16,head_dim=64,causal=0";
+// A path where no CUDA driver library can be: the tool then runs as on a machine without a driver.
+constexpr const char* kNoDriver = "/nonexistent/flashjit-test/libcuda.so.1";
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/flashjit-tool-test-XXXXXX";
+    const char* made = ::mkdtemp(tmpl);
+    EXPECT_NE(made, nullptr);
+    path_ = made ? made : "/tmp";
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct ToolRun {
+  int exit_code = -1;  // -1: did not exit normally (signal) or could not be started
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const ToolRun& r) {
+  return os << "exit " << r.exit_code << "\n--- stdout ---\n" << r.out << "\n--- stderr ---\n" << r.err;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Environment changes for a run: a name mapped to a value sets it, to nullopt removes it.
+using EnvChanges = std::map<std::string, std::optional<std::string>>;
+
+// Runs the tool with args, stdin from /dev/null, stdout and stderr captured (through files, so a
+// large output can never block the child).
+ToolRun run_tool(const std::vector<std::string>& args, const EnvChanges& env = {}) {
+  TempDir io;
+  const std::string out_path = io.sub("stdout"), err_path = io.sub("stderr");
+  std::vector<std::string> arg_storage{FLASHJIT_TOOL_PATH};
+  arg_storage.insert(arg_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : arg_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (!env.count(name)) env_storage.push_back(entry);
+  }
+  for (const auto& [name, value] : env) {
+    if (value) env_storage.push_back(name + "=" + *value);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ToolRun run;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
+    return run;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = read_all(out_path);
+  run.err = read_all(err_path);
+  return run;
+}
+
+// Parses the run's stdout as JSON (a test failure when it is not).
+json::Value parse_json(const ToolRun& run) {
+  auto parsed = json::parse(run.out);
+  if (!parsed) {
+    ADD_FAILURE() << "stdout is not JSON: " << llvm::toString(parsed.takeError()) << "\n" << run;
+    return json::Value(nullptr);
+  }
+  return std::move(*parsed);
+}
+
+bool is_hex(llvm::StringRef s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdef") == llvm::StringRef::npos;
+}
+
+// Checks that an object has each key with a value of the given kind.
+enum class Kind { kString, kNumber, kInteger, kBool, kArray };
+void expect_fields(const json::Object& o, std::initializer_list<std::pair<const char*, Kind>> fields) {
+  for (const auto& [key, kind] : fields) {
+    const json::Value* v = o.get(key);
+    ASSERT_NE(v, nullptr) << "missing field '" << key << "' in " << llvm::formatv("{0:2}", json::Value(json::Object(o))).str();
+    switch (kind) {
+      case Kind::kString: EXPECT_TRUE(bool(v->getAsString())) << key; break;
+      case Kind::kNumber: EXPECT_TRUE(bool(v->getAsNumber())) << key; break;
+      case Kind::kInteger: EXPECT_TRUE(bool(v->getAsInteger())) << key; break;
+      case Kind::kBool: EXPECT_TRUE(bool(v->getAsBoolean())) << key; break;
+      case Kind::kArray: EXPECT_NE(v->getAsArray(), nullptr) << key; break;
+    }
+  }
+}
+
+// Field readers that work with LLVM 14's Optional and later LLVMs' std::optional alike.
+std::string str(const json::Object& o, const char* key) {
+  auto v = o.getString(key);
+  return v ? v->str() : "<absent>";
+}
+int64_t num(const json::Object& o, const char* key) {
+  auto v = o.getInteger(key);
+  return v ? *v : -1;
+}
+double real(const json::Object& o, const char* key) {
+  auto v = o.getNumber(key);
+  return v ? *v : -1;
+}
+int boolean(const json::Object& o, const char* key) {  // 1 true, 0 false, -1 absent
+  auto v = o.getBoolean(key);
+  return v ? int(*v) : -1;
+}
+
+// Prewarms kSmallSpec into dir and returns the one row of its --json output.
+json::Object prewarm_small(const std::string& dir) {
+  ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", dir, "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  const json::Array* rows = v.getAsArray();
+  if (!rows || rows->size() != 1 || !(*rows)[0].getAsObject()) {
+    ADD_FAILURE() << "expected a one-row array\n" << r;
+    return {};
+  }
+  return *(*rows)[0].getAsObject();
+}
+
+// ---- exit codes and messages ----
+
+TEST(Tool, NoCommandIsAUsageError) {
+  ToolRun r = run_tool({});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("prewarm"), std::string::npos) << r;
+}
+
+TEST(Tool, HelpListsTheCommandsAndSucceeds) {
+  ToolRun r = run_tool({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  for (const char* command : {"prewarm", "cache", "doctor", "check", "bench"}) EXPECT_NE(r.out.find(command), std::string::npos) << command << "\n" << r;
+}
+
+TEST(Tool, UnknownCommandIsAUsageError) {
+  ToolRun r = run_tool({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r;
+}
+
+TEST(Tool, UnknownFlagIsAUsageError) {
+  TempDir cache;
+  ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--frobnicate", "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r;
+}
+
+TEST(Tool, PrewarmWithoutSpecOrDefaultsIsAUsageError) {
+  TempDir cache;
+  ToolRun r = run_tool({"prewarm", "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("--defaults"), std::string::npos) << r;
+  EXPECT_NE(r.err.find("--spec"), std::string::npos) << r;
+}
+
+TEST(Tool, InvalidSpecIsAUsageErrorNamingTheField) {
+  TempDir cache;
+  const std::pair<const char*, const char*> cases[] = {
+      {"dtype=fp16,head_dim=65", "head_dim"},      // out of range
+      {"dtype=fp8,head_dim=64", "dtype"},          // unknown value
+      {"dtype=fp16,head_dim=abc", "head_dim"},     // not a number
+      {"dtype=fp16,bogus_field=1", "bogus_field"},  // unknown key
+      {"head_dim=64,causal=2", "causal"},          // not a bool
+      {"head_dim=64,consumer_wgs=1,block_m=128", "block_m"},  // inconsistent fields
+  };
+  for (const auto& [spec, field] : cases) {
+    ToolRun r = run_tool({"prewarm", "--spec", spec, "--cache-dir", cache.path()});
+    EXPECT_EQ(r.exit_code, 2) << spec << "\n" << r;
+    EXPECT_NE(r.err.find(field), std::string::npos) << spec << " should name " << field << "\n" << r;
+  }
+  // check parses the spec before it looks for a driver: the same error, the same exit status.
+  ToolRun r = run_tool({"check", "--spec", "dtype=bf16,head_dim=65", "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r;
+  EXPECT_TRUE(fs::is_empty(cache.path())) << "an invalid spec compiled nothing";
+}
+
+// ---- prewarm ----
+
+TEST(Tool, PrewarmJsonCompilesFirstThenHits) {
+  TempDir cache;
+  json::Object first = prewarm_small(cache.path());
+  expect_fields(first, {{"spec", Kind::kString}, {"key", Kind::kString}, {"status", Kind::kString}, {"compile_ms", Kind::kNumber},
+                        {"registers", Kind::kInteger}, {"spill_bytes", Kind::kInteger}, {"smem_bytes", Kind::kInteger}});
+  EXPECT_EQ(str(first, "status"), "compiled");
+  EXPECT_NE(str(first, "spec").find("head_dim=64"), std::string::npos) << str(first, "spec");
+  EXPECT_TRUE(is_hex(str(first, "key"))) << str(first, "key");
+  EXPECT_GT(real(first, "compile_ms"), 0.0);
+  EXPECT_GT(num(first, "registers"), 0);
+  EXPECT_GE(num(first, "spill_bytes"), 0);
+  EXPECT_GT(num(first, "smem_bytes"), 0);
+
+  json::Object second = prewarm_small(cache.path());
+  EXPECT_EQ(str(second, "status"), "hit");
+  EXPECT_EQ(str(second, "key"), str(first, "key"));
+  EXPECT_EQ(str(second, "spec"), str(first, "spec"));
+  EXPECT_EQ(num(second, "registers"), num(first, "registers"));
+  EXPECT_EQ(real(second, "compile_ms"), 0.0);
+
+  // The table form says the same in its summary line.
+  ToolRun table = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", cache.path()});
+  EXPECT_EQ(table.exit_code, 0) << table;
+  EXPECT_NE(table.out.find("1 kernels: 0 compiled, 1 hits, 0 failed"), std::string::npos) << table;
+}
+
+TEST(Tool, PrewarmNoCacheCompilesAndWritesNothing) {
+  TempDir cache;
+  ToolRun r = run_tool({"prewarm", "--no-cache", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  ASSERT_TRUE(v.getAsArray() && v.getAsArray()->size() == 1) << r;
+  EXPECT_EQ(str(*(*v.getAsArray())[0].getAsObject(), "status"), "compiled");
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(list.exit_code, 0) << list;
+  json::Value entries = parse_json(list);
+  ASSERT_NE(entries.getAsArray(), nullptr) << list;
+  EXPECT_TRUE(entries.getAsArray()->empty()) << list;
+}
+
+// ---- cache ----
+
+TEST(Tool, CacheCommandsOnAnEmptyDirectory) {
+  TempDir cache;
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(list.exit_code, 0) << list;
+  json::Value entries = parse_json(list);
+  ASSERT_NE(entries.getAsArray(), nullptr) << list;
+  EXPECT_TRUE(entries.getAsArray()->empty());
+
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(stats.exit_code, 0) << stats;
+  json::Value s = parse_json(stats);
+  ASSERT_NE(s.getAsObject(), nullptr) << stats;
+  EXPECT_EQ(num(*s.getAsObject(), "entries"), 0);
+
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(verify.exit_code, 0) << verify;
+  json::Value ver = parse_json(verify);
+  ASSERT_NE(ver.getAsObject(), nullptr) << verify;
+  EXPECT_EQ(num(*ver.getAsObject(), "checked"), 0);
+}
+
+TEST(Tool, CacheActionsAndArgumentsAreChecked) {
+  TempDir cache;
+  ToolRun unknown = run_tool({"cache", "frobnicate", "--cache-dir", cache.path()});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown;
+  EXPECT_NE(unknown.err.find("frobnicate"), std::string::npos) << unknown;
+  ToolRun none = run_tool({"cache", "--cache-dir", cache.path()});
+  EXPECT_EQ(none.exit_code, 2) << none;
+  ToolRun extract_no_file = run_tool({"cache", "extract", "0123abcd", "--cache-dir", cache.path()});
+  EXPECT_EQ(extract_no_file.exit_code, 2) << extract_no_file;
+  ToolRun list_extra = run_tool({"cache", "list", "extra", "--cache-dir", cache.path()});
+  EXPECT_EQ(list_extra.exit_code, 2) << list_extra;
+}
+
+TEST(Tool, CacheListStatsAndVerifyShowThePrewarmedKernel) {
+  TempDir cache;
+  json::Object row = prewarm_small(cache.path());
+  const std::string key = str(row, "key");
+
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  json::Value entries = parse_json(list);
+  ASSERT_TRUE(entries.getAsArray() && entries.getAsArray()->size() == 1) << list;
+  const json::Object& e = *(*entries.getAsArray())[0].getAsObject();
+  expect_fields(e, {{"key", Kind::kString}, {"spec", Kind::kString}, {"kernel", Kind::kString}, {"valid", Kind::kBool},
+                    {"problem", Kind::kString}, {"file_bytes", Kind::kInteger}, {"cubin_bytes", Kind::kInteger},
+                    {"registers", Kind::kInteger}, {"spill_bytes", Kind::kInteger}, {"compile_ms", Kind::kNumber},
+                    {"last_used_ns", Kind::kInteger}});
+  EXPECT_EQ(str(e, "key"), key);
+  EXPECT_EQ(str(e, "spec"), str(row, "spec"));
+  EXPECT_EQ(boolean(e, "valid"), 1);
+  EXPECT_GT(num(e, "cubin_bytes"), 0);
+  EXPECT_GE(num(e, "file_bytes"), num(e, "cubin_bytes"));
+  EXPECT_EQ(num(e, "registers"), num(row, "registers"));
+
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(stats.exit_code, 0) << stats;
+  json::Value s = parse_json(stats);
+  ASSERT_NE(s.getAsObject(), nullptr) << stats;
+  expect_fields(*s.getAsObject(), {{"dir", Kind::kString}, {"writable", Kind::kBool}, {"entries", Kind::kInteger},
+                                   {"total_bytes", Kind::kInteger}, {"max_bytes", Kind::kInteger},
+                                   {"quarantined", Kind::kInteger}, {"temp_files", Kind::kInteger}});
+  EXPECT_EQ(str(*s.getAsObject(), "dir"), cache.path());
+  EXPECT_EQ(boolean(*s.getAsObject(), "writable"), 1);
+  EXPECT_EQ(num(*s.getAsObject(), "entries"), 1);
+  EXPECT_EQ(num(*s.getAsObject(), "total_bytes"), num(e, "file_bytes"));
+
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(verify.exit_code, 0) << verify;
+  json::Value ver = parse_json(verify);
+  ASSERT_NE(ver.getAsObject(), nullptr) << verify;
+  expect_fields(*ver.getAsObject(), {{"checked", Kind::kInteger}, {"valid", Kind::kInteger}, {"bad", Kind::kArray}});
+  EXPECT_EQ(num(*ver.getAsObject(), "checked"), 1);
+  EXPECT_EQ(num(*ver.getAsObject(), "valid"), 1);
+  EXPECT_TRUE(ver.getAsObject()->getArray("bad")->empty());
+
+  // The table forms name the kernel too.
+  ToolRun table = run_tool({"cache", "list", "--cache-dir", cache.path()});
+  EXPECT_EQ(table.exit_code, 0) << table;
+  EXPECT_NE(table.out.find(key.substr(0, 16)), std::string::npos) << table;
+  EXPECT_NE(table.out.find("1 entries"), std::string::npos) << table;
+}
+
+TEST(Tool, CacheVerifyReportsACorruptEntryAndFails) {
+  TempDir cache;
+  json::Object row = prewarm_small(cache.path());
+  // Flip bytes in the middle of every file in the cache that holds the key in its name.
+  int corrupted = 0;
+  for (const auto& f : fs::recursive_directory_iterator(cache.path())) {
+    if (!f.is_regular_file() || f.path().filename().string().find(str(row, "key")) == std::string::npos) continue;
+    std::fstream file(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = fs::file_size(f.path());
+    file.seekp(std::streamoff(size / 2));
+    const char junk[8] = {'\x55', '\x55', '\x55', '\x55', '\x55', '\x55', '\x55', '\x55'};
+    file.write(junk, sizeof junk);
+    ++corrupted;
+  }
+  ASSERT_GT(corrupted, 0) << "no cache file is named after key " << str(row, "key");
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(verify.exit_code, 1) << verify;
+  json::Value ver = parse_json(verify);
+  ASSERT_NE(ver.getAsObject(), nullptr) << verify;
+  EXPECT_EQ(num(*ver.getAsObject(), "valid"), 0) << verify;
+  ASSERT_NE(ver.getAsObject()->getArray("bad"), nullptr);
+  EXPECT_EQ(ver.getAsObject()->getArray("bad")->size(), 1u) << verify;
+}
+
+TEST(Tool, CacheExtractWritesTheCubin) {
+  TempDir cache;
+  json::Object row = prewarm_small(cache.path());
+  const std::string out = cache.sub("kernel.cubin");
+  ToolRun r = run_tool({"cache", "extract", str(row, "key"), out, "--cache-dir", cache.path()});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::string cubin = read_all(out);
+  ASSERT_GE(cubin.size(), 64u) << r;
+  EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF", 4));
+
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path(), "--json"});
+  json::Value entries = parse_json(list);
+  ASSERT_TRUE(entries.getAsArray() && entries.getAsArray()->size() == 1) << list;
+  EXPECT_EQ(int64_t(cubin.size()), num(*(*entries.getAsArray())[0].getAsObject(), "cubin_bytes"));
+}
+
+TEST(Tool, CacheExtractOfAnUnknownKeyFails) {
+  TempDir cache;
+  const std::string out = cache.sub("kernel.cubin");
+  ToolRun r = run_tool({"cache", "extract", "00000000deadbeef", out, "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_NE(r.err.find("00000000deadbeef"), std::string::npos) << r;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(Tool, CacheClearRemovesEverything) {
+  TempDir cache;
+  prewarm_small(cache.path());
+  ToolRun clear = run_tool({"cache", "clear", "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(clear.exit_code, 0) << clear;
+  json::Value c = parse_json(clear);
+  ASSERT_NE(c.getAsObject(), nullptr) << clear;
+  expect_fields(*c.getAsObject(), {{"entries", Kind::kInteger}, {"temp_files", Kind::kInteger},
+                                   {"quarantined", Kind::kInteger}, {"lock_files", Kind::kInteger}});
+  EXPECT_EQ(num(*c.getAsObject(), "entries"), 1);
+
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", cache.path(), "--json"});
+  json::Value s = parse_json(stats);
+  ASSERT_NE(s.getAsObject(), nullptr) << stats;
+  EXPECT_EQ(num(*s.getAsObject(), "entries"), 0);
+  EXPECT_EQ(num(*s.getAsObject(), "total_bytes"), 0);
+  // And the next prewarm compiles again.
+  EXPECT_EQ(str(prewarm_small(cache.path()), "status"), "compiled");
+}
+
+// ---- doctor ----
+
+TEST(Tool, DoctorWithoutADriverReportsItAbsentAndSucceeds) {
+  TempDir cache;
+  ToolRun r = run_tool({"doctor", "--cache-dir", cache.path(), "--json"}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  ASSERT_NE(v.getAsObject(), nullptr) << r;
+  const json::Object& d = *v.getAsObject();
+  expect_fields(d, {{"driver", Kind::kString}, {"driver_error", Kind::kString}, {"devices", Kind::kArray}, {"nvrtc", Kind::kString},
+                    {"target", Kind::kString}, {"cache_dir", Kind::kString}, {"cache_dir_source", Kind::kString},
+                    {"cache_writable", Kind::kBool}, {"cache_problem", Kind::kString}});
+  EXPECT_EQ(str(d, "driver"), "");
+  EXPECT_NE(str(d, "driver_error").find("driver"), std::string::npos) << r;
+  EXPECT_TRUE(d.getArray("devices")->empty());
+  EXPECT_EQ(str(d, "target"), "sm_90a");
+  EXPECT_FALSE(str(d, "nvrtc").empty());
+  EXPECT_EQ(str(d, "cache_dir"), cache.path());
+  EXPECT_EQ(str(d, "cache_dir_source"), "explicit");
+  EXPECT_EQ(boolean(d, "cache_writable"), 1);
+
+  ToolRun text = run_tool({"doctor", "--cache-dir", cache.path()}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  EXPECT_EQ(text.exit_code, 0) << text;
+  EXPECT_NE(text.out.find("driver      none"), std::string::npos) << text;
+  EXPECT_NE(text.out.find("nvrtc"), std::string::npos) << text;
+  EXPECT_NE(text.out.find(cache.path()), std::string::npos) << text;
+}
+
+TEST(Tool, DoctorReportsThisMachinesDriverEitherWay) {
+  TempDir cache;
+  ToolRun r = run_tool({"doctor", "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  ASSERT_NE(v.getAsObject(), nullptr) << r;
+  const json::Object& d = *v.getAsObject();
+  if (str(d, "driver").empty()) {  // no driver here: says why, lists no device
+    EXPECT_FALSE(str(d, "driver_error").empty()) << r;
+    EXPECT_TRUE(d.getArray("devices")->empty()) << r;
+  } else {  // a driver: each device has its fields
+    EXPECT_EQ(str(d, "driver_error"), "") << r;
+    for (const json::Value& dev : *d.getArray("devices")) {
+      ASSERT_NE(dev.getAsObject(), nullptr) << r;
+      expect_fields(*dev.getAsObject(), {{"ordinal", Kind::kInteger}, {"name", Kind::kString}, {"arch", Kind::kString},
+                                         {"sm_count", Kind::kInteger}, {"supported", Kind::kBool}});
+    }
+  }
+}
+
+TEST(Tool, CacheDirectoryResolutionOrder) {
+  TempDir home;
+  auto source_and_dir = [&](const EnvChanges& env, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"doctor", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ToolRun r = run_tool(args, env);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    json::Value v = parse_json(r);
+    if (!v.getAsObject()) return std::pair<std::string, std::string>{};
+    return std::pair{str(*v.getAsObject(), "cache_dir_source"), str(*v.getAsObject(), "cache_dir")};
+  };
+  const EnvChanges all{{"FLASHJIT_CACHE_DIR", home.sub("env")}, {"XDG_CACHE_HOME", home.sub("xdg")},
+                       {"HOME", home.path()}, {"FLASHJIT_LIBCUDA", kNoDriver}};
+  EXPECT_EQ(source_and_dir(all, {"--cache-dir", home.sub("flag")}), std::pair(std::string("explicit"), home.sub("flag")));
+  EXPECT_EQ(source_and_dir(all), std::pair(std::string("FLASHJIT_CACHE_DIR"), home.sub("env")));
+  EnvChanges no_env = all;
+  no_env["FLASHJIT_CACHE_DIR"] = std::nullopt;
+  EXPECT_EQ(source_and_dir(no_env), std::pair(std::string("XDG_CACHE_HOME"), home.sub("xdg") + "/flashjit"));
+  no_env["XDG_CACHE_HOME"] = std::nullopt;
+  EXPECT_EQ(source_and_dir(no_env), std::pair(std::string("HOME"), home.path() + "/.cache/flashjit"));
+}
+
+// ---- check ----
+
+TEST(Tool, CheckWithoutADriverFailsSayingSo) {
+  TempDir cache;
+  ToolRun r = run_tool({"check", "--spec", kSmallSpec, "--cache-dir", cache.path()}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_NE(r.err.find("driver"), std::string::npos) << r;
+}
+
+TEST(Tool, CheckNeedsASpec) {
+  TempDir cache;
+  ToolRun r = run_tool({"check", "--cache-dir", cache.path()}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("spec"), std::string::npos) << r;
+}
+
+}  // namespace
+}  // namespace flashjit

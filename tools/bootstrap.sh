@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Installs what flashjit's build and tests need, and only what is missing: a second run installs
+# nothing and takes well under a second. Debian 12 / Ubuntu 24.04 class machines, as root (or with sudo).
+#   apt   cmake (>= 3.25), ninja-build, g++, llvm-N-dev (N = 14..18; static LLVM Support),
+#         libspdlog-dev, libfmt-dev, libgtest-dev, python3 ('apt-get update' only when one is missing)
+#   CUDA  a toolkit whose NVRTC is 13.x or newer: $CUDAToolkit_ROOT, $CUDA_HOME, /usr/local/cuda,
+#         /usr/local/cuda-1*, the nvcc on PATH, or apt's nvidia-cuda-toolkit when apt offers 13 or newer;
+#         otherwise it stops and says what to install
+#   pip   nvidia-cuda-cuobjdump when no cuobjdump is found (optional: only the SASS test uses it, and
+#         that test is skipped without it)
+# Usage: bash tools/bootstrap.sh          install/check; reports on stderr
+#        eval "$(bash tools/bootstrap.sh --env)"
+#                                         the same, then prints on stdout the cmake hints it found, as
+#                                         a bash array: FLASHJIT_CMAKE_ARGS=(-DCUDAToolkit_ROOT=... -DFLASHJIT_LLVM_ROOT=...)
+set -euo pipefail
+
+print_env=0
+[ "${1:-}" = --env ] && print_env=1
+
+say() { echo "bootstrap: $*" >&2; }
+die() { echo "bootstrap: ERROR: $*" >&2; exit 1; }
+
+SUDO=()
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=(sudo -n); fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+apt_updated=0
+apt_update() {
+  [ "$apt_updated" = 1 ] && return 0
+  command -v apt-get >/dev/null || die "apt-get not found: install by hand: $*"
+  if [ "$(id -u)" != 0 ] && [ ${#SUDO[@]} -eq 0 ]; then die "not root and no sudo: install by hand: $*"; fi
+  say "apt-get update (missing: $*)"
+  "${SUDO[@]}" apt-get update -qq >&2 || die "apt-get update failed"
+  apt_updated=1
+}
+apt_install() {
+  apt_update "$@"
+  say "apt-get install $*"
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "$@" >&2 || die "apt-get install $* failed"
+}
+# The candidate version apt offers for a package ('' when none); needs the lists (apt_update).
+apt_candidate() {
+  LC_ALL=C apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { if ($2 != "(none)") print $2 }'
+}
+
+# ---- 1. apt packages: each checked by what the build uses, not by the package name ----
+missing=()
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; }
+if ! command -v cmake >/dev/null; then
+  missing+=(cmake)
+elif ! version_ge "$(cmake --version | awk 'NR == 1 { print $3 }')" 3.25; then
+  die "cmake $(cmake --version | awk 'NR == 1 { print $3 }') is older than 3.25: install a newer one (e.g. 'python3 -m pip install cmake')"
+fi
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v g++ >/dev/null || missing+=(g++)
+command -v python3 >/dev/null || missing+=(python3)
+any_file() { local f; for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
+header() { [ -f "/usr/include/$1" ] || [ -f "/usr/local/include/$1" ]; }
+header spdlog/spdlog.h || missing+=(libspdlog-dev)
+header fmt/format.h || missing+=(libfmt-dev)
+if ! header gtest/gtest.h || ! any_file /usr/lib/libgtest.a /usr/lib/*/libgtest.a /usr/local/lib/libgtest.a; then
+  missing+=(libgtest-dev)
+fi
+# LLVM Support, static: FLASHJIT_LLVM_ROOT, else the oldest of llvm-14..20 installed (14 is what is tested).
+llvm_ok() { [ -f "$1/include/llvm/Support/SHA256.h" ] && [ -f "$1/lib/libLLVMSupport.a" ]; }
+llvm_root=""
+for candidate in ${FLASHJIT_LLVM_ROOT:-} /usr/lib/llvm-{14..20}; do
+  if llvm_ok "$candidate"; then llvm_root=$candidate; break; fi
+done
+
+if [ ${#missing[@]} -gt 0 ] || [ -z "$llvm_root" ]; then
+  if [ -z "$llvm_root" ]; then
+    apt_update "${missing[@]}" llvm-dev
+    for n in 14 15 16 17 18; do
+      if [ -n "$(apt_candidate "llvm-$n-dev")" ]; then missing+=("llvm-$n-dev"); llvm_root=/usr/lib/llvm-$n; break; fi
+    done
+    [ -n "$llvm_root" ] || die "apt offers none of llvm-14-dev .. llvm-18-dev: install one, or set FLASHJIT_LLVM_ROOT to an LLVM prefix with lib/libLLVMSupport.a"
+  fi
+  apt_install "${missing[@]}"
+  llvm_ok "$llvm_root" || die "$llvm_root has no include/llvm/Support/SHA256.h and lib/libLLVMSupport.a after the install"
+fi
+
+# ---- 2. CUDA toolkit with NVRTC 13 or newer ----
+# A root holds include/nvrtc.h, include/cuda.h and libnvrtc.so; its version is cuda.h's CUDA_VERSION.
+cuda_major() {
+  local v
+  v=$(awk '/#define CUDA_VERSION/ { print $3; exit }' "$1/include/cuda.h" 2>/dev/null || true)
+  [ -n "$v" ] && echo $((v / 1000))
+}
+cuda_has_nvrtc() {
+  [ -f "$1/include/nvrtc.h" ] && [ -f "$1/include/cuda.h" ] &&
+    any_file "$1"/lib64/libnvrtc.so* "$1"/lib/libnvrtc.so* "$1"/targets/*/lib/libnvrtc.so* "$1"/lib/*-linux-gnu/libnvrtc.so*
+}
+nvcc_root=""
+command -v nvcc >/dev/null && nvcc_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+cuda_root=""
+seen=()
+for candidate in ${CUDAToolkit_ROOT:-} ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda $(ls -d /usr/local/cuda-1* 2>/dev/null | sort -rV) $nvcc_root /usr; do
+  [ -d "$candidate" ] || continue
+  if cuda_has_nvrtc "$candidate"; then
+    major=$(cuda_major "$candidate")
+    if [ -n "$major" ] && [ "$major" -ge 13 ]; then cuda_root=$candidate; break; fi
+    seen+=("$candidate (CUDA ${major:-?})")
+  fi
+done
+if [ -z "$cuda_root" ]; then
+  apt_update nvidia-cuda-toolkit
+  offered=$(apt_candidate nvidia-cuda-toolkit)
+  offered_major=$(echo "$offered" | sed -E 's/^[0-9]+://; s/^([0-9]+).*/\1/')
+  if [ -n "$offered" ] && [ "$offered_major" -ge 13 ] 2>/dev/null; then
+    apt_install nvidia-cuda-toolkit
+    cuda_has_nvrtc /usr && [ "$(cuda_major /usr)" -ge 13 ] && cuda_root=/usr
+  fi
+  if [ -z "$cuda_root" ]; then
+    die "no CUDA toolkit with NVRTC 13.x found (looked at \$CUDAToolkit_ROOT, \$CUDA_HOME, /usr/local/cuda*, nvcc on PATH, /usr${seen:+; too old: ${seen[*]}}), and apt offers nvidia-cuda-toolkit ${offered:-(none)}, which is older than 13 or absent.
+  flashjit compiles sm_90a kernels with NVRTC 13.x and needs its headers (nvrtc.h, cuda.h) and libnvrtc.so.13.
+  Install NVIDIA's CUDA Toolkit 13.x (e.g. the cuda-toolkit-13-0 package from NVIDIA's apt repository, which puts it
+  in /usr/local/cuda), or point CUDAToolkit_ROOT at an existing 13.x toolkit, then run this again."
+  fi
+fi
+
+# ---- 3. cuobjdump for the SASS test (optional) ----
+find_cuobjdump() {
+  command -v cuobjdump >/dev/null && return 0
+  [ -x "$cuda_root/bin/cuobjdump" ] && return 0
+  local p
+  p=$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "cuobjdump"))' 2>/dev/null) || return 1
+  [ -x "$p" ]
+}
+if ! find_cuobjdump; then
+  say "cuobjdump not found: pip install nvidia-cuda-cuobjdump (for the SASS check test)"
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    apt_update python3-pip
+    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends python3-pip >&2 || say "WARNING: could not install python3-pip"
+  fi
+  pip_args=(install -q --disable-pip-version-check --no-input "nvidia-cuda-cuobjdump>=13,<14")
+  # NOTES: Debian's own python3 refuses pip installs outside a venv (PEP 668) unless told otherwise.
+  python3 -m pip "${pip_args[@]}" >&2 2>/dev/null || python3 -m pip "${pip_args[@]}" --break-system-packages >&2 ||
+    say "WARNING: could not install nvidia-cuda-cuobjdump; the SASS check test will be skipped"
+  find_cuobjdump || say "WARNING: cuobjdump still not found; the SASS check test will be skipped"
+fi
+
+say "ok: cmake $(cmake --version | awk 'NR == 1 { print $3 }'), LLVM $llvm_root, CUDA $cuda_root (NVRTC $(cuda_major "$cuda_root").x)"
+if [ "$print_env" = 1 ]; then
+  printf 'FLASHJIT_CMAKE_ARGS=(%q %q)\n' "-DCUDAToolkit_ROOT=$cuda_root" "-DFLASHJIT_LLVM_ROOT=$llvm_root"
+fi
