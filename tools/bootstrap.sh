@@ -4,8 +4,10 @@
 #   apt   cmake (>= 3.25), ninja-build, g++, llvm-N-dev (N = 14..18; static LLVM Support),
 #         libspdlog-dev, libfmt-dev, libgtest-dev, python3 ('apt-get update' only when one is missing)
 #   CUDA  a toolkit whose NVRTC is 13.x or newer: $CUDAToolkit_ROOT, $CUDA_HOME, /usr/local/cuda,
-#         /usr/local/cuda-1*, the nvcc on PATH, or apt's nvidia-cuda-toolkit when apt offers 13 or newer;
-#         otherwise it stops and says what to install
+#         /usr/local/cuda-1*, the nvcc on PATH; else apt's nvidia-cuda-toolkit when apt offers 13 or newer
+#         (Debian 12 and Ubuntu 24.04 offer 11.8 and 12.0: too old); else NVRTC 13.0 and the CUDA headers
+#         from PyPI (nvidia-cuda-nvrtc, nvidia-cuda-runtime) into $FLASHJIT_PYPI_CUDA_DIR (default
+#         /opt/flashjit/cuda13); when that fails too, it stops and says what to install
 #   pip   nvidia-cuda-cuobjdump when no cuobjdump is found (optional: only the SASS test uses it, and
 #         that test is skipped without it)
 # Usage: bash tools/bootstrap.sh          install/check; reports on stderr
@@ -82,6 +84,13 @@ if [ ${#missing[@]} -gt 0 ] || [ -z "$llvm_root" ]; then
   llvm_ok "$llvm_root" || die "$llvm_root has no include/llvm/Support/SHA256.h and lib/libLLVMSupport.a after the install"
 fi
 
+# pip for python3 (Debian's python3-pip when it has none).
+ensure_pip() {
+  python3 -m pip --version >/dev/null 2>&1 && return 0
+  apt_update python3-pip
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends python3-pip >&2 || { say "WARNING: could not install python3-pip"; return 1; }
+}
+
 # ---- 2. CUDA toolkit with NVRTC 13 or newer ----
 # A root holds include/nvrtc.h, include/cuda.h and libnvrtc.so; its version is cuda.h's CUDA_VERSION.
 cuda_major() {
@@ -93,11 +102,13 @@ cuda_has_nvrtc() {
   [ -f "$1/include/nvrtc.h" ] && [ -f "$1/include/cuda.h" ] &&
     any_file "$1"/lib64/libnvrtc.so* "$1"/lib/libnvrtc.so* "$1"/targets/*/lib/libnvrtc.so* "$1"/lib/*-linux-gnu/libnvrtc.so*
 }
+pypi_cuda_dir=${FLASHJIT_PYPI_CUDA_DIR:-/opt/flashjit/cuda13}
+pypi_cuda_root=$pypi_cuda_dir/nvidia/cu13
 nvcc_root=""
 command -v nvcc >/dev/null && nvcc_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
 cuda_root=""
 seen=()
-for candidate in ${CUDAToolkit_ROOT:-} ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda $(ls -d /usr/local/cuda-1* 2>/dev/null | sort -rV) $nvcc_root /usr; do
+for candidate in ${CUDAToolkit_ROOT:-} ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda $(ls -d /usr/local/cuda-1* 2>/dev/null | sort -rV) $nvcc_root /usr $pypi_cuda_root; do
   [ -d "$candidate" ] || continue
   if cuda_has_nvrtc "$candidate"; then
     major=$(cuda_major "$candidate")
@@ -105,6 +116,23 @@ for candidate in ${CUDAToolkit_ROOT:-} ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/
     seen+=("$candidate (CUDA ${major:-?})")
   fi
 done
+# Without one: apt's nvidia-cuda-toolkit when it is 13 or newer, else NVRTC 13.0 and the CUDA headers
+# from PyPI (the nvidia-cuda-nvrtc and nvidia-cuda-runtime wheels) laid out as a toolkit root.
+install_cuda_from_pypi() {
+  local dir=$1 root=$1/nvidia/cu13
+  ensure_pip || return 1
+  say "installing NVRTC 13.0 and the CUDA headers from PyPI into $dir"
+  python3 -m pip install -q --disable-pip-version-check --no-input --upgrade --target "$dir" \
+    "nvidia-cuda-nvrtc==13.0.*" "nvidia-cuda-runtime==13.0.*" >&2 || return 1
+  # NOTES: the wheels ship only versioned libraries and no nvcc. CMake's find_library wants the
+  # unversioned names, and FindCUDAToolkit accepts a version.txt in place of nvcc.
+  local lib
+  for lib in nvrtc cudart; do [ -e "$root/lib/lib$lib.so" ] || ln -sf "lib$lib.so.13" "$root/lib/lib$lib.so"; done
+  local v
+  v=$(ls -d "$dir"/nvidia_cuda_nvrtc-*.dist-info 2>/dev/null | sed -E 's/.*nvrtc-([0-9.]+)\.dist-info/\1/' | head -1)
+  [ -f "$root/version.txt" ] || echo "CUDA Version ${v:-13.0.0}" >"$root/version.txt"
+  mkdir -p "$root/bin"
+}
 if [ -z "$cuda_root" ]; then
   apt_update nvidia-cuda-toolkit
   offered=$(apt_candidate nvidia-cuda-toolkit)
@@ -112,12 +140,20 @@ if [ -z "$cuda_root" ]; then
   if [ -n "$offered" ] && [ "$offered_major" -ge 13 ] 2>/dev/null; then
     apt_install nvidia-cuda-toolkit
     cuda_has_nvrtc /usr && [ "$(cuda_major /usr)" -ge 13 ] && cuda_root=/usr
+  else
+    say "apt offers nvidia-cuda-toolkit ${offered:-(none)}: too old or absent (flashjit needs NVRTC 13.x)"
   fi
-  if [ -z "$cuda_root" ]; then
-    die "no CUDA toolkit with NVRTC 13.x found (looked at \$CUDAToolkit_ROOT, \$CUDA_HOME, /usr/local/cuda*, nvcc on PATH, /usr${seen:+; too old: ${seen[*]}}), and apt offers nvidia-cuda-toolkit ${offered:-(none)}, which is older than 13 or absent.
+fi
+if [ -z "$cuda_root" ]; then
+  if install_cuda_from_pypi "$pypi_cuda_dir" && cuda_has_nvrtc "$pypi_cuda_root" && [ "$(cuda_major "$pypi_cuda_root")" -ge 13 ]; then
+    cuda_root=$pypi_cuda_root
+  else
+    die "no CUDA toolkit with NVRTC 13.x found (looked at \$CUDAToolkit_ROOT, \$CUDA_HOME, /usr/local/cuda*, nvcc on PATH, /usr${seen:+; too old: ${seen[*]}}),
+  apt offers nvidia-cuda-toolkit ${offered:-(none)} (older than 13 or absent), and installing the nvidia-cuda-nvrtc and
+  nvidia-cuda-runtime 13.0 wheels from PyPI into $pypi_cuda_dir failed (see above).
   flashjit compiles sm_90a kernels with NVRTC 13.x and needs its headers (nvrtc.h, cuda.h) and libnvrtc.so.13.
-  Install NVIDIA's CUDA Toolkit 13.x (e.g. the cuda-toolkit-13-0 package from NVIDIA's apt repository, which puts it
-  in /usr/local/cuda), or point CUDAToolkit_ROOT at an existing 13.x toolkit, then run this again."
+  Install NVIDIA's CUDA Toolkit 13.x (e.g. cuda-toolkit-13-0 from NVIDIA's apt repository, into /usr/local/cuda),
+  or point CUDAToolkit_ROOT at an existing 13.x toolkit, then run this again."
   fi
 fi
 
@@ -131,10 +167,7 @@ find_cuobjdump() {
 }
 if ! find_cuobjdump; then
   say "cuobjdump not found: pip install nvidia-cuda-cuobjdump (for the SASS check test)"
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    apt_update python3-pip
-    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends python3-pip >&2 || say "WARNING: could not install python3-pip"
-  fi
+  ensure_pip || true
   pip_args=(install -q --disable-pip-version-check --no-input "nvidia-cuda-cuobjdump>=13,<14")
   # NOTES: Debian's own python3 refuses pip installs outside a venv (PEP 668) unless told otherwise.
   python3 -m pip "${pip_args[@]}" >&2 2>/dev/null || python3 -m pip "${pip_args[@]}" --break-system-packages >&2 ||
