@@ -259,48 +259,56 @@ struct Consumer {
     if (kCluster == 2) mbar_arrive_cluster(empty_bar, rank ^ 1);
   }
 
-  // First block: S(0) alone (nothing to overlap it with yet).
+  // First block: S(0) alone (nothing to overlap it with yet); leaves P(0) in probs (fp32).
   template <bool kMasked>
-  FJ_DEVICE void first_block(float (&s)[kBlockN / 2], SoftmaxState& st) {
+  FJ_DEVICE void first_block(float (&probs)[kBlockN / 2], SoftmaxState& st) {
     float unused[2];
     turn.take();
     mbar_wait(sm.full_k(0), 0);
-    issue_scores(s, q_slice, sm.k_stage(0));
+    issue_scores(probs, q_slice, sm.k_stage(0));
     turn.pass();
     wgmma_wait<0>();
-    fence_registers(s);
+    fence_registers(probs);
     release(sm.empty_k(0));
-    scores_to_probs<kMasked>(s, f, p, block_of(0), st, unused);
+    scores_to_probs<kMasked>(probs, f, p, block_of(0), st, unused);
   }
 
-  // Block it: S(it) = Q K(it) and O += P(it-1) V(it-1) in flight together; softmax of S(it)
-  // while the PV runs; then rescale O and keep P(it) for the next step.
+  // Block it: O += P(it-1) V(it-1) and S(it) = Q K(it) in flight together; the softmax of S(it)
+  // runs while the PV does. On entry probs holds P(it-1) (fp32) and pending the factor O still
+  // owes for it; on exit probs holds P(it) and pending its factor.
+  // NOTES: between the issue and the last wait nothing may write a register the PV reads: P(it-1)
+  // is packed and O rescaled at the top, before the issue. Packing P(it) into the PV's operand
+  // registers after the softmax made ptxas hoist the PV wait above the softmax, and nothing
+  // overlapped (seen in the SASS).
   template <bool kMasked>
-  FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], uint32_t (&prev_p)[kBlockN / 16][4], SoftmaxState& st) {
+  FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
+                                  SoftmaxState& st) {
     const int s = stage_of(it), sv = stage_of(it - 1);
-    float scores[kBlockN / 2];
+    uint32_t prev_p[kBlockN / 16][4];
     turn.take();
+    pack_probs(prev_p, probs);
+    rescale(o, pending);
     mbar_wait(sm.full_k(s), phase_of(it));
-    issue_scores(scores, q_slice, sm.k_stage(s));
+    issue_scores(probs, q_slice, sm.k_stage(s));  // probs' registers now hold S(it)
     mbar_wait(sm.full_v(sv), phase_of(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
-    fence_registers(scores);
+    fence_registers(probs);
     release(sm.empty_k(s));
-    float correction[2];
-    scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
+    scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
     wgmma_wait<0>();  // PV(it-1) done
     fence_registers(o);
     release(sm.empty_v(sv));
-    rescale(o, correction);
-    pack_probs(prev_p, scores);
   }
 
   // Last step: O += P(last) V(last).
-  FJ_DEVICE void last_pv(float (&o)[kVCols / 2], const uint32_t (&prev_p)[kBlockN / 16][4]) {
+  FJ_DEVICE void last_pv(float (&o)[kVCols / 2], const float (&probs)[kBlockN / 2], const float (&pending)[2]) {
     const int it = n_blocks - 1;
+    uint32_t prev_p[kBlockN / 16][4];
     turn.take();
+    pack_probs(prev_p, probs);
+    rescale(o, pending);
     mbar_wait(sm.full_v(stage_of(it)), phase_of(it));
     issue_pv(o, prev_p, sm.v_stage(stage_of(it)));
     turn.pass();
@@ -395,16 +403,14 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int
     mbar_wait(sm.bar_q(), 0);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     if (kOverlap) {
-      float first[kBlockN / 2];
-      uint32_t prev_p[kBlockN / 16][4];
-      if (range.n_masked > 0) c.first_block<true>(first, st); else c.first_block<false>(first, st);
-      pack_probs(prev_p, first);
+      float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
+      if (range.n_masked > 0) c.first_block<true>(probs, st); else c.first_block<false>(probs, st);
       int it = 1;
 #pragma unroll 1
-      for (; it < range.n_masked; ++it) c.overlapped_block<true>(it, o, prev_p, st);
+      for (; it < range.n_masked; ++it) c.overlapped_block<true>(it, o, probs, pending, st);
 #pragma unroll 1
-      for (; it < range.n_blocks; ++it) c.overlapped_block<false>(it, o, prev_p, st);
-      c.last_pv(o, prev_p);
+      for (; it < range.n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      c.last_pv(o, probs, pending);
     } else {
       int it = 0;
 #pragma unroll 1
