@@ -175,7 +175,15 @@ if ! find_cuobjdump; then
   find_cuobjdump || say "WARNING: cuobjdump still not found; the SASS check test will be skipped"
 fi
 
+# ---- 4. CMake 3.25.0/3.25.1's FindCUDAToolkit fails on CUDA 12.9+ (no libnvToolsExt): a stand-in target ----
+cmake_args=(-DCUDAToolkit_ROOT="$cuda_root" -DFLASHJIT_LLVM_ROOT="$llvm_root")
+find_cuda_module=$(cmake --system-information 2>/dev/null | awk -F'"' '/^CMAKE_ROOT /{ print $2 }')/Modules/FindCUDAToolkit.cmake
+if grep -qE '^ *if\(CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25\)' "$find_cuda_module" 2>/dev/null; then
+  say "this CMake's FindCUDAToolkit needs CUDA::nvToolsExt (CMake < 3.25.2): adding tools/cmake_workarounds.cmake"
+  cmake_args+=(-DCMAKE_PROJECT_INCLUDE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cmake_workarounds.cmake")
+fi
+
 say "ok: cmake $(cmake --version | awk 'NR == 1 { print $3 }'), LLVM $llvm_root, CUDA $cuda_root (NVRTC $(cuda_major "$cuda_root").x)"
 if [ "$print_env" = 1 ]; then
-  printf 'FLASHJIT_CMAKE_ARGS=(%q %q)\n' "-DCUDAToolkit_ROOT=$cuda_root" "-DFLASHJIT_LLVM_ROOT=$llvm_root"
+  printf 'FLASHJIT_CMAKE_ARGS=('; printf '%q ' "${cmake_args[@]}"; printf ')\n'
 fi
