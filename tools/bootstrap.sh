@@ -15,6 +15,7 @@
 #                                         the same, then prints on stdout the cmake hints it found, as
 #                                         a bash array: FLASHJIT_CMAKE_ARGS=(-DCUDAToolkit_ROOT=... -DFLASHJIT_LLVM_ROOT=...)
 set -euo pipefail
+trap 'echo "bootstrap: ERROR: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 
 print_env=0
 [ "${1:-}" = --env ] && print_env=1
@@ -177,7 +178,8 @@ fi
 
 # ---- 4. CMake 3.25.0/3.25.1's FindCUDAToolkit fails on CUDA 12.9+ (no libnvToolsExt): a stand-in target ----
 cmake_args=(-DCUDAToolkit_ROOT="$cuda_root" -DFLASHJIT_LLVM_ROOT="$llvm_root")
-find_cuda_module=$(cmake --system-information 2>/dev/null | awk -F'"' '/^CMAKE_ROOT /{ print $2 }')/Modules/FindCUDAToolkit.cmake
+cmake_version=$(cmake --version | awk 'NR == 1 { print $3 }')
+find_cuda_module=$(dirname "$(readlink -f "$(command -v cmake)")")/../share/cmake-${cmake_version%.*}/Modules/FindCUDAToolkit.cmake
 if grep -qE '^ *if\(CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25\)' "$find_cuda_module" 2>/dev/null; then
   say "this CMake's FindCUDAToolkit needs CUDA::nvToolsExt (CMake < 3.25.2): adding tools/cmake_workarounds.cmake"
   cmake_args+=(-DCMAKE_PROJECT_INCLUDE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cmake_workarounds.cmake")
