@@ -195,9 +195,14 @@ FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Para
 // returns the factor by which O must be rescaled.
 template <bool kMasked>
 FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2, float (&correction)[2]) {
-  float block_max[2] = {FJ_NEG_INF, FJ_NEG_INF};
+  // Row maxima over this thread's elements in two independent chains per row (a single chain is
+  // kBlockN / 4 dependent instructions long, and two warps per scheduler cannot hide that).
+  float partial[2][2] = {{FJ_NEG_INF, FJ_NEG_INF}, {FJ_NEG_INF, FJ_NEG_INF}};
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) block_max[Fragment::row_half(i)] = fmaxf(block_max[Fragment::row_half(i)], s[i]);
+  for (int i = 0; i < kBlockN / 2; ++i) partial[Fragment::row_half(i)][(i >> 2) & 1] = fmaxf(partial[Fragment::row_half(i)][(i >> 2) & 1], s[i]);
+  float block_max[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) block_max[r] = fmaxf(partial[r][0], partial[r][1]);
   float offset[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -212,12 +217,15 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
     st.row_max[r] = new_max;
     st.row_sum[r] *= correction[r];
   }
+  float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
     const int r = Fragment::row_half(i);
     s[i] = fast_exp2(fmaf(s[i], scale_log2, -offset[r]));  // the scale folded into one FFMA
-    st.row_sum[r] += s[i];
+    sums[r][(i >> 2) & 1] += s[i];
   }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) st.row_sum[r] += sums[r][0] + sums[r][1];
 }
 
 template <bool kMasked>
