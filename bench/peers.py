@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""flashjit against its peers on the same GPU, in one process, on the same inputs.
+
+For every cell of the FlashAttention-3 paper's grid (fp16/bf16, head dim 64/128/256, causal or not,
+seqlen 512..16k, 16k tokens, 2048/head_dim heads), GQA (32/8 heads, d 128) and decode-like shapes,
+times three kernels two ways each:
+  - flashjit through its C API (ctypes on libflashjit.so),
+  - PyTorch scaled_dot_product_attention with the cuDNN backend,
+  - PyTorch scaled_dot_product_attention with the FlashAttention-2 backend;
+  idle  = one call from an idle stream (CUDA events around the call: host cost included),
+  graph = replay of a CUDA graph of 10 calls (kernel time);
+median of 30 after warm-up, random normal inputs. Prints a table with ratios to cuDNN and to the
+FlashAttention-3 figures measured on this H200 (shared/baselines), writes JSON with --out.
+
+  python3 bench/peers.py --lib build/libflashjit.so --out peers.json [--grid fa3|gqa|decode|all]
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+# ---- the C API, as include/flashjit/flashjit.h declares it -------------------------------------
+class Strides(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int64), ("row", ctypes.c_int64), ("head", ctypes.c_int64)]
+
+
+class AttentionArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("o", ctypes.c_uint64),
+                ("lse", ctypes.c_uint64), ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64),
+                ("seqlen_k", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64), ("q_strides", Strides), ("k_strides", Strides),
+                ("v_strides", Strides), ("o_strides", Strides), ("softmax_scale", ctypes.c_float),
+                ("softcap", ctypes.c_float), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
+                ("block_table", ctypes.c_uint64), ("block_table_batch_stride", ctypes.c_int64),
+                ("page_size", ctypes.c_int64)]
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int32), ("cu_context", ctypes.c_void_p),
+                ("cache_dir", ctypes.c_char_p), ("compile_policy", ctypes.c_int32), ("cache_mode", ctypes.c_int32),
+                ("max_cache_bytes", ctypes.c_uint64)]
+
+
+class Flashjit:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        L = self.lib
+        L.flashjit_context_create.argtypes = [ctypes.POINTER(ContextOptions), ctypes.POINTER(ctypes.c_void_p)]
+        L.flashjit_kernel_get.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.flashjit_attention_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionArgs), ctypes.c_void_p]
+        L.flashjit_last_error_message.restype = ctypes.c_char_p
+        opts = ContextOptions(struct_size=ctypes.sizeof(ContextOptions), device=torch.cuda.current_device())
+        self.ctx = ctypes.c_void_p()
+        self.check(L.flashjit_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)), "context_create")
+        self.kernels = {}
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"flashjit {what}: status {status}: {self.lib.flashjit_last_error_message().decode()}")
+
+    def kernel(self, spec):
+        if spec not in self.kernels:
+            k = ctypes.c_void_p()
+            self.check(self.lib.flashjit_kernel_get(self.ctx, spec.encode(), ctypes.byref(k)), f"kernel_get {spec}")
+            self.kernels[spec] = k
+        return self.kernels[spec]
+
+    def forward_fn(self, spec, q, k, v, o):
+        """A zero-argument callable launching flashjit on torch tensors laid out [b, s, h, d]."""
+        kern = self.kernel(spec)
+        args = AttentionArgs()
+        args.struct_size = ctypes.sizeof(AttentionArgs)
+        args.window_left = args.window_right = -1
+        args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+        args.batch, args.seqlen_q, args.heads_q = q.shape[0], q.shape[1], q.shape[2]
+        args.seqlen_k, args.heads_kv = k.shape[1], k.shape[2]
+        for name, t in (("q_strides", q), ("k_strides", k), ("v_strides", v), ("o_strides", o)):
+            setattr(args, name, Strides(t.stride(0), t.stride(1), t.stride(2)))
+        fwd, status = self.lib.flashjit_attention_forward, [0]
+
+        def call():
+            status[0] = fwd(kern, ctypes.byref(args), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            if status[0] != 0:
+                self.check(status[0], "attention_forward")
+        return call
+
+
+# ---- timing --------------------------------------------------------------------------------------
+def time_idle(fn, reps=30, warm=5):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); e.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times)[len(times) // 2]
+
+
+def time_graph(fn, reps=30, per_graph=10):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside capture (first-call work must not be captured)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(per_graph):
+            fn()
+    g.replay(); torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); g.replay(); e.record(); e.synchronize()
+        times.append(s.elapsed_time(e) / per_graph)
+    return sorted(times)[len(times) // 2]
+
+
+# ---- cells -----------------------------------------------------------------------------------------
+def cells(grid):
+    out = []
+    if grid in ("fa3", "all"):
+        for dt in ("bf16", "fp16"):
+            for d in (64, 128, 256):
+                for causal in (False, True):
+                    for s in (512, 1024, 2048, 4096, 8192, 16384):
+                        out.append(dict(group="fa3", dtype=dt, d=d, causal=causal, b=16384 // s, sq=s, sk=s, hq=2048 // d, hkv=2048 // d))
+    if grid in ("gqa", "all"):
+        for causal in (False, True):
+            for s in (2048, 8192):
+                out.append(dict(group="gqa", dtype="bf16", d=128, causal=causal, b=16384 // s, sq=s, sk=s, hq=32, hkv=8))
+    if grid in ("decode", "all"):
+        for sq in (1, 16):
+            for sk in (4096, 32768):
+                out.append(dict(group="decode", dtype="bf16", d=128, causal=False, b=32 if sk == 4096 else 8, sq=sq, sk=sk, hq=32, hkv=8))
+    return out
+
+
+def fa3_baseline(path):
+    table = {}
+    if path and os.path.exists(path):
+        for r in json.load(open(path))["rows"]:
+            dt = "bf16" if r["dtype"] == "bfloat16" else "fp16"
+            table[(dt, r["d"], r["causal"], r["s"])] = r
+    return table
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default="peers.json")
+    ap.add_argument("--grid", default="all")
+    ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
+                                                        "h200-fa3-vs-cudnn-2026-11-29.json"))
+    args = ap.parse_args()
+    fj = Flashjit(args.lib)
+    base = fa3_baseline(args.baseline)
+    rows = []
+    print(f"{'group':6} {'dt':4} {'d':>3} {'c':>1} {'b':>3} {'sq':>6} {'sk':>6} {'ours':>7} {'cudnn':>7} {'fa2':>7} "
+          f"{'fa3*':>7} {'x cudnn':>7} {'x fa3':>6} {'idle us ours/cudnn':>19}", flush=True)
+    for c in cells(args.grid):
+        dtype = torch.bfloat16 if c["dtype"] == "bf16" else torch.float16
+        q = torch.randn(c["b"], c["sq"], c["hq"], c["d"], device="cuda", dtype=dtype)
+        k = torch.randn(c["b"], c["sk"], c["hkv"], c["d"], device="cuda", dtype=dtype)
+        v = torch.randn_like(k)
+        o = torch.empty_like(q)
+        spec = f"dtype={c['dtype']},head_dim={c['d']},causal={int(c['causal'])}"
+        flops = 4.0 * c["b"] * c["hq"] * c["sq"] * c["sk"] * c["d"] / (2 if c["causal"] and c["sq"] == c["sk"] else 1)
+        kv_bytes = 2.0 * 2 * c["b"] * c["hkv"] * c["sk"] * c["d"]
+        row = dict(c)
+        fns = {"ours": fj.forward_fn(spec, q, k, v, o)}
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # SDPA's [b, h, s, d] view
+        for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+            def sdpa(backend=backend):
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=c["causal"], enable_gqa=c["hq"] != c["hkv"])
+            fns[name] = sdpa
+        for name, fn in fns.items():
+            try:
+                idle, graph = time_idle(fn), time_graph(fn)
+                row[name] = round(flops / graph / 1e9, 1)
+                row[name + "_idle"] = round(flops / idle / 1e9, 1)
+                row[name + "_graph_us"] = round(graph * 1e3, 1)
+                row[name + "_idle_us"] = round(idle * 1e3, 1)
+                row[name + "_kv_tbps"] = round(kv_bytes / graph / 1e9, 2)
+            except Exception as ex:  # a backend that refuses a shape is reported, not fatal
+                row[name] = None
+                row[name + "_error"] = str(ex)[:160]
+        b = base.get((c["dtype"], c["d"], c["causal"], c["sq"])) if c["group"] == "fa3" else None
+        row["fa3"] = b["fa3_graph"] if b else None
+        row["cudnn_baseline"] = b["cudnn_graph"] if b else None
+        ratio_cudnn = row["ours"] / row["cudnn"] if row.get("ours") and row.get("cudnn") else None
+        ratio_fa3 = row["ours"] / row["fa3"] if row.get("ours") and row.get("fa3") else None
+        row["x_cudnn"], row["x_fa3"] = ratio_cudnn, ratio_fa3
+        rows.append(row)
+        fmt = lambda x: f"{x:7.1f}" if isinstance(x, (int, float)) else f"{'-':>7}"
+        rfmt = lambda x: f"{x:7.2f}" if x else f"{'-':>7}"
+        print(f"{c['group']:6} {c['dtype']:4} {c['d']:3} {int(c['causal']):1} {c['b']:3} {c['sq']:6} {c['sk']:6} "
+              f"{fmt(row.get('ours'))} {fmt(row.get('cudnn'))} {fmt(row.get('fa2'))} {fmt(row.get('fa3'))} "
+              f"{rfmt(ratio_cudnn)} {rfmt(ratio_fa3)[1:]} {row.get('ours_idle_us', 0):9.1f}/{row.get('cudnn_idle_us', 0):<9.1f}", flush=True)
+        del q, k, v, o
+        torch.cuda.empty_cache()
+    # Geometric means over the cells where both exist.
+    for key in ("x_cudnn", "x_fa3"):
+        vals = [r[key] for r in rows if r.get(key)]
+        if vals:
+            print(f"geomean {key}: {math.exp(sum(math.log(x) for x in vals) / len(vals)):.3f} over {len(vals)} cells")
+    best = [r["ours"] / max(r["cudnn"], r["fa3"]) for r in rows if r.get("ours") and r.get("cudnn") and r.get("fa3")]
+    if best:
+        print(f"geomean vs the better of cuDNN (same run) and FA3 (baseline): "
+              f"{math.exp(sum(map(math.log, best)) / len(best)):.3f} over {len(best)} cells")
+    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "cudnn": torch.backends.cudnn.version(), "rows": rows}, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
