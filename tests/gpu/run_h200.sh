@@ -55,7 +55,7 @@ done
 if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE:-1}" = 1 ]; then
   for tool in memcheck racecheck; do
     bad=0; n=0
-    for d in 32 64 80 96 128 160 192 256; do
+    for d in ${FLASHJIT_SANITIZE_DIMS:-32 64 80 96 128 160 192 256}; do
       for causal in 0 1; do
         n=$((n + 1))
         timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec dtype=bf16,head_dim=$d,causal=$causal \
@@ -75,6 +75,23 @@ if [ -n "${FLASHJIT_BENCH_GRID:-all}" ] && [ "${FLASHJIT_BENCH_GRID:-all}" != no
   "$TOOL" bench --grid "${FLASHJIT_BENCH_GRID:-all}" >"$OUT/bench.txt" 2>&1 && row "bench ${FLASHJIT_BENCH_GRID:-all}" pass "$OUT/bench.txt" ||
     row "bench" FAIL "$(tail -1 "$OUT/bench.txt")"
   cat "$OUT/bench.txt"
+fi
+
+# 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
+LIB=${FLASHJIT_LIB:-$BIN/libflashjit.so}
+if [ -x "$BIN/launch_overhead" ]; then
+  "$BIN/launch_overhead" >"$OUT/launch_overhead.txt" 2>&1 && row "launch overhead" pass "$(tail -1 "$OUT/launch_overhead.txt")" ||
+    row "launch overhead" FAIL "$(tail -1 "$OUT/launch_overhead.txt")"
+fi
+if [ -f "$LIB" ] && [ -f examples/python/attention_ctypes.py ]; then
+  python3 examples/python/attention_ctypes.py --lib "$LIB" >"$OUT/python_example.txt" 2>&1 && row "examples/python/attention_ctypes.py" pass "$(tail -1 "$OUT/python_example.txt")" ||
+    row "examples/python/attention_ctypes.py" FAIL "$(tail -1 "$OUT/python_example.txt")"
+fi
+if [ -f "$LIB" ] && [ "${FLASHJIT_PEERS:-0}" = 1 ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_PEERS_TIMEOUT:-300}" python3 bench/peers.py --lib "$LIB" --out "$OUT/peers.json" \
+    --grid "${FLASHJIT_PEERS_GRID:-all}" ${FLASHJIT_BASELINE:+--baseline "$FLASHJIT_BASELINE"} >"$OUT/peers.txt" 2>&1 &&
+    row "bench/peers.py" pass "$(tail -1 "$OUT/peers.txt")" || row "bench/peers.py" FAIL "$(tail -2 "$OUT/peers.txt" | head -1)"
+  cat "$OUT/peers.txt"
 fi
 
 echo
