@@ -243,7 +243,10 @@ FJ_DEVICE void pack_probs(uint32_t (&a)[kBlockN / 16][4], const float (&p)[kBloc
     for (int q = 0; q < 4; ++q) a[j][q] = pack2(p[8 * j + 2 * q], p[8 * j + 2 * q + 1]);
 }
 
+// NOTES: once the running maxima settle, most blocks leave them unchanged and the factor is exactly
+// 1 (exp2(0)); the warp then skips the kVCols/2 multiplies (a uniform branch, same result).
 FJ_DEVICE void rescale(float (&o)[kVCols / 2], const float (&correction)[2]) {
+  if (!__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) return;
 #pragma unroll
   for (int i = 0; i < kVCols / 2; ++i) o[i] *= correction[Fragment::row_half(i)];
 }
