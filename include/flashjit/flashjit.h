@@ -1,0 +1,327 @@
+/* flashjit: FlashAttention-3-style attention forward kernels for NVIDIA Hopper (sm_90a), compiled
+ * at run time with NVRTC, cached on disk, launched through the CUDA driver API.
+ *
+ * The C API (C99; also compiles as C++). The shared library exports these functions and nothing
+ * else; include/flashjit/flashjit.hpp wraps them in header-only C++.
+ *
+ * LIFECYCLE CONTRACT (this is the one place it is written down)
+ *   may compile (NVRTC, seconds per kernel):
+ *       flashjit_kernel_get, flashjit_prewarm, flashjit_cache_export   -- JIT policy only; under the
+ *       cache-only policy a miss is FLASHJIT_ERROR_NOT_COMPILED at once and nothing is compiled.
+ *   may load a module into a CUDA context:  flashjit_kernel_get only.
+ *   may allocate host memory / touch the disk: every function except the hot path below.
+ *   hot path: flashjit_attention_forward. It never allocates (host or device), never synchronises,
+ *       never copies from the host, never compiles or loads; it encodes the TMA descriptors (or
+ *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
+ *       call on the caller's stream. It is safe to capture in a CUDA graph: a replay reruns the
+ *       kernel with the arguments given at capture (the same device addresses, new data in them).
+ *   not capture-safe: flashjit_kernel_get (module load), and anything that compiles. Get every
+ *       kernel before capturing: a module load on another thread can invalidate a capture made in
+ *       cudaStreamCaptureModeGlobal.
+ *
+ * OWNERSHIP AND THREADS
+ *   A context is one CUDA context (a device's primary context, or one the caller passes in) plus a
+ *   kernel cache and a compile policy. Contexts with the same cache settings share one in-process
+ *   cache, so a kernel compiled for one is a memory hit for the others.
+ *   A kernel keeps its context alive: flashjit_context_destroy drops the caller's reference, and the
+ *   context (its modules, its retained primary context) goes away with its last kernel.
+ *   All functions may be called from any thread at the same time, including
+ *   flashjit_attention_forward on one kernel; only releasing a handle must not race with its use.
+ *
+ * ERRORS
+ *   Every function that can fail returns a flashjit_status_t. flashjit_last_error_message() holds
+ *   the detail of the last failed call on the calling thread ("args.q_strides.row: -8 is not
+ *   allowed; ..."), and flashjit_last_error_field() the offending field; both are empty after a
+ *   call that succeeded. No function lets a C++ exception escape.
+ *
+ * STRUCTS AND ABI
+ *   Every struct passed in or out starts with uint32_t struct_size, which the caller sets to
+ *   sizeof(the struct) as its header declares it. Fields are only ever appended, each new one with an
+ *   "off" value, so a caller built against an older header passes a smaller struct and gets the old
+ *   behaviour. A struct larger than this library knows is accepted when the bytes it does not know
+ *   are all zero, and refused otherwise (a newer feature this library does not have). Enums are
+ *   int32_t with explicit values that are never reused. FLASHJIT_ABI_VERSION changes only when an
+ *   existing declaration changes incompatibly; check it once with flashjit_check_abi.
+ */
+#ifndef FLASHJIT_FLASHJIT_H_
+#define FLASHJIT_FLASHJIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FLASHJIT_API __attribute__((visibility("default")))
+#else
+#define FLASHJIT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions ---------------------------------------------------------------------------------- */
+
+#define FLASHJIT_VERSION_MAJOR 0
+#define FLASHJIT_VERSION_MINOR 1
+#define FLASHJIT_VERSION_PATCH 0
+/* Packed as major * 10000 + minor * 100 + patch (0.1.0 -> 100). */
+#define FLASHJIT_MAKE_VERSION(major, minor, patch) ((uint32_t)((major) * 10000 + (minor) * 100 + (patch)))
+#define FLASHJIT_VERSION FLASHJIT_MAKE_VERSION(FLASHJIT_VERSION_MAJOR, FLASHJIT_VERSION_MINOR, FLASHJIT_VERSION_PATCH)
+/* The ABI this header describes. */
+#define FLASHJIT_ABI_VERSION 1u
+
+/* ---- status ------------------------------------------------------------------------------------ */
+
+typedef int32_t flashjit_status_t;
+enum flashjit_status_values {
+  FLASHJIT_SUCCESS = 0,
+  FLASHJIT_ERROR_INVALID_ARGUMENT = 1,   /* null pointer, struct_size, or a field out of range */
+  FLASHJIT_ERROR_INVALID_SPEC = 2,       /* spec malformed or asks for what flashjit does not support */
+  FLASHJIT_ERROR_NOT_COMPILED = 3,       /* cache-only policy and the kernel is not in the cache */
+  FLASHJIT_ERROR_COMPILE_FAILED = 4,     /* NVRTC rejected the kernel (the message holds its log) */
+  FLASHJIT_ERROR_RESOURCE_BUDGET = 5,    /* the compiled kernel breaks a resource rule */
+  FLASHJIT_ERROR_DRIVER_UNAVAILABLE = 6, /* no libcuda.so.1, or no device */
+  FLASHJIT_ERROR_UNSUPPORTED_DEVICE = 7, /* the device is not a Hopper (sm_90) GPU */
+  FLASHJIT_ERROR_WRONG_CONTEXT = 8,      /* the stream belongs to another CUDA context than the kernel */
+  FLASHJIT_ERROR_DRIVER = 9,             /* a CUDA driver call failed (the message names it) */
+  FLASHJIT_ERROR_CACHE_IO = 10,          /* a cache or bundle file could not be read or written */
+  FLASHJIT_ERROR_INVALID_BUNDLE = 11,    /* a cache bundle is corrupt or from another build */
+  FLASHJIT_ERROR_ABI_MISMATCH = 12,      /* flashjit_check_abi: header and library disagree */
+  FLASHJIT_ERROR_OUT_OF_MEMORY = 13,     /* host memory */
+  FLASHJIT_ERROR_INTERNAL = 14,          /* a bug in flashjit; the message says what happened */
+  FLASHJIT_STATUS_FORCE_32BIT = 0x7fffffff
+};
+
+/* ---- enums ------------------------------------------------------------------------------------- */
+
+typedef int32_t flashjit_compile_policy_t;
+enum flashjit_compile_policy_values {
+  FLASHJIT_COMPILE_POLICY_JIT = 0,        /* compile on a cache miss (default) */
+  FLASHJIT_COMPILE_POLICY_CACHE_ONLY = 1, /* a miss is FLASHJIT_ERROR_NOT_COMPILED at once */
+  FLASHJIT_COMPILE_POLICY_FORCE_32BIT = 0x7fffffff
+};
+
+typedef int32_t flashjit_cache_mode_t;
+enum flashjit_cache_mode_values {
+  FLASHJIT_CACHE_DISK = 0,        /* memory in front of the disk cache directory (default) */
+  FLASHJIT_CACHE_MEMORY_ONLY = 1, /* no disk: nothing is read from or written to a directory */
+  FLASHJIT_CACHE_MODE_FORCE_32BIT = 0x7fffffff
+};
+
+typedef int32_t flashjit_dtype_t;
+enum flashjit_dtype_values {
+  FLASHJIT_DTYPE_FP16 = 1,
+  FLASHJIT_DTYPE_BF16 = 2,
+  FLASHJIT_DTYPE_FORCE_32BIT = 0x7fffffff
+};
+
+/* Where flashjit_kernel_get found a kernel. */
+typedef int32_t flashjit_kernel_source_t;
+enum flashjit_kernel_source_values {
+  FLASHJIT_KERNEL_FROM_MEMORY = 0,   /* already in this process */
+  FLASHJIT_KERNEL_FROM_DISK = 1,     /* the cache directory */
+  FLASHJIT_KERNEL_COMPILED = 2,      /* compiled by this call */
+  FLASHJIT_KERNEL_SOURCE_FORCE_32BIT = 0x7fffffff
+};
+
+/* ---- handles ----------------------------------------------------------------------------------- */
+
+typedef struct flashjit_context_s* flashjit_context_t;
+typedef struct flashjit_kernel_s* flashjit_kernel_t;
+
+/* options.device for a context without a GPU: it can check, prewarm, export and import kernels,
+ * but not get or launch them. It needs no CUDA driver. */
+#define FLASHJIT_DEVICE_NONE (-1)
+
+/* ---- structs ----------------------------------------------------------------------------------- */
+
+typedef struct flashjit_context_options {
+  uint32_t struct_size;                     /* sizeof(flashjit_context_options_t) */
+  int32_t device;                           /* device ordinal, or FLASHJIT_DEVICE_NONE; default 0 */
+  void* cu_context;                         /* a CUcontext to use instead of the device's primary
+                                               context (then device is ignored); NULL = primary.
+                                               The caller keeps it alive as long as the context. */
+  const char* cache_dir;                    /* NULL or "": $FLASHJIT_CACHE_DIR, else
+                                               $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit */
+  flashjit_compile_policy_t compile_policy; /* default FLASHJIT_COMPILE_POLICY_JIT */
+  flashjit_cache_mode_t cache_mode;         /* default FLASHJIT_CACHE_DISK */
+  uint64_t max_cache_bytes;                 /* disk cache cap, least recently used evicted; 0 = none */
+} flashjit_context_options_t;
+
+typedef struct flashjit_context_info {
+  uint32_t struct_size;                     /* in: sizeof(flashjit_context_info_t) */
+  int32_t device;                           /* ordinal, or FLASHJIT_DEVICE_NONE */
+  void* cu_context;                         /* the CUcontext kernels are loaded in (NULL: none) */
+  const char* cache_dir;                    /* the directory in use; "" when memory only. Owned by
+                                               the context. */
+  flashjit_compile_policy_t compile_policy;
+  flashjit_cache_mode_t cache_mode;         /* the mode in effect (an unusable directory: memory) */
+  int32_t cache_writable;                   /* 1 when new kernels are written to the directory */
+  int32_t reserved0;                        /* 0 */
+} flashjit_context_info_t;
+
+typedef struct flashjit_kernel_info {
+  uint32_t struct_size;                     /* in: sizeof(flashjit_kernel_info_t) */
+  int32_t device;
+  const char* spec;                         /* the resolved spec (every tile field filled in) */
+  const char* kernel_name;                  /* the entry point in the cubin */
+  const char* cache_key;                    /* 64 hex characters */
+  /* The strings above are owned by the kernel and live as long as it. */
+  flashjit_dtype_t dtype;
+  int32_t head_dim;
+  int32_t causal;                           /* 0 or 1 */
+  int32_t block_m;                          /* query rows per thread block */
+  int32_t block_n;                          /* keys per K/V tile */
+  int32_t threads_per_block;
+  int32_t registers;                        /* per thread, as the driver loaded it */
+  int32_t local_bytes;                      /* local memory per thread (spills, stack) */
+  int32_t spill_bytes;                      /* ptxas: spill stores + loads */
+  int32_t dynamic_smem_bytes;               /* requested at each launch */
+  int32_t static_smem_bytes;
+  flashjit_kernel_source_t source;          /* where flashjit_kernel_get found it */
+} flashjit_kernel_info_t;
+
+/* Element strides of a [batch, seqlen, heads, head_dim] tensor whose head_dim is contiguous. Each
+ * must be positive, a multiple of 8 elements (16 bytes: TMA) and below 2^39. */
+typedef struct flashjit_tensor_strides {
+  int64_t batch;
+  int64_t row;  /* between sequence positions */
+  int64_t head;
+} flashjit_tensor_strides_t;
+
+/* One attention forward: O = softmax(scale * Q K^T [+ causal mask]) V, per head, with GQA/MQA
+ * (heads_q a multiple of heads_kv). Q, K, V, O are 16-bit (the kernel's dtype) device arrays laid out
+ * [batch, seqlen, heads, head_dim] with the strides given; LSE is float [batch, heads_q, seqlen_q]
+ * contiguous (natural log; -inf for a row that sees no key). A causal mask is aligned to the
+ * bottom-right corner when seqlen_q != seqlen_k.
+ *
+ * The fields after softmax_scale belong to features flashjit does not have yet. They are here so
+ * adding them changes no layout; today each must hold its "off" value, and a call that sets one is
+ * refused with an error naming it. flashjit_attention_args_init sets them all. */
+typedef struct flashjit_attention_args {
+  uint32_t struct_size;                     /* sizeof(flashjit_attention_args_t) */
+  uint32_t flags;                           /* reserved: 0 */
+  uint64_t q, k, v, o;                      /* CUdeviceptr, 16-byte aligned */
+  uint64_t lse;                             /* CUdeviceptr of float, 4-byte aligned; 0 = not wanted */
+  int64_t batch;                            /* 1..65535 */
+  int64_t seqlen_q;                         /* 1..2^31-257 */
+  int64_t seqlen_k;                         /* 1..2^31-257 */
+  int64_t heads_q;                          /* 1..65535 */
+  int64_t heads_kv;                         /* 1..heads_q, dividing heads_q */
+  int64_t head_dim;                         /* 0 = the kernel's; else it must equal the kernel's */
+  flashjit_tensor_strides_t q_strides, k_strides, v_strides, o_strides;
+  float softmax_scale;                      /* 0 = 1/sqrt(head_dim); finite */
+  /* ---- not supported yet: must be off ---- */
+  float softcap;                            /* tanh soft cap of the scores; off: 0 */
+  int32_t window_left;                      /* sliding window, keys left of the diagonal; off: -1 */
+  int32_t window_right;                     /* keys right of the diagonal; off: -1 */
+  uint64_t cu_seqlens_q;                    /* varlen: int32 [batch + 1] offsets; off: 0 */
+  uint64_t cu_seqlens_k;                    /* off: 0 */
+  uint64_t seqused_k;                       /* int32 [batch] keys used per sequence; off: 0 */
+  uint64_t block_table;                     /* paged KV: int32 [batch, pages]; off: 0 */
+  int64_t block_table_batch_stride;         /* off: 0 */
+  int64_t page_size;                        /* keys per page; off: 0 */
+} flashjit_attention_args_t;
+
+/* Sets struct_size, zeroes everything and puts the unsupported features at their "off" values. */
+static inline void flashjit_attention_args_init(flashjit_attention_args_t* args) {
+  memset(args, 0, sizeof(*args));
+  args->struct_size = (uint32_t)sizeof(*args);
+  args->window_left = -1;
+  args->window_right = -1;
+}
+
+/* Sets struct_size and the defaults: device 0's primary context, default cache directory, JIT. */
+static inline void flashjit_context_options_init(flashjit_context_options_t* options) {
+  memset(options, 0, sizeof(*options));
+  options->struct_size = (uint32_t)sizeof(*options);
+}
+
+/* Strides of a contiguous [batch, seqlen, heads, head_dim] tensor. */
+static inline flashjit_tensor_strides_t flashjit_contiguous_bshd(int64_t seqlen, int64_t heads, int64_t head_dim) {
+  flashjit_tensor_strides_t strides;
+  strides.batch = seqlen * heads * head_dim;
+  strides.row = heads * head_dim;
+  strides.head = head_dim;
+  return strides;
+}
+
+/* ---- library ----------------------------------------------------------------------------------- */
+
+/* The library's version, packed as FLASHJIT_MAKE_VERSION does. */
+FLASHJIT_API uint32_t flashjit_get_version(void);
+/* The library's ABI version. */
+FLASHJIT_API uint32_t flashjit_abi_version(void);
+/* FLASHJIT_SUCCESS when the library implements header_abi_version (pass FLASHJIT_ABI_VERSION),
+ * else FLASHJIT_ERROR_ABI_MISMATCH. */
+FLASHJIT_API flashjit_status_t flashjit_check_abi(uint32_t header_abi_version);
+
+/* A static name for a status ("FLASHJIT_ERROR_INVALID_ARGUMENT"); never NULL. */
+FLASHJIT_API const char* flashjit_status_string(flashjit_status_t status);
+/* The last failed call's message on this thread ("" after a success); valid until this thread's
+ * next flashjit call. Never NULL. */
+FLASHJIT_API const char* flashjit_last_error_message(void);
+/* The field that message is about ("device", "args.q_strides.row", "struct_size"...), or "". */
+FLASHJIT_API const char* flashjit_last_error_field(void);
+
+/* ---- specs (no GPU needed) --------------------------------------------------------------------- */
+
+/* A spec is text: comma-separated key=value pairs, e.g. "dtype=bf16,head_dim=128,causal=1".
+ * FLASHJIT_SUCCESS when flashjit can build a kernel for it; otherwise FLASHJIT_ERROR_INVALID_SPEC
+ * and, when reason_size > 0, the reason (starting with the field: "head_dim: ...") written to
+ * reason, truncated to reason_size - 1 characters and NUL-terminated. Compiles nothing. */
+FLASHJIT_API flashjit_status_t flashjit_supported(const char* spec, char* reason, size_t reason_size);
+
+/* Checks launch arguments against a spec exactly as flashjit_attention_forward would, without a GPU
+ * (for setting up an engine, and for tests). */
+FLASHJIT_API flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args);
+
+/* ---- contexts ---------------------------------------------------------------------------------- */
+
+/* options may be NULL (all defaults). Errors: FLASHJIT_ERROR_DRIVER_UNAVAILABLE without a driver,
+ * FLASHJIT_ERROR_INVALID_ARGUMENT naming "device" for an ordinal out of range,
+ * FLASHJIT_ERROR_UNSUPPORTED_DEVICE for a device that is not sm_90. */
+FLASHJIT_API flashjit_status_t flashjit_context_create(const flashjit_context_options_t* options,
+                                                       flashjit_context_t* context);
+/* Drops the caller's reference (see OWNERSHIP). NULL is a no-op. */
+FLASHJIT_API flashjit_status_t flashjit_context_destroy(flashjit_context_t context);
+FLASHJIT_API flashjit_status_t flashjit_context_describe(flashjit_context_t context, flashjit_context_info_t* info);
+
+/* Compiles (policy permitting) every spec into the context's cache, in parallel; loads nothing and
+ * needs no GPU. On failure the status is the first failing spec's, and the message lists each one. */
+FLASHJIT_API flashjit_status_t flashjit_prewarm(flashjit_context_t context, const char* const* specs, size_t count);
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+
+/* The only call that compiles (policy permitting) or loads a module. Each call returns a new handle;
+ * handles for one spec in one context share the loaded module. */
+FLASHJIT_API flashjit_status_t flashjit_kernel_get(flashjit_context_t context, const char* spec,
+                                                   flashjit_kernel_t* kernel);
+/* NULL is a no-op. */
+FLASHJIT_API flashjit_status_t flashjit_kernel_release(flashjit_kernel_t kernel);
+FLASHJIT_API flashjit_status_t flashjit_kernel_describe(flashjit_kernel_t kernel, flashjit_kernel_info_t* info);
+
+/* Launches the kernel on stream (a CUstream of the kernel's CUDA context; NULL = the legacy default
+ * stream of the current context). The hot path: see LIFECYCLE CONTRACT. A stream of another context
+ * is FLASHJIT_ERROR_WRONG_CONTEXT, found before anything is launched. */
+FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const flashjit_attention_args_t* args,
+                                                          void* stream);
+
+/* ---- cache bundles ----------------------------------------------------------------------------- */
+
+/* Writes the kernels of specs (compiling them, policy permitting) into one bundle file at path,
+ * replacing it atomically, so an engine can ship its kernels with its model. */
+FLASHJIT_API flashjit_status_t flashjit_cache_export(flashjit_context_t context, const char* const* specs, size_t count,
+                                                     const char* path);
+/* Checks every entry of the bundle at path (checksums, and that each is what this build of flashjit
+ * would compile for its spec), then adds them all to the context's cache (memory, and the directory
+ * unless memory only). A corrupt or foreign bundle adds nothing: FLASHJIT_ERROR_INVALID_BUNDLE.
+ * imported (may be NULL) receives the number of entries in the bundle. */
+FLASHJIT_API flashjit_status_t flashjit_cache_import(flashjit_context_t context, const char* path, size_t* imported);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHJIT_FLASHJIT_H_ */

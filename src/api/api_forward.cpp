@@ -1,0 +1,126 @@
+// Exported: flashjit_attention_forward (the hot path) and flashjit_validate_attention_args.
+//
+// One launch, in steps: read and check the C arguments -> parameters from the kernel's cache, or
+// validated (before any driver call) -> check the stream belongs to the kernel's CUDA context ->
+// encode new parameters -> cuLaunchKernelEx.
+// Nothing here allocates, synchronises, copies from the host or compiles (an error message is
+// the one exception: it is built only when the call fails).
+#include <cstdio>
+
+#include "api/api_status.hpp"
+#include "api/kernel.hpp"
+#include "api/launch_args.hpp"
+#include "driver/context.hpp"
+#include "driver/launch.hpp"
+#include "launch/attention_launch.hpp"
+#include "spec/attention_spec.hpp"
+
+using namespace flashjit;
+using namespace flashjit::api;
+
+namespace {
+
+std::string pointer_text(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", p);
+  return text;
+}
+
+// NOTES: launching a kernel into a stream of another CUDA context is undefined at best (the
+// function handle means nothing there); one cuStreamGetCtx per launch finds it first. It is a host
+// lookup, allowed during stream capture. Not cached: a destroyed stream's handle can come back as
+// another context's stream, and a cache could not tell.
+ApiStatus check_stream_context(const flashjit_kernel_s& kernel, CUstream stream) {
+  CUcontext stream_context = nullptr;
+  if (CUresult r = kernel.api->cuStreamGetCtx(stream, &stream_context); r != CUDA_SUCCESS) {
+    return ApiStatus::make(FLASHJIT_ERROR_DRIVER, "stream",
+                           "stream: cuStreamGetCtx(" + pointer_text(stream) + ") failed: " + describe(*kernel.api, r) +
+                               (stream ? "" : " (the NULL stream means the current context's, and this thread may have none)"));
+  }
+  if (stream_context == kernel.cu_context) return {};
+  return ApiStatus::make(FLASHJIT_ERROR_WRONG_CONTEXT, "stream",
+                         "stream: " + pointer_text(stream) + " belongs to CUDA context " + pointer_text(stream_context) +
+                             ", but kernel '" + kernel.resolved_spec + "' was loaded in CUDA context " +
+                             pointer_text(kernel.cu_context) + " (device " + std::to_string(kernel.context->device()) +
+                             "); get the kernel from a flashjit context made for the stream's CUDA context");
+}
+
+// Makes the kernel's CUDA context current for the launch when it is not already (a thread with no
+// current context, or with another one, may still launch on a stream of the kernel's context).
+class CurrentContextForLaunch {
+ public:
+  CurrentContextForLaunch(const DriverApi& api, CUcontext wanted) : api_(api) {
+    CUcontext current = nullptr;
+    if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == wanted) return;
+    pushed_ = api.cuCtxPushCurrent(wanted) == CUDA_SUCCESS;
+  }
+  ~CurrentContextForLaunch() {
+    CUcontext popped = nullptr;
+    if (pushed_) api_.cuCtxPopCurrent(&popped);
+  }
+  CurrentContextForLaunch(const CurrentContextForLaunch&) = delete;
+  CurrentContextForLaunch& operator=(const CurrentContextForLaunch&) = delete;
+
+ private:
+  const DriverApi& api_;
+  bool pushed_ = false;
+};
+
+ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in, CUstream stream) {
+  // 1. The C arguments, checked and converted.
+  AttentionArgs args;
+  if (ApiStatus st = to_attention_args(in, kernel.config(), &args); !st.ok()) return st;
+  // 2. Arguments seen before have their parameters cached; new ones get the core checks, before
+  //    any driver call.
+  const ParamsKey key = ParamsKey::of(args);
+  KernelParams params;
+  const bool cached = kernel.params.find(key, &params);
+  if (!cached) {
+    if (ApiStatus st = validate_launch_args(kernel.config(), args); !st.ok()) return st;
+  }
+  // 3. The stream is in the kernel's CUDA context.
+  if (ApiStatus st = check_stream_context(kernel, stream); !st.ok()) return st;
+  // 4. New arguments: encode the four tensor maps, and remember them.
+  if (!cached) {
+    auto built = make_kernel_params(*kernel.api, kernel.config(), args);
+    if (!built) return as_args_error(built.take_error());
+    params = *built;
+    kernel.params.store(key, params);
+  }
+  // 5. One launch on the caller's stream.
+  CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
+  void* kernel_args[] = {&params};
+  return launch_kernel(*kernel.api, kernel.function, attention_launch_shape(kernel.config(), args), stream, kernel_args);
+}
+
+ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args_t* in) {
+  auto spec = parse_spec(spec_text);
+  if (!spec) return spec.take_error();
+  auto config = make_config(*spec);
+  if (!config) return config.take_error();
+  AttentionArgs args;
+  if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
+  return validate_launch_args(*config, args);
+}
+
+}  // namespace
+
+extern "C" {
+
+flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const flashjit_attention_args_t* args, void* stream) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!kernel) return null_argument("kernel");
+    if (!args) return null_argument("args");
+    return forward(*kernel, args, static_cast<CUstream>(stream));
+  });
+}
+
+flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!spec) return null_argument("spec");
+    if (!args) return null_argument("args");
+    return validate_for_spec(spec, args);
+  });
+}
+
+}  // extern "C"

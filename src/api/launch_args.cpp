@@ -1,0 +1,136 @@
+#include "api/launch_args.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+#include "api/struct_size.hpp"
+
+namespace flashjit::api {
+
+// NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
+// flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
+static_assert(sizeof(flashjit_attention_args_t) == 256);
+static_assert(offsetof(flashjit_attention_args_t, q) == 8);
+static_assert(offsetof(flashjit_attention_args_t, batch) == 48);
+static_assert(offsetof(flashjit_attention_args_t, q_strides) == 96);
+static_assert(offsetof(flashjit_attention_args_t, softmax_scale) == 192);
+static_assert(offsetof(flashjit_attention_args_t, window_left) == 200);
+static_assert(offsetof(flashjit_attention_args_t, cu_seqlens_q) == 208);
+static_assert(offsetof(flashjit_attention_args_t, page_size) == 248);
+static_assert(sizeof(flashjit_tensor_strides_t) == 24);
+
+namespace {
+
+constexpr int64_t kMaxGridExtent = 65535;           // batch and heads are grid dimensions
+constexpr int64_t kMaxSeqlen = 0x7fffffff - 256;    // as the core checks it
+
+// Errors -----------------------------------------------------------------------------------------
+// NOTES: only the failing branch builds strings: the checks run on every launch.
+
+ApiStatus out_of_range(const char* field, int64_t value, int64_t max_value) {
+  const std::string name = std::string("args.") + field;
+  return invalid_argument(name, name + ": " + std::to_string(value) + " is not allowed; allowed: 1.." +
+                                    std::to_string(max_value));
+}
+
+ApiStatus not_supported_yet(const char* field, const std::string& value, const char* feature, const char* off) {
+  const std::string name = std::string("args.") + field;
+  return invalid_argument(name, name + ": " + value + " asks for " + feature + ", which flashjit does not support yet; set " +
+                                    off + " (off)");
+}
+
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// Checks -----------------------------------------------------------------------------------------
+
+ApiStatus check_extent(const char* field, int64_t value, int64_t max_value, int* out) {
+  if (value < 1 || value > max_value) return out_of_range(field, value, max_value);
+  *out = static_cast<int>(value);
+  return {};
+}
+
+// Features that have a field but no kernel yet: each must be off.
+ApiStatus check_reserved_features(const flashjit_attention_args_t& a) {
+  if (a.flags != 0) {
+    return invalid_argument("args.flags", "args.flags: " + hex(a.flags) + " is set; no flags are defined yet (must be 0)");
+  }
+  if (a.softcap != 0.0f) return not_supported_yet("softcap", std::to_string(a.softcap), "a logit soft cap", "0");
+  if (a.window_left != -1) return not_supported_yet("window_left", std::to_string(a.window_left), "a sliding window", "-1");
+  if (a.window_right != -1) return not_supported_yet("window_right", std::to_string(a.window_right), "a sliding window", "-1");
+  const struct {
+    const char* field;
+    uint64_t value;
+    const char* feature;
+  } pointers[] = {{"cu_seqlens_q", a.cu_seqlens_q, "variable-length sequences"},
+                  {"cu_seqlens_k", a.cu_seqlens_k, "variable-length sequences"},
+                  {"seqused_k", a.seqused_k, "per-sequence key counts"},
+                  {"block_table", a.block_table, "a paged KV cache"}};
+  for (const auto& p : pointers) {
+    if (p.value != 0) return not_supported_yet(p.field, hex(p.value), p.feature, "0");
+  }
+  if (a.block_table_batch_stride != 0) {
+    return not_supported_yet("block_table_batch_stride", std::to_string(a.block_table_batch_stride), "a paged KV cache", "0");
+  }
+  if (a.page_size != 0) return not_supported_yet("page_size", std::to_string(a.page_size), "a paged KV cache", "0");
+  return {};
+}
+
+ApiStatus check_head_dim(const flashjit_attention_args_t& a, const KernelConfig& config) {
+  if (a.head_dim == 0 || a.head_dim == config.spec.head_dim) return {};
+  return invalid_argument("args.head_dim", "args.head_dim: " + std::to_string(a.head_dim) + " does not match the kernel's head_dim " +
+                                               std::to_string(config.spec.head_dim) + " (0 = the kernel's)");
+}
+
+TensorStrides strides_of(const flashjit_tensor_strides_t& s) { return {s.batch, s.row, s.head}; }
+
+}  // namespace
+
+ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelConfig& config, AttentionArgs* out) {
+  // 1. The struct as this library knows it (unknown tail bytes zero).
+  flashjit_attention_args_t a;
+  flashjit_attention_args_init(&a);
+  if (ApiStatus st = read_input_struct("args", "flashjit_attention_args_t", in, kAttentionArgsMinSize, &a); !st.ok()) return st;
+  // 2. Fields of features that do not exist yet are off; head_dim agrees with the kernel.
+  if (ApiStatus st = check_reserved_features(a); !st.ok()) return st;
+  if (ApiStatus st = check_head_dim(a, config); !st.ok()) return st;
+  // 3. 64-bit extents into the core's ints, in range.
+  AttentionArgs args;
+  if (ApiStatus st = check_extent("batch", a.batch, kMaxGridExtent, &args.batch); !st.ok()) return st;
+  if (ApiStatus st = check_extent("heads_q", a.heads_q, kMaxGridExtent, &args.heads_q); !st.ok()) return st;
+  if (ApiStatus st = check_extent("heads_kv", a.heads_kv, kMaxGridExtent, &args.heads_kv); !st.ok()) return st;
+  if (ApiStatus st = check_extent("seqlen_q", a.seqlen_q, kMaxSeqlen, &args.seqlen_q); !st.ok()) return st;
+  if (ApiStatus st = check_extent("seqlen_k", a.seqlen_k, kMaxSeqlen, &args.seqlen_k); !st.ok()) return st;
+  args.q = a.q;
+  args.k = a.k;
+  args.v = a.v;
+  args.o = a.o;
+  args.lse = a.lse;
+  args.q_strides = strides_of(a.q_strides);
+  args.k_strides = strides_of(a.k_strides);
+  args.v_strides = strides_of(a.v_strides);
+  args.o_strides = strides_of(a.o_strides);
+  args.softmax_scale = a.softmax_scale;
+  *out = args;
+  return {};
+}
+
+ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args) {
+  if (Status st = validate_attention_args(config, args); !st.ok()) return as_args_error(st.take_error());
+  return {};
+}
+
+ApiStatus as_args_error(Error error) {
+  if (error.code == ErrorCode::kInvalidArgument && !error.field.empty()) {
+    if (error.message.compare(0, error.field.size(), error.field) == 0) error.message = "args." + error.message;
+    error.field = "args." + error.field;
+  }
+  return error;
+}
+
+}  // namespace flashjit::api

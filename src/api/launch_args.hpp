@@ -1,0 +1,27 @@
+// The C launch arguments -> the core AttentionArgs, checked on the way: the struct_size rule, the
+// not-yet-supported features at their "off" values, the 64-bit lengths in range, head_dim equal to
+// the kernel's; and then the core checks (pointers, strides, shapes). Errors name the field as the
+// caller spells it ("args.q_strides.row"). Pure: no driver call; allocates only when it fails.
+#pragma once
+#include "api/api_status.hpp"
+#include "config/kernel_config.hpp"
+#include "flashjit/flashjit.h"
+#include "launch/attention_args.hpp"
+
+namespace flashjit::api {
+
+// The first published flashjit_attention_args_t (ABI 1): what struct_size must at least be.
+inline constexpr uint32_t kAttentionArgsMinSize = 256;
+
+// Reads and checks `in` for a kernel of `config` into *out: everything but the core checks, which
+// the launch path runs only for arguments it has not seen before (see params_cache.hpp).
+ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelConfig& config, AttentionArgs* out);
+
+// The core checks (validate_attention_args), errors renamed to the caller's fields.
+ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args);
+
+// A core error about the launch arguments, renamed to the caller's field ("q_strides.row" ->
+// "args.q_strides.row").
+ApiStatus as_args_error(Error error);
+
+}  // namespace flashjit::api

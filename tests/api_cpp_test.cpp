@@ -1,0 +1,131 @@
+// The C++ wrappers (flashjit/flashjit.hpp) without a GPU: Expected/Status carry the C status and
+// the thread's message, the builders fill the C structs as the C helpers do, Context and Kernel
+// are move-only owners, and the calls reach the C API (prewarm, bundles, validation, supported).
+// NOTES: this file includes only the public header, as an embedding engine would; the library's
+// internal flashjit:: names live in other translation units.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <type_traits>
+
+#include "flashjit/flashjit.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+static_assert(!std::is_copy_constructible_v<flashjit::Context> && std::is_nothrow_move_constructible_v<flashjit::Context>);
+static_assert(!std::is_copy_constructible_v<flashjit::Kernel> && std::is_nothrow_move_constructible_v<flashjit::Kernel>);
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "flashjit_api_cpp_" + name + "_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(ApiCpp, VersionAbiAndSupported) {
+  EXPECT_EQ(flashjit::version(), FLASHJIT_VERSION);
+  EXPECT_TRUE(flashjit::check_abi().ok());
+  EXPECT_TRUE(flashjit::supported("dtype=fp16,head_dim=128,causal=1"));
+  const flashjit::Status no = flashjit::supported("head_dim=12");
+  ASSERT_FALSE(no);
+  EXPECT_EQ(no.error().code(), FLASHJIT_ERROR_INVALID_SPEC);
+  EXPECT_STREQ(no.error().code_name(), "FLASHJIT_ERROR_INVALID_SPEC");
+  EXPECT_EQ(no.error().field(), "head_dim");
+  EXPECT_EQ(no.error().message().rfind("head_dim: ", 0), 0u) << no.error().message();
+}
+
+TEST(ApiCpp, ExpectedHoldsAValueOrAnError) {
+  flashjit::Expected<int> value = 42;
+  ASSERT_TRUE(value);
+  EXPECT_EQ(*value, 42);
+  flashjit::Expected<std::string> error = flashjit::Error(FLASHJIT_ERROR_CACHE_IO, "disk full", "path");
+  ASSERT_FALSE(error);
+  EXPECT_EQ(error.error().code(), FLASHJIT_ERROR_CACHE_IO);
+  EXPECT_EQ(error.error().field(), "path");
+  EXPECT_TRUE(flashjit::Status::from(FLASHJIT_SUCCESS).ok());
+}
+
+TEST(ApiCpp, ArgsBuilderMatchesTheCHelpers) {
+  const auto args = flashjit::AttentionArgs::contiguous(0x1000, 0x2000, 0x3000, 0x4000, 2, 100, 300, 8, 2, 128)
+                        .lse(0x5000)
+                        .softmax_scale(0.125f);
+  const flashjit_attention_args_t& c = args.c();
+  EXPECT_EQ(c.struct_size, sizeof(flashjit_attention_args_t));
+  EXPECT_EQ(c.q, 0x1000u);
+  EXPECT_EQ(c.o, 0x4000u);
+  EXPECT_EQ(c.lse, 0x5000u);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.q_strides.row, 8 * 128);
+  EXPECT_EQ(c.k_strides.batch, 300 * 2 * 128);
+  EXPECT_EQ(c.window_left, -1);
+  EXPECT_EQ(c.window_right, -1);
+  EXPECT_FLOAT_EQ(c.softmax_scale, 0.125f);
+  EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", args)) << flashjit::validate("dtype=bf16,head_dim=128", args).error().message();
+  const flashjit::Status wrong_dim = flashjit::validate("dtype=bf16,head_dim=64", args);
+  ASSERT_FALSE(wrong_dim);
+  EXPECT_EQ(wrong_dim.error().field(), "args.head_dim");
+}
+
+TEST(ApiCpp, CompileOnlyContextPrewarmsExportsAndImports) {
+  const std::string source = temp_dir("source"), target = temp_dir("target");
+  auto context = flashjit::Context::create(flashjit::ContextOptions().device(FLASHJIT_DEVICE_NONE).cache_dir(source));
+  ASSERT_TRUE(context) << context.error().message();
+  auto info = context->describe();
+  ASSERT_TRUE(info);
+  EXPECT_EQ(std::string(info->cache_dir), source);
+  EXPECT_EQ(info->device, FLASHJIT_DEVICE_NONE);
+  ASSERT_TRUE(context->prewarm({"dtype=bf16,head_dim=64"}));
+  const std::string bundle = source + "/k.fjbundle";
+  ASSERT_TRUE(context->export_cache({"dtype=bf16,head_dim=64"}, bundle));
+
+  auto importer =
+      flashjit::Context::create(flashjit::ContextOptions().device(FLASHJIT_DEVICE_NONE).cache_dir(target).cache_only());
+  ASSERT_TRUE(importer);
+  const flashjit::Status missing = importer->prewarm({"dtype=bf16,head_dim=64"});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), FLASHJIT_ERROR_NOT_COMPILED);
+  auto imported = importer->import_cache(bundle);
+  ASSERT_TRUE(imported) << imported.error().message();
+  EXPECT_EQ(*imported, 1u);
+  EXPECT_TRUE(importer->prewarm({"dtype=bf16,head_dim=64"}));
+  // A kernel needs a device: the error comes back as an Expected.
+  auto kernel = importer->kernel("dtype=bf16,head_dim=64");
+  ASSERT_FALSE(kernel);
+  EXPECT_EQ(kernel.error().field(), "context");
+  fs::remove_all(source);
+  fs::remove_all(target);
+}
+
+TEST(ApiCpp, ContextIsMoveOnlyAndReleasesOnce) {
+  auto made = flashjit::Context::create(flashjit::ContextOptions().device(FLASHJIT_DEVICE_NONE).memory_only());
+  ASSERT_TRUE(made);
+  flashjit::Context a = std::move(*made);
+  ASSERT_TRUE(a);
+  flashjit::Context b = std::move(a);
+  EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  EXPECT_TRUE(b);
+  flashjit::Context c;
+  c = std::move(b);
+  EXPECT_TRUE(c);
+  flashjit_context_t raw = c.release();
+  EXPECT_FALSE(c);
+  EXPECT_EQ(flashjit_context_destroy(raw), FLASHJIT_SUCCESS);
+  flashjit::Kernel empty;
+  EXPECT_FALSE(empty);
+  const flashjit::Status launched = empty.forward(flashjit::AttentionArgs(), nullptr);
+  ASSERT_FALSE(launched);
+  EXPECT_EQ(launched.error().field(), "kernel");
+}
+
+TEST(ApiCpp, DeviceContextWithoutDriverIsAnError) {
+  // Without a driver (this machine) device 0 fails; with one, it either works or names the device.
+  auto context = flashjit::Context::create(flashjit::ContextOptions().device(0).memory_only());
+  if (context) GTEST_SKIP() << "a usable GPU is present";
+  const flashjit_status_t code = context.error().code();
+  EXPECT_TRUE(code == FLASHJIT_ERROR_DRIVER_UNAVAILABLE || code == FLASHJIT_ERROR_UNSUPPORTED_DEVICE) << context.error().message();
+}
+
+}  // namespace

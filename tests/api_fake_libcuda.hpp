@@ -1,0 +1,42 @@
+// A fake CUDA driver (libflashjit_fake_cuda.so, loaded through FLASHJIT_LIBCUDA) for testing the
+// embedding API's GPU paths on machines without a GPU: devices, contexts (primary and created),
+// streams, module loads, tensor-map encoding, launches and stream capture are modelled on the host;
+// nothing runs. What it saw is counted in FakeCudaStats, read by the tests through
+//   auto* stats = reinterpret_cast<const FakeCudaStats* (*)()>(dlsym(handle, "fake_cuda_stats"))();
+//
+// Environment, read once: FAKE_CUDA_DEVICE_COUNT (default 1), FAKE_CUDA_CC_<ordinal> (compute
+// capability as "90", default 90).
+//
+// The fake flags what a capturing stream forbids: memory allocation, host copies, synchronisation
+// and module loads while any stream is capturing count as capture_violations.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+struct FakeCudaLaunch {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+  void* stream;
+  void* function;
+  unsigned char params[1024];  // the first fake_cuda_set_param_bytes() bytes of parameter 0
+};
+
+struct FakeCudaStats {
+  std::atomic<uint64_t> tensor_map_encodes;
+  std::atomic<uint64_t> launches;           // executed (direct or by a graph replay)
+  std::atomic<uint64_t> launches_captured;  // recorded into a capture instead
+  std::atomic<uint64_t> stream_get_ctx;
+  std::atomic<uint64_t> module_loads;
+  std::atomic<uint64_t> module_unloads;
+  std::atomic<uint64_t> primary_retains;
+  std::atomic<uint64_t> primary_releases;
+  std::atomic<uint64_t> capture_violations;
+  std::atomic<uint64_t> launch_context_mismatches;  // a launch refused: function and stream contexts differ
+};
+
+extern "C" {
+using FakeCudaStatsFn = const FakeCudaStats* (*)();
+using FakeCudaLastLaunchFn = void (*)(FakeCudaLaunch* out);
+using FakeCudaSetParamBytesFn = void (*)(unsigned bytes);
+}
