@@ -8,8 +8,8 @@
 #         (Debian 12 and Ubuntu 24.04 offer 11.8 and 12.0: too old); else NVRTC 13.0 and the CUDA headers
 #         from PyPI (nvidia-cuda-nvrtc, nvidia-cuda-runtime) into $FLASHJIT_PYPI_CUDA_DIR (default
 #         /opt/flashjit/cuda13); when that fails too, it stops and says what to install
-#   pip   nvidia-cuda-cuobjdump when no cuobjdump is found (optional: only the SASS test uses it, and
-#         that test is skipped without it)
+#   pip   nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm when no cuobjdump (with its nvdisasm) is
+#         found (optional: only the SASS test uses them, and that test is skipped without cuobjdump)
 # Usage: bash tools/bootstrap.sh          install/check; reports on stderr
 #        eval "$(bash tools/bootstrap.sh --env)"
 #                                         the same, then prints on stdout the cmake hints it found, as
@@ -167,22 +167,25 @@ if [ "$cuda_root" = "$pypi_cuda_root" ] && ! ldconfig -p 2>/dev/null | grep -qF 
     say "WARNING: could not register it: export LD_LIBRARY_PATH=$pypi_cuda_root/lib before running flashjit"
 fi
 
-# ---- 3. cuobjdump for the SASS test (optional) ----
+# ---- 3. cuobjdump (and the nvdisasm it runs) for the SASS test (optional) ----
+# Found as tests/gpu/check_sass.sh looks: PATH, the toolkit's bin, python3's nvidia/cu13/bin.
 find_cuobjdump() {
-  command -v cuobjdump >/dev/null && return 0
-  [ -x "$cuda_root/bin/cuobjdump" ] && return 0
-  local p
-  p=$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "cuobjdump"))' 2>/dev/null) || return 1
-  [ -x "$p" ]
+  local p=""
+  if command -v cuobjdump >/dev/null; then p=$(command -v cuobjdump)
+  elif [ -x "$cuda_root/bin/cuobjdump" ]; then p=$cuda_root/bin/cuobjdump
+  else
+    p=$(python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "cuobjdump"))' 2>/dev/null) || return 1
+  fi
+  [ -x "$p" ] && { [ -x "$(dirname "$p")/nvdisasm" ] || command -v nvdisasm >/dev/null; }
 }
 if ! find_cuobjdump; then
-  say "cuobjdump not found: pip install nvidia-cuda-cuobjdump (for the SASS check test)"
+  say "cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (for the SASS check test)"
   ensure_pip || true
-  pip_args=(install -q --disable-pip-version-check --no-input "nvidia-cuda-cuobjdump>=13,<14")
+  pip_args=(install -q --disable-pip-version-check --no-input "nvidia-cuda-cuobjdump>=13,<14" "nvidia-cuda-nvdisasm>=13,<14")
   # NOTES: Debian's own python3 refuses pip installs outside a venv (PEP 668) unless told otherwise.
   python3 -m pip "${pip_args[@]}" >&2 2>/dev/null || python3 -m pip "${pip_args[@]}" --break-system-packages >&2 ||
-    say "WARNING: could not install nvidia-cuda-cuobjdump; the SASS check test will be skipped"
-  find_cuobjdump || say "WARNING: cuobjdump still not found; the SASS check test will be skipped"
+    say "WARNING: could not install them; the SASS check test will be skipped"
+  find_cuobjdump || say "WARNING: cuobjdump or nvdisasm still not found; the SASS check test will be skipped"
 fi
 
 # ---- 4. CMake 3.25.0/3.25.1's FindCUDAToolkit fails on CUDA 12.9+ (no libnvToolsExt): a stand-in target ----
