@@ -34,13 +34,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
   // FlashAttention-3: intra-warpgroup overlap always; pingpong for 16-bit head dims up to 128.
-  // Measured on the H200 (bench/NOTES.md): at head dim 64 the serial order without pingpong is
-  // faster (463 vs 442 TFLOP/s bf16 16k); overlap wins from 128 up, pingpong at 128 (at 192 it spills).
-  if (s.overlap < 0) s.overlap = d > 64;
-  // Two CTAs share each K/V block through TMA multicast: half the L2 traffic per FLOP. Not for
-  // causal head dims over 128, where the extra registers spill.
-  if (s.cluster == 0) s.cluster = s.causal && d > 128 ? 1 : 2;
-  if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d > 64 && d <= 128;
+  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-5): overlap
+  // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same).
+  if (s.overlap < 0) s.overlap = 1;
+  if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d <= 128;
   return s;
 }
 
