@@ -98,7 +98,7 @@ ensure_pip() {
 cuda_major() {
   local v
   v=$(awk '/#define CUDA_VERSION/ { print $3; exit }' "$1/include/cuda.h" 2>/dev/null || true)
-  [ -n "$v" ] && echo $((v / 1000))
+  if [ -n "$v" ]; then echo $((v / 1000)); fi
 }
 cuda_has_nvrtc() {
   [ -f "$1/include/nvrtc.h" ] && [ -f "$1/include/cuda.h" ] &&
