@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Measures the compile-time targets (README.md, "Measured") with the flashjit tool, no GPU needed:
+#   1. cold compile of one default variant: `prewarm --no-cache --spec SPEC --json`, RUNS times;
+#      median of compile_ms (NVRTC + ptxas, as the tool reports it) and of the whole process's wall time
+#   2. `prewarm --defaults` into an empty cache: wall time (RUNS_DEFAULTS times, each from empty)
+#   3. `prewarm --defaults` into the warm cache: wall time (RUNS times)
+#   4. every default variant: spill bytes (prewarm's JSON) and ptxas C75xx warnings (kept in the
+#      cache entries, which the tool does not print: read with grep)
+# Usage: tools/measure_compile.sh path/to/flashjit   env: RUNS (7), RUNS_DEFAULTS (3), SPEC
+set -euo pipefail
+TOOL=${1:?usage: measure_compile.sh path/to/flashjit}
+RUNS=${RUNS:-7}
+RUNS_DEFAULTS=${RUNS_DEFAULTS:-3}
+SPEC=${SPEC:-dtype=bf16,head_dim=128,causal=1}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+now() { date +%s.%N; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+fmt() { awk '{ printf "%.3f", $1 }'; }
+
+echo "machine: $(nproc) cores, $(uname -m); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "nvrtc: $("$TOOL" doctor --json --cache-dir "$work/doctor" | python3 -c 'import json, sys; print(json.load(sys.stdin)["nvrtc"])')"
+
+# 1. Cold compile of one variant.
+: >"$work/cold_ms"; : >"$work/cold_wall"
+for _ in $(seq "$RUNS"); do
+  t0=$(now)
+  "$TOOL" prewarm --no-cache --spec "$SPEC" --json >"$work/cold.json"
+  t1=$(now)
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[0]["compile_ms"])' "$work/cold.json" >>"$work/cold_ms"
+  python3 -c "print($t1 - $t0)" >>"$work/cold_wall"
+done
+echo "cold compile $SPEC, $RUNS runs: compile_ms median $(median <"$work/cold_ms" | awk '{ printf "%.0f", $1 }') (all: $(sort -g "$work/cold_ms" | awk '{ printf "%.0f ", $1 }')); process wall median $(median <"$work/cold_wall" | fmt) s"
+
+# 2. --defaults into an empty cache.
+: >"$work/empty_wall"
+for _ in $(seq "$RUNS_DEFAULTS"); do
+  rm -rf "$work/cache"
+  t0=$(now)
+  "$TOOL" prewarm --defaults --cache-dir "$work/cache" --json >"$work/defaults.json"
+  t1=$(now)
+  python3 -c "print($t1 - $t0)" >>"$work/empty_wall"
+done
+echo "prewarm --defaults, empty cache, $RUNS_DEFAULTS runs: wall median $(median <"$work/empty_wall" | fmt) s (all: $(sort -g "$work/empty_wall" | awk '{ printf "%.2f ", $1 }'))"
+
+# 3. --defaults into the warm cache.
+: >"$work/warm_wall"
+for _ in $(seq "$RUNS"); do
+  t0=$(now)
+  "$TOOL" prewarm --defaults --cache-dir "$work/cache" --json >"$work/warm.json"
+  t1=$(now)
+  python3 -c "print($t1 - $t0)" >>"$work/warm_wall"
+done
+echo "prewarm --defaults, warm cache, $RUNS runs: wall median $(median <"$work/warm_wall" | fmt) s (all: $(sort -g "$work/warm_wall" | awk '{ printf "%.3f ", $1 }'))"
+
+# 4. Spills and ptxas warnings of every default variant.
+python3 - "$work/defaults.json" "$work/warm.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+warm = json.load(open(sys.argv[2]))
+print(f"default variants: {len(rows)}; statuses (empty cache): {sorted(set(r['status'] for r in rows))}; "
+      f"(warm cache): {sorted(set(r['status'] for r in warm))}")
+print(f"spill bytes: total {sum(r['spill_bytes'] for r in rows)}; variants with spills: "
+      f"{[r['spec'] for r in rows if r['spill_bytes']] or 'none'}")
+print("registers:", ", ".join(f"{r['spec'].replace('dtype=', '').replace(',head_dim=', '/d').replace(',causal=', '/c')} {r['registers']}" for r in rows))
+print(f"compile_ms per variant (parallel, empty cache): min {min(r['compile_ms'] for r in rows):.0f}, max {max(r['compile_ms'] for r in rows):.0f}")
+PY
+c7508=$(grep -l "C7508" "$work"/cache/*.entry 2>/dev/null | wc -l)
+echo "cache entries with ptxas C7508: $c7508 of $(ls "$work"/cache/*.entry | wc -l)"
+other=$(grep -ahoE "\(C75[0-9][0-9]\)[^']*" "$work"/cache/*.entry 2>/dev/null | sort | uniq -c || true)
+echo "other ptxas C75xx warnings (count, text): ${other:-none}"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
