@@ -78,6 +78,11 @@ TEST(Config, DefaultsFromTableAndSharedMemoryFits) {
       EXPECT_EQ(config->spec.block_m, 64 * config->spec.consumer_wgs);
       EXPECT_NE(config->spec.block_n, 0);
       EXPECT_EQ(config->spec.head_dim_v, d);
+      // Every field resolved: nothing left at auto.
+      EXPECT_TRUE(config->spec.cluster == 1 || config->spec.cluster == 2) << config->spec.cluster;
+      EXPECT_TRUE(config->spec.overlap == 0 || config->spec.overlap == 1);
+      EXPECT_TRUE(config->spec.pingpong == 0 || config->spec.pingpong == 1);
+      EXPECT_GE(config->spec.stages, 1);
       EXPECT_EQ(config->v_cols % 64, 0);
       EXPECT_GE(config->v_cols, d);
     }

@@ -33,11 +33,13 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
-  // FlashAttention-3: intra-warpgroup overlap always; pingpong for 16-bit head dims up to 128.
-  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-5): overlap
+  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-4a): overlap
   // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same).
   if (s.overlap < 0) s.overlap = 1;
   if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d <= 128;
+  // Two CTAs share each K/V block through TMA multicast: half the L2 traffic per FLOP (measured
+  // neutral, kept). Not for causal head dims over 128, where the extra registers spill.
+  if (s.cluster == 0) s.cluster = s.causal && d > 128 ? 1 : 2;
   return s;
 }
 
