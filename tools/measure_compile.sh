@@ -62,10 +62,11 @@ print(f"default variants: {len(rows)}; statuses (empty cache): {sorted(set(r['st
       f"(warm cache): {sorted(set(r['status'] for r in warm))}")
 print(f"spill bytes: total {sum(r['spill_bytes'] for r in rows)}; variants with spills: "
       f"{[r['spec'] for r in rows if r['spill_bytes']] or 'none'}")
-print("registers:", ", ".join(f"{r['spec'].replace('dtype=', '').replace(',head_dim=', '/d').replace(',causal=', '/c')} {r['registers']}" for r in rows))
+regs = [r['registers'] for r in rows]
+print(f"registers per thread: min {min(regs)}, max {max(regs)}; shared memory bytes: min {min(r['smem_bytes'] for r in rows)}, max {max(r['smem_bytes'] for r in rows)}")
 print(f"compile_ms per variant (parallel, empty cache): min {min(r['compile_ms'] for r in rows):.0f}, max {max(r['compile_ms'] for r in rows):.0f}")
 PY
-c7508=$(grep -l "C7508" "$work"/cache/*.entry 2>/dev/null | wc -l)
+c7508=$( (grep -l "C7508" "$work"/cache/*.entry 2>/dev/null || true) | wc -l)
 echo "cache entries with ptxas C7508: $c7508 of $(ls "$work"/cache/*.entry | wc -l)"
 other=$(grep -ahoE "\(C75[0-9][0-9]\)[^']*" "$work"/cache/*.entry 2>/dev/null | sort | uniq -c || true)
 echo "other ptxas C75xx warnings (count, text): ${other:-none}"
