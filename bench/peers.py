@@ -9,7 +9,7 @@ times three kernels two ways each:
   - PyTorch scaled_dot_product_attention with the FlashAttention-2 backend;
   idle  = one call from an idle stream (CUDA events around the call: host cost included),
   graph = replay of a CUDA graph of 10 calls (kernel time);
-median of 30 after warm-up, random normal inputs. Prints a table with ratios to cuDNN and to the
+median of --reps (default 30) after warm-up, random normal inputs. Prints a table with ratios to cuDNN and to the
 FlashAttention-3 figures measured on this H200 (shared/baselines), writes JSON with --out.
 
   python3 bench/peers.py --lib build/libflashjit.so --out peers.json [--grid fa3|gqa|decode|all]
@@ -95,7 +95,11 @@ class Flashjit:
 
 
 # ---- timing --------------------------------------------------------------------------------------
-def time_idle(fn, reps=30, warm=5):
+REPS = 30
+
+
+def time_idle(fn, reps=None, warm=5):
+    reps = reps or REPS
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
@@ -107,7 +111,8 @@ def time_idle(fn, reps=30, warm=5):
     return sorted(times)[len(times) // 2]
 
 
-def time_graph(fn, reps=30, per_graph=10):
+def time_graph(fn, reps=None, per_graph=10):
+    reps = reps or REPS
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -160,9 +165,12 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default="peers.json")
     ap.add_argument("--grid", default="all")
+    ap.add_argument("--reps", type=int, default=30, help="timed calls (idle) and graph replays per cell; median reported")
     ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
                                                         "h200-fa3-vs-cudnn-2026-11-29.json"))
     args = ap.parse_args()
+    global REPS
+    REPS = args.reps
     fj = Flashjit(args.lib)
     base = fa3_baseline(args.baseline)
     rows = []

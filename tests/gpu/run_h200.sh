@@ -89,7 +89,7 @@ if [ -f "$LIB" ] && [ -f examples/python/attention_ctypes.py ]; then
 fi
 if [ -f "$LIB" ] && [ "${FLASHJIT_PEERS:-0}" = 1 ]; then
   PYTHONUNBUFFERED=1 timeout "${FLASHJIT_PEERS_TIMEOUT:-300}" python3 bench/peers.py --lib "$LIB" --out "$OUT/peers.json" \
-    --grid "${FLASHJIT_PEERS_GRID:-all}" ${FLASHJIT_BASELINE:+--baseline "$FLASHJIT_BASELINE"} >"$OUT/peers.txt" 2>&1 &&
+    --grid "${FLASHJIT_PEERS_GRID:-all}" --reps "${FLASHJIT_PEERS_REPS:-30}" ${FLASHJIT_BASELINE:+--baseline "$FLASHJIT_BASELINE"} >"$OUT/peers.txt" 2>&1 &&
     row "bench/peers.py" pass "$(tail -1 "$OUT/peers.txt")" || row "bench/peers.py" FAIL "$(tail -2 "$OUT/peers.txt" | head -1)"
   cat "$OUT/peers.txt"
 fi
