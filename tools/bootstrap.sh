@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what flashjit's build and tests need, and only what is missing: a second run installs
 # nothing and takes well under a second. Debian 12 / Ubuntu 24.04 class machines, as root (or with sudo).
-#   apt   cmake (>= 3.25), ninja-build, g++, make, llvm-N-dev (N = 14..18; static LLVM Support),
+#   apt   cmake (>= 3.25), ninja-build, g++, make, pkg-config, llvm-N-dev (N = 14..18; static LLVM Support),
 #         libspdlog-dev, libfmt-dev, libgtest-dev, python3 ('apt-get update' only when one is missing)
 #   CUDA  a toolkit whose NVRTC is 13.x or newer: $CUDAToolkit_ROOT, $CUDA_HOME, /usr/local/cuda,
 #         /usr/local/cuda-1*, the nvcc on PATH; else apt's nvidia-cuda-toolkit when apt offers 13 or newer
@@ -58,7 +58,9 @@ elif ! version_ge "$(cmake --version | awk 'NR == 1 { print $3 }')" 3.25; then
 fi
 command -v ninja >/dev/null || missing+=(ninja-build)
 command -v g++ >/dev/null || missing+=(g++)
-command -v make >/dev/null || missing+=(make)  # the install test builds the examples with CMake's default generator
+# The install test builds the examples with CMake's default generator and with pkg-config.
+command -v make >/dev/null || missing+=(make)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v python3 >/dev/null || missing+=(python3)
 any_file() { local f; for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
 header() { [ -f "/usr/include/$1" ] || [ -f "/usr/local/include/$1" ]; }
