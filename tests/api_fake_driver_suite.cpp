@@ -9,6 +9,7 @@
 // 16 threads getting (and first-time compiling) kernels and launching at once.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>

@@ -114,11 +114,13 @@ std::shared_ptr<Engine> shared_engine(const EngineOptions& options) {
   // NOTES: keyed by the directory as resolved now (the environment may differ between calls), so
   // two contexts share a cache exactly when they would read and write the same files.
   const std::string dir = options.memory_only ? std::string() : resolve_cache_dir(options.cache_dir);
-  const std::string key = (options.memory_only ? "memory" : "disk:" + dir) + "|" + std::to_string(options.max_cache_bytes);
+  const std::string key = options.memory_only ? "memory" : "disk:" + dir + "|" + std::to_string(options.max_cache_bytes);
   static std::mutex mutex;
   static auto* engines = new std::map<std::string, std::weak_ptr<Engine>>;  // NOTES: never destroyed (exit order)
   std::lock_guard<std::mutex> lock(mutex);
   if (auto existing = (*engines)[key].lock()) return existing;
+  // Forget engines no context uses any more, so a process cycling through directories does not grow.
+  std::erase_if(*engines, [](const auto& entry) { return entry.second.expired(); });
   EngineOptions resolved = options;
   if (!options.memory_only) resolved.cache_dir = dir;
   auto engine = std::make_shared<Engine>(resolved);

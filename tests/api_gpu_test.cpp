@@ -1,0 +1,374 @@
+// The C API on a Hopper GPU (skipped, with the reason, elsewhere): flashjit_attention_forward
+// against the float64 GPU reference; 16 threads getting (first-time compiling) and launching
+// kernels at once; capture in a CUDA graph and replay with new data in the same buffers; several
+// CUDA contexts on one device, each with its own kernels, and a launch on another context's stream
+// refused; an invalid device ordinal named.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashjit/flashjit.h"
+#include "support/gpu_harness.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+void expect_ok_cu(const DriverApi& api, CUresult r, const char* what) {
+  ASSERT_EQ(r, CUDA_SUCCESS) << what << ": " << describe(api, r);
+}
+
+std::string last_message() { return flashjit_last_error_message(); }
+
+// Device tensors of one problem, contiguous [b, s, h, d], with random inputs and poisoned outputs.
+struct ApiProblem {
+  Problem p;
+  std::unique_ptr<DeviceBuffer> q, k, v, o, lse;
+  Strides qs, ks;
+
+  ApiProblem(const DriverApi& api, const Problem& problem) : p(problem) {
+    qs = contiguous_strides(p.seqlen_q, p.heads_q, p.head_dim);
+    ks = contiguous_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+    q = std::make_unique<DeviceBuffer>(api, q_elements() * 2);
+    k = std::make_unique<DeviceBuffer>(api, kv_elements() * 2);
+    v = std::make_unique<DeviceBuffer>(api, kv_elements() * 2);
+    o = std::make_unique<DeviceBuffer>(api, q_elements() * 2);
+    lse = std::make_unique<DeviceBuffer>(api, size_t(p.batch) * p.heads_q * p.seqlen_q * 4);
+  }
+  size_t q_elements() const { return size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim; }
+  size_t kv_elements() const { return size_t(p.batch) * p.seqlen_k * p.heads_kv * p.head_dim; }
+
+  // New inputs in the same buffers; outputs set to NaN. Synchronised: the uploads are on the legacy
+  // stream, the kernels on other streams.
+  void randomize(const DriverApi& api, std::mt19937_64& rng) {
+    for (DeviceBuffer* b : {q.get(), k.get(), v.get()}) {
+      std::vector<uint16_t> host(b->bytes() / 2);
+      fill_random(host, p.bf16, rng);
+      b->upload(host.data(), b->bytes());
+    }
+    o->fill_bytes(0xFF);
+    lse->fill_bytes(0xFF);
+    api.cuCtxSynchronize();
+  }
+
+  flashjit_attention_args_t args() const {
+    flashjit_attention_args_t a;
+    flashjit_attention_args_init(&a);
+    a.q = q->ptr();
+    a.k = k->ptr();
+    a.v = v->ptr();
+    a.o = o->ptr();
+    a.lse = lse->ptr();
+    a.batch = p.batch;
+    a.seqlen_q = p.seqlen_q;
+    a.seqlen_k = p.seqlen_k;
+    a.heads_q = p.heads_q;
+    a.heads_kv = p.heads_kv;
+    a.head_dim = p.head_dim;
+    a.q_strides = a.o_strides = {qs.batch, qs.row, qs.head};
+    a.k_strides = a.v_strides = {ks.batch, ks.row, ks.head};
+    return a;
+  }
+
+  // O and LSE (after the launch has finished) against the float64 reference on the same inputs.
+  CheckResult compare(const CheckDevice& device) const {
+    CheckResult r;
+    Reference ref = gpu_reference(device, p, q->ptr(), qs, k->ptr(), ks, v->ptr(), ks, &r.error);
+    if (!r.error.empty()) return r;
+    std::vector<uint16_t> raw(q_elements());
+    o->download(raw.data(), raw.size() * 2);
+    std::vector<double> got(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) {
+      got[i] = half_bits_to_float(raw[i], p.bf16);
+      if (std::isnan(got[i])) ++r.unwritten;
+    }
+    r.o_error = relative_l2_error(got, ref.o);
+    std::vector<float> lse_got(ref.lse.size());
+    lse->download(lse_got.data(), lse_got.size() * 4);
+    for (size_t i = 0; i < lse_got.size(); ++i) {
+      double err = std::numeric_limits<double>::infinity();
+      if (std::isinf(ref.lse[i])) err = std::isinf(lse_got[i]) && lse_got[i] < 0 ? 0 : err;
+      else if (!std::isnan(lse_got[i])) err = std::fabs(lse_got[i] - ref.lse[i]) / std::max(1.0, std::fabs(ref.lse[i]));
+      r.lse_error = std::max(r.lse_error, err);
+    }
+    r.ran = true;
+    return r;
+  }
+};
+
+std::string describe_result(const CheckResult& r) {
+  return r.error.empty() ? "O error " + std::to_string(r.o_error) + ", LSE error " + std::to_string(r.lse_error) +
+                               ", unwritten " + std::to_string(r.unwritten)
+                         : r.error;
+}
+
+// A flashjit context on device 0's primary context (the harness's), its cache in `dir` ("" = default).
+flashjit_context_t device_context(const std::string& dir = "", void* cu_context = nullptr) {
+  flashjit_context_options_t o;
+  flashjit_context_options_init(&o);
+  o.cache_dir = dir.empty() ? nullptr : dir.c_str();
+  o.cu_context = cu_context;
+  flashjit_context_t ctx = nullptr;
+  EXPECT_EQ(flashjit_context_create(&o, &ctx), FLASHJIT_SUCCESS) << last_message();
+  return ctx;
+}
+
+Problem make_problem(bool bf16, int d, bool causal, int b, int sq, int sk, int hq, int hkv) {
+  Problem p;
+  p.bf16 = bf16;
+  p.head_dim = d;
+  p.causal = causal;
+  p.batch = b;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  return p;
+}
+
+std::string spec_of(const Problem& p) {
+  return std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +
+         ",causal=" + (p.causal ? "1" : "0");
+}
+
+TEST(ApiGpu, ForwardMatchesTheFloat64Reference) {
+  FLASHJIT_REQUIRE_GPU(env);
+  flashjit_context_t ctx = device_context();
+  std::mt19937_64 rng(11);
+  for (const Problem& p : {make_problem(true, 128, true, 2, 300, 500, 8, 2), make_problem(false, 64, false, 1, 1000, 777, 4, 4),
+                           make_problem(true, 256, false, 1, 129, 1024, 2, 1), make_problem(false, 96, true, 3, 64, 64, 6, 3)}) {
+    SCOPED_TRACE(spec_of(p) + " | " + p.describe());
+    flashjit_kernel_t kernel = nullptr;
+    ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+    ApiProblem t(*env->api, p);
+    t.randomize(*env->api, rng);
+    const flashjit_attention_args_t a = t.args();
+    ASSERT_EQ(flashjit_attention_forward(kernel, &a, env->stream), FLASHJIT_SUCCESS) << last_message();
+    expect_ok_cu(*env->api, env->api->cuStreamSynchronize(env->stream), "forward");
+    const CheckResult r = t.compare(env->device());
+    EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+    flashjit_kernel_release(kernel);
+  }
+  flashjit_context_destroy(ctx);
+}
+
+TEST(ApiGpu, NullStreamIsTheCurrentContextsDefaultStream) {
+  FLASHJIT_REQUIRE_GPU(env);
+  flashjit_context_t ctx = device_context();
+  flashjit_kernel_t kernel = nullptr;
+  const Problem p = make_problem(true, 64, true, 1, 200, 200, 2, 1);
+  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+  std::mt19937_64 rng(12);
+  ApiProblem t(*env->api, p);
+  t.randomize(*env->api, rng);
+  const flashjit_attention_args_t a = t.args();
+  ASSERT_EQ(flashjit_attention_forward(kernel, &a, nullptr), FLASHJIT_SUCCESS) << last_message();
+  expect_ok_cu(*env->api, env->api->cuCtxSynchronize(), "forward");
+  const CheckResult r = t.compare(env->device());
+  EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+  flashjit_kernel_release(kernel);
+  flashjit_context_destroy(ctx);
+}
+
+TEST(ApiGpu, SixteenThreadsGetCompileAndLaunchAtOnce) {
+  FLASHJIT_REQUIRE_GPU(env);
+  // A fresh cache directory: the first threads for each spec race to compile it.
+  const std::string dir = ::testing::TempDir() + "flashjit_api_gpu_threads_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  flashjit_context_t ctx = device_context(dir);
+  const Problem problems[] = {make_problem(true, 128, true, 1, 257, 300, 4, 2), make_problem(false, 128, false, 2, 100, 190, 4, 1),
+                              make_problem(true, 64, false, 1, 384, 129, 8, 8), make_problem(false, 64, true, 1, 77, 500, 2, 2),
+                              make_problem(true, 192, true, 1, 130, 130, 2, 1)};
+  constexpr int kThreads = 16, kLaunches = 3;
+  std::atomic<int> failures{0};
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const DriverApi& api = *env->api;
+      const Problem& p = problems[t % 5];
+      api.cuCtxSetCurrent(env->context->get());
+      flashjit_kernel_t kernel = nullptr;
+      if (flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel) != FLASHJIT_SUCCESS) {
+        errors[t] = std::string("kernel_get: ") + flashjit_last_error_message();
+        failures++;
+        return;
+      }
+      CUstream stream = nullptr;
+      api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+      std::mt19937_64 rng(100 + t);
+      ApiProblem tensors(api, p);
+      for (int i = 0; i < kLaunches && errors[t].empty(); ++i) {
+        tensors.randomize(api, rng);
+        const flashjit_attention_args_t a = tensors.args();
+        if (flashjit_attention_forward(kernel, &a, stream) != FLASHJIT_SUCCESS) {
+          errors[t] = std::string("forward: ") + flashjit_last_error_message();
+        } else if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) {
+          errors[t] = "the kernel failed";
+        } else if (const CheckResult r = tensors.compare({&api, env->context->get(), stream}); !r.passed(p.bf16)) {
+          errors[t] = spec_of(p) + " launch " + std::to_string(i) + ": " + describe_result(r);
+        }
+      }
+      if (!errors[t].empty()) failures++;
+      api.cuStreamDestroy(stream);
+      flashjit_kernel_release(kernel);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+  EXPECT_EQ(failures, 0);
+  flashjit_context_destroy(ctx);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ApiGpu, CapturedForwardReplaysWithNewDataInTheSameBuffers) {
+  FLASHJIT_REQUIRE_GPU(env);
+  const DriverApi& api = *env->api;
+  flashjit_context_t ctx = device_context();
+  const Problem p = make_problem(true, 128, true, 2, 333, 444, 8, 2);
+  flashjit_kernel_t kernel = nullptr;
+  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+  ApiProblem t(api, p);
+  std::mt19937_64 rng(13);
+  t.randomize(api, rng);
+  const flashjit_attention_args_t a = t.args();
+
+  CUstream stream = nullptr;
+  expect_ok_cu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  expect_ok_cu(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  const flashjit_status_t captured = flashjit_attention_forward(kernel, &a, stream);
+  CUgraph graph = nullptr;
+  expect_ok_cu(api, api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture (the capture stayed valid)");
+  ASSERT_EQ(captured, FLASHJIT_SUCCESS) << last_message();
+  CUgraphExec exec = nullptr;
+  expect_ok_cu(api, api.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+
+  for (int replay = 0; replay < 3; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    t.randomize(api, rng);  // new inputs, poisoned outputs, same addresses
+    expect_ok_cu(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    expect_ok_cu(api, api.cuStreamSynchronize(stream), "replay");
+    const CheckResult r = t.compare({&api, env->context->get(), stream});
+    EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+  }
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
+  api.cuStreamDestroy(stream);
+  flashjit_kernel_release(kernel);
+  flashjit_context_destroy(ctx);
+}
+
+TEST(ApiGpu, SeveralContextsOnOneDeviceEachLaunchTheirOwnKernels) {
+  FLASHJIT_REQUIRE_GPU(env);
+  const DriverApi& api = *env->api;
+  if (!api.cuCtxCreate) GTEST_SKIP() << "the driver predates cuCtxCreate_v4 (CUDA 12.5)";
+  const Problem p = make_problem(false, 64, true, 1, 150, 260, 4, 2);
+  struct PerContext {
+    CUcontext cu = nullptr;
+    CUstream stream = nullptr;
+    flashjit_context_t ctx = nullptr;
+    flashjit_kernel_t kernel = nullptr;
+    std::unique_ptr<ApiProblem> tensors;
+  } contexts[2];
+  std::mt19937_64 rng(14);
+  for (PerContext& c : contexts) {
+    expect_ok_cu(api, api.cuCtxCreate(&c.cu, nullptr, 0, env->context->device()), "cuCtxCreate");  // current now
+    expect_ok_cu(api, api.cuStreamCreate(&c.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    c.ctx = device_context("", c.cu);
+    ASSERT_EQ(flashjit_kernel_get(c.ctx, spec_of(p).c_str(), &c.kernel), FLASHJIT_SUCCESS) << last_message();
+    c.tensors = std::make_unique<ApiProblem>(api, p);
+    c.tensors->randomize(api, rng);
+    CUcontext popped;
+    api.cuCtxPopCurrent(&popped);
+  }
+  for (PerContext& c : contexts) {
+    api.cuCtxPushCurrent(c.cu);
+    const flashjit_attention_args_t a = c.tensors->args();
+    EXPECT_EQ(flashjit_attention_forward(c.kernel, &a, c.stream), FLASHJIT_SUCCESS) << last_message();
+    expect_ok_cu(api, api.cuStreamSynchronize(c.stream), "forward");
+    const CheckResult r = c.tensors->compare({&api, c.cu, c.stream});
+    EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+    CUcontext popped;
+    api.cuCtxPopCurrent(&popped);
+  }
+  // A kernel of context 0 on a stream of context 1: refused before anything is launched.
+  api.cuCtxPushCurrent(contexts[1].cu);
+  const flashjit_attention_args_t a = contexts[1].tensors->args();
+  EXPECT_EQ(flashjit_attention_forward(contexts[0].kernel, &a, contexts[1].stream), FLASHJIT_ERROR_WRONG_CONTEXT);
+  EXPECT_STREQ(flashjit_last_error_field(), "stream");
+  EXPECT_NE(last_message().find("belongs to CUDA context"), std::string::npos) << last_message();
+  // ... and on the NULL stream while context 1 is current.
+  EXPECT_EQ(flashjit_attention_forward(contexts[0].kernel, &a, nullptr), FLASHJIT_ERROR_WRONG_CONTEXT);
+  EXPECT_EQ(api.cuCtxSynchronize(), CUDA_SUCCESS) << "nothing faulted";
+  CUcontext popped;
+  api.cuCtxPopCurrent(&popped);
+
+  for (PerContext& c : contexts) {
+    api.cuCtxPushCurrent(c.cu);
+    c.tensors.reset();
+    api.cuStreamDestroy(c.stream);
+    drop_verify_kernels(c.cu);
+    api.cuCtxPopCurrent(&popped);
+    flashjit_kernel_release(c.kernel);  // the last reference: the flashjit context unloads its modules now
+    flashjit_context_destroy(c.ctx);
+    api.cuCtxDestroy(c.cu);
+  }
+  api.cuCtxSetCurrent(env->context->get());
+}
+
+TEST(ApiGpu, InvalidDeviceOrdinalIsNamed) {
+  FLASHJIT_REQUIRE_GPU(env);
+  int count = 0;
+  env->api->cuDeviceGetCount(&count);
+  flashjit_context_options_t o;
+  flashjit_context_options_init(&o);
+  o.device = count;
+  flashjit_context_t ctx = nullptr;
+  EXPECT_EQ(flashjit_context_create(&o, &ctx), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_STREQ(flashjit_last_error_field(), "options.device");
+  EXPECT_NE(last_message().find("out of range"), std::string::npos) << last_message();
+}
+
+TEST(ApiGpu, CacheOnlyContextLoadsWhatPrewarmCompiled) {
+  FLASHJIT_REQUIRE_GPU(env);
+  const std::string dir = ::testing::TempDir() + "flashjit_api_gpu_cache_only_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  flashjit_context_options_t o;
+  flashjit_context_options_init(&o);
+  o.cache_dir = dir.c_str();
+  o.compile_policy = FLASHJIT_COMPILE_POLICY_CACHE_ONLY;
+  flashjit_context_t ctx = nullptr;
+  ASSERT_EQ(flashjit_context_create(&o, &ctx), FLASHJIT_SUCCESS) << last_message();
+  const char* spec = "dtype=bf16,head_dim=128,causal=1";
+  flashjit_kernel_t kernel = nullptr;
+  EXPECT_EQ(flashjit_kernel_get(ctx, spec, &kernel), FLASHJIT_ERROR_NOT_COMPILED);
+  // Compile it elsewhere (a compile-only context on the same directory), then the get succeeds.
+  flashjit_context_options_t compile_only = o;
+  compile_only.device = FLASHJIT_DEVICE_NONE;
+  compile_only.compile_policy = FLASHJIT_COMPILE_POLICY_JIT;
+  flashjit_context_t compiler = nullptr;
+  ASSERT_EQ(flashjit_context_create(&compile_only, &compiler), FLASHJIT_SUCCESS) << last_message();
+  ASSERT_EQ(flashjit_prewarm(compiler, &spec, 1), FLASHJIT_SUCCESS) << last_message();
+  ASSERT_EQ(flashjit_kernel_get(ctx, spec, &kernel), FLASHJIT_SUCCESS) << last_message();
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(flashjit_kernel_describe(kernel, &info), FLASHJIT_SUCCESS);
+  EXPECT_GT(info.registers, 0);
+  EXPECT_EQ(info.local_bytes, 0);
+  flashjit_kernel_release(kernel);
+  flashjit_context_destroy(compiler);
+  flashjit_context_destroy(ctx);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace flashjit::testing
