@@ -34,16 +34,17 @@ Status check_dim(const TensorMapRequest& r, const char* field, std::int64_t valu
 }
 
 Status check_stride(const TensorMapRequest& r, const char* field, std::int64_t elements) {
-  const std::string head = std::string(r.name) + ": " + field + " = " + std::to_string(elements) + " elements";
-  if (elements < 1) return Error::invalid_argument(field_of(r, field), head + " is not positive");
+  // NOTES: the message is built only on failure: this runs on the launch path, which never allocates.
+  auto head = [&] { return std::string(r.name) + ": " + field + " = " + std::to_string(elements) + " elements"; };
+  if (elements < 1) return Error::invalid_argument(field_of(r, field), head() + " is not positive");
   // NOTES: compared in elements first so the byte count cannot overflow.
   if (elements >= kMaxStrideBytes / kElementBytes) {
     return Error::invalid_argument(field_of(r, field),
-                                   head + " is 2^40 bytes or more; TMA strides must be below 2^40 bytes");
+                                   head() + " is 2^40 bytes or more; TMA strides must be below 2^40 bytes");
   }
   const std::int64_t bytes = elements * kElementBytes;
   if (bytes % 16 != 0) {
-    return Error::invalid_argument(field_of(r, field), head + " (" + std::to_string(bytes) +
+    return Error::invalid_argument(field_of(r, field), head() + " (" + std::to_string(bytes) +
                                                            " bytes) is not a multiple of 16 bytes; TMA needs 16-byte "
                                                            "aligned rows (a multiple of 8 elements)");
   }
