@@ -41,7 +41,7 @@ gtest() {  # name filter timeout [env...]
 }
 
 # 1-2. Unit and GPU suites.
-gtest gtest "${FLASHJIT_GPU_FILTER:-*}" 500
+gtest gtest "${FLASHJIT_GPU_FILTER:-*}" "${FLASHJIT_GPU_TIMEOUT:-500}"
 if [ "${FLASHJIT_GPU_HANG_TRAP:-0}" = 1 ]; then gtest hangtrap 'AttentionGpu.*' 300 FLASHJIT_TEST_HANG_TRAP=1; fi
 
 # 3. flashjit check on default specs.
@@ -58,7 +58,7 @@ if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE:-1}" = 1 ];
     for d in ${FLASHJIT_SANITIZE_DIMS:-32 64 80 96 128 160 192 256}; do
       for causal in 0 1; do
         n=$((n + 1))
-        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec dtype=bf16,head_dim=$d,causal=$causal \
+        timeout "${FLASHJIT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec dtype=bf16,head_dim=$d,causal=$causal \
           --batch 1 --seqlen-q 130 --seqlen-k 77 --heads-q 2 --heads-kv 1 >>"$OUT/sanitizer-$tool.log" 2>&1 || bad=$((bad + 1))
       done
     done
