@@ -37,9 +37,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same).
   if (s.overlap < 0) s.overlap = 1;
   if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d <= 128;
-  // Two CTAs share each K/V block through TMA multicast: half the L2 traffic per FLOP (measured
-  // neutral, kept). Not for causal head dims over 128, where the extra registers spill.
-  if (s.cluster == 0) s.cluster = s.causal && d > 128 ? 1 : 2;
+  // Two CTAs sharing each K/V block through TMA multicast (cluster=2) halves the L2 traffic per
+  // FLOP but measured neutral on the large shapes and halves the useful CTAs when there is one
+  // query block (decode: 1.2 -> 0.65 TB/s): off by default (bench/NOTES.md, versions 2 and 5).
+  if (s.cluster == 0) s.cluster = 1;
   return s;
 }
 
