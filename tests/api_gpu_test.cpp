@@ -370,5 +370,92 @@ TEST(ApiGpu, CacheOnlyContextLoadsWhatPrewarmCompiled) {
   std::filesystem::remove_all(dir);
 }
 
+
+// Issue 6: every visible device in one process. The same spec on each device from several threads,
+// each result checked on its own device; a kernel of device 0 given a stream of device 1 refused
+// with WRONG_CONTEXT; one disk cache shared, the cubin compiled once. Skips below two devices.
+TEST(ApiMultiGpu, EveryDeviceRunsTheSameSpecFromSeveralThreads) {
+  FLASHJIT_REQUIRE_GPU(env);
+  const DriverApi& api = *env->api;
+  int count = 0;
+  api.cuDeviceGetCount(&count);
+  if (count < 2) GTEST_SKIP() << "multi-GPU test not run: " << count << " device visible, it needs 2 or more";
+  char pattern[] = "/tmp/flashjit-multigpu-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  const char* spec = "dtype=bf16,head_dim=128,causal=1";
+
+  // One flashjit context per device, all on one cache directory; the cubin is compiled once.
+  std::vector<flashjit_context_t> contexts(count);
+  std::vector<flashjit_kernel_t> kernels(count);
+  std::vector<std::unique_ptr<PrimaryContext>> primaries;
+  int compiled = 0;
+  for (int d = 0; d < count; ++d) {
+    flashjit_context_options_t o;
+    flashjit_context_options_init(&o);
+    o.device = d;
+    o.cache_dir = dir.c_str();
+    ASSERT_EQ(flashjit_context_create(&o, &contexts[d]), FLASHJIT_SUCCESS) << last_message();
+    ASSERT_EQ(flashjit_kernel_get(contexts[d], spec, &kernels[d]), FLASHJIT_SUCCESS) << last_message();
+    flashjit_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(flashjit_kernel_describe(kernels[d], &info), FLASHJIT_SUCCESS);
+    EXPECT_EQ(info.device, d);
+    compiled += info.source == FLASHJIT_KERNEL_COMPILED;
+    auto primary = PrimaryContext::retain(api, d);
+    ASSERT_TRUE(primary.ok()) << primary.error().message;
+    primaries.push_back(std::make_unique<PrimaryContext>(std::move(*primary)));
+  }
+  EXPECT_EQ(compiled, 1) << "each cubin compiled once for all devices";
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.path().extension() == ".entry";
+  EXPECT_EQ(entries, 1u);
+
+  // Four threads per device, each with its own stream and inputs, checked on that device.
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int d = 0; d < count; ++d) {
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, d, t] {
+        CUcontext cu = primaries[d]->get();
+        api.cuCtxSetCurrent(cu);
+        CUstream stream = nullptr;
+        api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+        std::mt19937_64 rng(std::random_device{}() + 977 * d + t);
+        ApiProblem prob(api, make_problem(true, 128, true, 2, 300 + 37 * t, 300 + 37 * t, 4, 2));
+        prob.randomize(api, rng);
+        const flashjit_attention_args_t a = prob.args();
+        if (flashjit_attention_forward(kernels[d], &a, stream) != FLASHJIT_SUCCESS || api.cuStreamSynchronize(stream) != CUDA_SUCCESS) {
+          ++failures;
+          return;
+        }
+        const CheckResult r = prob.compare({&api, cu, stream});
+        if (!r.passed(true)) {
+          ++failures;
+          std::fprintf(stderr, "device %d thread %d: %s\n", d, t, describe_result(r).c_str());
+        }
+        api.cuStreamDestroy(stream);
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  // A kernel of device 0 with a stream of device 1: a clear error, no launch.
+  api.cuCtxSetCurrent(primaries[1]->get());
+  CUstream other = nullptr;
+  api.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
+  ApiProblem prob(api, make_problem(true, 128, true, 1, 64, 64, 2, 2));
+  const flashjit_attention_args_t a = prob.args();
+  EXPECT_EQ(flashjit_attention_forward(kernels[0], &a, other), FLASHJIT_ERROR_WRONG_CONTEXT);
+  EXPECT_FALSE(last_message().empty());
+  api.cuStreamDestroy(other);
+  api.cuCtxSetCurrent(env->context->get());
+  for (int d = 0; d < count; ++d) {
+    flashjit_kernel_release(kernels[d]);
+    flashjit_context_destroy(contexts[d]);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace flashjit::testing
