@@ -4,6 +4,10 @@
 find_package(Threads REQUIRED)
 
 # NVRTC (linked) and the CUDA headers (cuda.h for the driver types only; the driver is dlopen'ed).
+# NOTES: CMake 3.25.0/3.25.1's FindCUDAToolkit asks for CUDA::nvToolsExt, which CUDA 13 no longer has.
+if(CMAKE_VERSION VERSION_LESS 3.25.2 AND NOT TARGET CUDA::nvToolsExt)
+  add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+endif()
 find_package(CUDAToolkit REQUIRED)
 # NOTES: the imported CUDA::nvrtc target drags in the libcuda stub; link the NVRTC library file
 # itself so nothing can ever bind the driver at link time.

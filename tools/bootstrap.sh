@@ -2,7 +2,8 @@
 # Installs what flashjit's build and tests need, and only what is missing: a second run installs
 # nothing and takes well under a second. Debian 12 / Ubuntu 24.04 class machines, as root (or with sudo).
 #   apt   cmake (>= 3.25), ninja-build, g++, make, pkg-config, llvm-N-dev (N = 14..18; static LLVM Support),
-#         libspdlog-dev, libfmt-dev, libgtest-dev, python3 ('apt-get update' only when one is missing)
+#         libspdlog-dev, libfmt-dev, libgtest-dev, python3, clang + libclang-rt-dev (the fuzz test)
+#         ('apt-get update' only when one is missing)
 #   CUDA  a toolkit whose NVRTC is 13.x or newer: $CUDAToolkit_ROOT, $CUDA_HOME, /usr/local/cuda,
 #         /usr/local/cuda-1*, the nvcc on PATH; else apt's nvidia-cuda-toolkit when apt offers 13 or newer
 #         (Debian 12 and Ubuntu 24.04 offer 11.8 and 12.0: too old); else NVRTC 13.0 and the CUDA headers
@@ -64,6 +65,10 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v python3 >/dev/null || missing+=(python3)
 any_file() { local f; for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
 header() { [ -f "/usr/include/$1" ] || [ -f "/usr/local/include/$1" ]; }
+# The bounded libFuzzer run (ctest Fuzz.ApiBounded) needs clang and its fuzzer runtime.
+command -v clang++ >/dev/null || missing+=(clang)
+any_file /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a /usr/lib/llvm-*/lib/clang/*/lib/x86_64-*/libclang_rt.fuzzer.a ||
+  missing+=(libclang-rt-dev)
 header spdlog/spdlog.h || missing+=(libspdlog-dev)
 header fmt/format.h || missing+=(libfmt-dev)
 if ! header gtest/gtest.h || ! any_file /usr/lib/libgtest.a /usr/lib/*/libgtest.a /usr/local/lib/libgtest.a; then
