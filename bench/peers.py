@@ -26,28 +26,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-# ---- the C API, as include/flashjit/flashjit.h declares it -------------------------------------
-class Strides(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_int64), ("row", ctypes.c_int64), ("head", ctypes.c_int64)]
-
-
-class AttentionArgs(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("o", ctypes.c_uint64),
-                ("lse", ctypes.c_uint64), ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64),
-                ("seqlen_k", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
-                ("head_dim", ctypes.c_int64), ("q_strides", Strides), ("k_strides", Strides),
-                ("v_strides", Strides), ("o_strides", Strides), ("softmax_scale", ctypes.c_float),
-                ("softcap", ctypes.c_float), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
-                ("block_table", ctypes.c_uint64), ("block_table_batch_stride", ctypes.c_int64),
-                ("page_size", ctypes.c_int64)]
-
-
-class ContextOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int32), ("cu_context", ctypes.c_void_p),
-                ("cache_dir", ctypes.c_char_p), ("compile_policy", ctypes.c_int32), ("cache_mode", ctypes.c_int32),
-                ("max_cache_bytes", ctypes.c_uint64)]
+# ---- the C API's structs: the ctypes binding of examples/python (one copy of the layouts) ----
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
+from attention_ctypes import AttentionArgs, ContextOptions, Strides  # noqa: E402
 
 
 class Flashjit:
