@@ -256,6 +256,10 @@ TEST(Tool, PrewarmJsonCompilesFirstThenHits) {
   EXPECT_GT(num(first, "registers"), 0);
   EXPECT_GE(num(first, "spill_bytes"), 0);
   EXPECT_GT(num(first, "smem_bytes"), 0);
+  // ptxas warnings are reported with the kernel; a default variant has none (no C7508, no C751x).
+  const json::Array* warnings = first.getArray("warnings");
+  ASSERT_NE(warnings, nullptr);
+  EXPECT_TRUE(warnings->empty());
 
   json::Object second = prewarm_small(cache.path());
   EXPECT_EQ(str(second, "status"), "hit");

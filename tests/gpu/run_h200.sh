@@ -30,7 +30,7 @@ gtest() {  # name filter timeout [env...]
   local name=$1 filter=$2 limit=$3; shift 3
   env "$@" timeout -s KILL "$limit" "$TESTS" --gtest_filter="$filter" >"$OUT/$name.log" 2>&1
   local rc=$?
-  for t in $(grep -oE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z0-9_./]+" "$OUT/$name.log" | awk '{print $NF}' | sort -u); do
+  for t in $(grep -oE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z_][A-Za-z0-9_./]*" "$OUT/$name.log" | awk '{print $NF}' | sort -u); do
     if grep -qE "^\[  FAILED  \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" FAIL "";
     elif grep -qE "^\[  SKIPPED \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" skip "$(grep -A1 "RUN.*$t" "$OUT/$name.log" | tail -1 | cut -c1-60)";
     else row "$name: $t" pass "$(grep -A0 "cases, " "$OUT/$name.log" | head -0)"; fi

@@ -34,6 +34,7 @@ struct Row {
   int registers = 0;
   int spill_bytes = 0;
   int smem_bytes = 0;
+  std::vector<std::string> warnings;  // ptxas C75xx lines
   std::string error;
 };
 
@@ -53,6 +54,7 @@ Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
   row.registers = prepared->compiled->report.registers;
   row.spill_bytes = prepared->compiled->report.spill_bytes();
   row.smem_bytes = prepared->config.smem_bytes;
+  row.warnings = prepared->compiled->report.warnings;
   return row;
 }
 
@@ -61,6 +63,7 @@ void print_table(const std::vector<Row>& rows, double wall_ms) {
   for (const Row& r : rows) {
     std::printf("%-78s %-8s %10.0f %5d %6d %7d\n", r.spec.c_str(), r.status.c_str(), r.compile_ms, r.registers, r.spill_bytes, r.smem_bytes);
     if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
+    for (const std::string& w : r.warnings) std::printf("    ptxas: %s\n", w.c_str());
   }
   size_t compiled = 0, hits = 0, failed = 0;
   for (const Row& r : rows) (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
@@ -73,6 +76,9 @@ void print_json(const std::vector<Row>& rows) {
     llvm::json::Object o{{"spec", r.spec}, {"key", r.key}, {"status", r.status}, {"compile_ms", r.compile_ms},
                          {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"smem_bytes", r.smem_bytes}};
     if (!r.error.empty()) o["error"] = r.error;
+    llvm::json::Array warnings;
+    for (const std::string& w : r.warnings) warnings.push_back(w);
+    o["warnings"] = std::move(warnings);
     array.push_back(std::move(o));
   }
   llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(array))) << "\n";
