@@ -528,5 +528,17 @@ TEST(Tool, CheckNeedsASpec) {
   EXPECT_NE(r.err.find("spec"), std::string::npos) << r;
 }
 
+TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
+  TempDir cache;
+  ToolRun fixed = run_tool({"tune", "--spec", "dtype=fp16,head_dim=64,block_n=64", "--cache-dir", cache.path()},
+                           {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  EXPECT_EQ(fixed.exit_code, 2) << fixed;
+  EXPECT_NE(fixed.err.find("block_n"), std::string::npos) << fixed;
+  ToolRun no_driver = run_tool({"tune", "--spec", kSmallSpec, "--cache-dir", cache.path()}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+  EXPECT_EQ(no_driver.exit_code, 1) << no_driver;
+  EXPECT_NE(no_driver.err.find("driver"), std::string::npos) << no_driver;
+  EXPECT_FALSE(fs::exists(fs::path(cache.path()) / "tuned")) << "nothing recorded without a measurement";
+}
+
 }  // namespace
 }  // namespace flashjit

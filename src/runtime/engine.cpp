@@ -4,6 +4,7 @@
 #include "cache/cache_key.hpp"
 #include "common/log.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "runtime/tuning.hpp"
 #include "source/render.hpp"
 
 namespace flashjit {
@@ -40,7 +41,12 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)), cache_(cac
 
 Result<PreparedKernel> Engine::prepare(const AttentionSpec& spec) { return prepare(spec, options_.policy); }
 
-Result<PreparedKernel> Engine::prepare(const AttentionSpec& spec, CompilePolicy policy) {
+Result<PreparedKernel> Engine::prepare(const AttentionSpec& asked, CompilePolicy policy) {
+  // 0. A spec left at auto takes the tuned winner, where `flashjit tune` recorded one.
+  AttentionSpec spec = asked;
+  if (options_.use_tuning && has_auto_tiles(asked)) {
+    if (auto tuned = load_tuned_spec(cache_.dir(), asked)) spec = *tuned;
+  }
   // 1. Resolve the spec against the tile table (errors name the field).
   auto config = make_config(spec);
   if (!config) return config.take_error();

@@ -28,6 +28,7 @@ struct EngineOptions {
   bool memory_only = false;              // no disk cache at all
   uint64_t max_cache_bytes = 0;          // disk size cap, 0 = none
   CompilePolicy policy = CompilePolicy::kJit;
+  bool use_tuning = true;                // a spec left at auto takes `flashjit tune`'s recorded winner
 };
 
 struct PreparedKernel {

@@ -13,6 +13,7 @@
 #include "driver/context.hpp"
 #include "driver/device_info.hpp"
 #include "launch/attention_launch.hpp"
+#include "tools/flashjit/bench_timer.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
@@ -33,12 +34,6 @@ static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (med
 static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(bench_command()));
 
 namespace {
-
-struct Cell {
-  std::string group;  // fa3 | gqa | decode | custom
-  AttentionSpec spec;
-  int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1;
-};
 
 Cell make_cell(const std::string& group, DType dtype, int d, bool causal, int batch, int sq, int sk, int hq, int hkv) {
   Cell c;
@@ -77,105 +72,6 @@ std::vector<Cell> cells_for(const std::string& grid) {
   return cells;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-struct Timing {
-  double idle_ms = 0, graph_ms = 0;
-  int registers = 0;
-  std::string error;
-};
-
-struct Bench {
-  const DriverApi& api;
-  CUcontext context;
-  CUstream stream;
-  CUevent start, stop;
-  size_t l2_bytes;
-
-  double elapsed_ms() {
-    float ms = 0;
-    api.cuEventSynchronize(stop);
-    api.cuEventElapsedTime(&ms, start, stop);
-    return ms;
-  }
-
-  Timing run(Engine& engine, const Cell& cell) {
-    Timing t;
-    auto prepared = engine.prepare(cell.spec);
-    if (!prepared) { t.error = prepared.error().message; return t; }
-    t.registers = prepared->compiled->report.registers;
-    auto loaded = engine.load(api, *prepared, context);
-    if (!loaded) { t.error = loaded.error().message; return t; }
-    const KernelConfig& config = prepared->config;
-    const CUfunction fn = (*loaded)->function();
-    // Input sets: enough that together they exceed L2 three times over (at most 8).
-    const size_t d = size_t(cell.spec.head_dim);
-    const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
-    const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
-    const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
-    const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
-    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-    std::vector<AttentionArgs> args(sets);
-    for (int s = 0; s < sets; ++s) {
-      buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
-      const CUdeviceptr base = buffers.back()->ptr();
-      if (Status st = fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s); !st) {
-        t.error = st.error().message;
-        return t;
-      }
-      AttentionArgs& a = args[s];
-      a.q = base;
-      a.k = a.q + 2 * q_elems;
-      a.v = a.k + 2 * kv_elems;
-      a.o = a.v + 2 * kv_elems;
-      a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
-      a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
-      a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
-      a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
-    }
-    auto launch = [&](int i) { return launch_attention(api, fn, config, args[i % sets], stream); };
-    // Warm-up.
-    for (int i = 0; i < 5; ++i) {
-      if (Status st = launch(i); !st) { t.error = st.error().message; return t; }
-    }
-    if (Status st = check(api, api.cuStreamSynchronize(stream), "warm-up"); !st) { t.error = st.error().message; return t; }
-    // 1. One launch from an idle stream.
-    std::vector<double> idle;
-    for (int i = 0; i < Iters; ++i) {
-      api.cuStreamSynchronize(stream);
-      api.cuEventRecord(start, stream);
-      (void)launch(i);
-      api.cuEventRecord(stop, stream);
-      idle.push_back(elapsed_ms());
-    }
-    // 2. Graph replay: a graph of `per_graph` launches, per-launch time = replay time / per_graph.
-    const int per_graph = 10;
-    CUgraph graph = nullptr;
-    CUgraphExec exec = nullptr;
-    if (Status st = check(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) { t.error = st.error().message; return t; }
-    for (int i = 0; i < per_graph; ++i) (void)launch(i);
-    if (Status st = check(api, api.cuStreamEndCapture(stream, &graph), "end capture"); !st) { t.error = st.error().message; return t; }
-    if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) { t.error = st.error().message; return t; }
-    api.cuGraphLaunch(exec, stream);
-    std::vector<double> replay;
-    for (int i = 0; i < Iters; ++i) {
-      api.cuEventRecord(start, stream);
-      api.cuGraphLaunch(exec, stream);
-      api.cuEventRecord(stop, stream);
-      replay.push_back(elapsed_ms() / per_graph);
-    }
-    if (Status st = check(api, api.cuStreamSynchronize(stream), "bench"); !st) t.error = st.error().message;
-    api.cuGraphExecDestroy(exec);
-    api.cuGraphDestroy(graph);
-    t.idle_ms = median(idle);
-    t.graph_ms = median(replay);
-    return t;
-  }
-};
-
 double flops(const Cell& c) {
   const double f = 4.0 * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k * c.spec.head_dim;
   return c.spec.causal && c.seqlen_q == c.seqlen_k ? f / 2 : f;
@@ -208,7 +104,7 @@ int run_bench() {
   auto context = PrimaryContext::retain(**api, BDevice);
   if (!context) return fail(context.error());
   (*api)->cuCtxSetCurrent(context->get());
-  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes)};
+  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), Iters};
   (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
   (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
   (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);

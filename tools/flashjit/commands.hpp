@@ -21,6 +21,7 @@ llvm::cl::SubCommand& cache_command();
 llvm::cl::SubCommand& doctor_command();
 llvm::cl::SubCommand& check_command();
 llvm::cl::SubCommand& bench_command();
+llvm::cl::SubCommand& tune_command();
 
 // Shared by several subcommands.
 llvm::cl::opt<std::string>& cache_dir_option();
@@ -31,6 +32,7 @@ int run_cache();
 int run_doctor();
 int run_check();
 int run_bench();
+int run_tune();
 
 // Prints an error ("flashjit: <message>") and returns the exit status its code calls for.
 int fail(const Error& error);

@@ -28,16 +28,22 @@ llvm::cl::SubCommand& bench_command() {
   return command;
 }
 
+llvm::cl::SubCommand& tune_command() {
+  static llvm::cl::SubCommand command("tune", "Time candidate tiles for a spec on the GPU and record the winner in the cache");
+  return command;
+}
+
 llvm::cl::opt<std::string>& cache_dir_option() {
   static llvm::cl::opt<std::string> option("cache-dir", llvm::cl::desc("Cache directory (default: $FLASHJIT_CACHE_DIR, $XDG_CACHE_HOME/flashjit, ~/.cache/flashjit)"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::sub(prewarm_command()), llvm::cl::sub(cache_command()),
-                                    llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()), llvm::cl::sub(bench_command()));
+                                    llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()), llvm::cl::sub(bench_command()),
+                                    llvm::cl::sub(tune_command()));
   return option;
 }
 llvm::cl::opt<bool>& json_option() {
   static llvm::cl::opt<bool> option("json", llvm::cl::desc("Machine-readable output"), llvm::cl::sub(prewarm_command()),
                          llvm::cl::sub(cache_command()), llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()),
-                         llvm::cl::sub(bench_command()));
+                         llvm::cl::sub(bench_command()), llvm::cl::sub(tune_command()));
   return option;
 }
 
@@ -78,5 +84,6 @@ int main(int argc, char** argv) {
   if (doctor_command()) return run_doctor();
   if (check_command()) return run_check();
   if (bench_command()) return run_bench();
-  return usage_error("no command given; commands: prewarm, cache, doctor, check, bench");
+  if (tune_command()) return run_tune();
+  return usage_error("no command given; commands: prewarm, cache, doctor, check, bench, tune");
 }

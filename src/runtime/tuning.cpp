@@ -1,0 +1,127 @@
+#include "runtime/tuning.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/SHA256.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "cache/cache_key.hpp"
+#include "common/log.hpp"
+#include "compile/nvrtc_compiler.hpp"
+
+namespace flashjit {
+namespace {
+
+constexpr const char* kTunedDir = "tuned";
+constexpr int kRecordVersion = 1;
+
+std::string record_key(const AttentionSpec& base) {
+  llvm::SHA256 hash;
+  for (const std::string& part : {to_string(base), nvrtc_version(), std::string(kCacheSchema)}) {
+    hash.update(std::to_string(part.size()) + ":");
+    hash.update(part);
+  }
+  std::string hex;
+  for (uint8_t byte : hash.final()) {
+    char buf[3];
+    std::snprintf(buf, sizeof(buf), "%02x", byte);
+    hex += buf;
+  }
+  return hex;
+}
+
+void warn_once(const std::string& path, const std::string& problem) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (warned.insert(path).second) logger().warn("tuning record {} ignored: {}", path, problem);
+}
+
+}  // namespace
+
+bool has_auto_tiles(const AttentionSpec& s) {
+  return s.stages == 0 && s.consumer_wgs == 0 && s.block_m == 0 && s.block_n == 0 && s.cluster == 0 && s.overlap < 0 &&
+         s.pingpong < 0;
+}
+
+std::string tuning_record_path(const std::string& cache_dir, const AttentionSpec& base) {
+  return cache_dir + "/" + kTunedDir + "/" + record_key(base) + ".json";
+}
+
+Status save_tuning_record(const std::string& cache_dir, const AttentionSpec& base, const TuningRecord& record) {
+  const std::string dir = cache_dir + "/" + kTunedDir;
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    return Error::make(ErrorCode::kCacheIo, "cannot create " + dir + ": " + ec.message());
+  }
+  llvm::json::Object o{{"version", kRecordVersion},      {"base_spec", record.base_spec},
+                       {"winner_spec", record.winner_spec}, {"kernel_us", record.kernel_us},
+                       {"shape", record.shape},          {"nvrtc", nvrtc_version()}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
+  os.flush();
+  // Publish atomically: a reader sees the old record, the new one, or none.
+  const std::string path = tuning_record_path(cache_dir, base);
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Error::make(ErrorCode::kCacheIo, "cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Error::make(ErrorCode::kCacheIo, "cannot publish " + path);
+  }
+  return {};
+}
+
+std::optional<AttentionSpec> load_tuned_spec(const std::string& cache_dir, const AttentionSpec& base) {
+  if (cache_dir.empty()) return std::nullopt;
+  const std::string path = tuning_record_path(cache_dir, base);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;  // no record: the usual case
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = llvm::json::parse(text.str());
+  if (!parsed) {
+    warn_once(path, llvm::toString(parsed.takeError()));
+    return std::nullopt;
+  }
+  const llvm::json::Object* o = parsed->getAsObject();
+  llvm::Optional<int64_t> version;
+  llvm::Optional<llvm::StringRef> base_text, winner_text;
+  if (o) {
+    version = o->getInteger("version");
+    base_text = o->getString("base_spec");
+    winner_text = o->getString("winner_spec");
+  }
+  if (!version || *version != kRecordVersion || !base_text || !winner_text) {
+    warn_once(path, "not a version " + std::to_string(kRecordVersion) + " record");
+    return std::nullopt;
+  }
+  if (base_text->str() != to_string(base)) {
+    warn_once(path, "it is for '" + base_text->str() + "'");
+    return std::nullopt;
+  }
+  auto winner = parse_spec(*winner_text);
+  if (!winner) {
+    warn_once(path, winner.error().message);
+    return std::nullopt;
+  }
+  // The winner may only choose tiles and pipeline: the problem fields must be the base's.
+  if (winner->dtype != base.dtype || winner->head_dim != base.head_dim || winner->causal != base.causal ||
+      winner->hang_trap != base.hang_trap || (base.head_dim_v && winner->head_dim_v != base.head_dim_v)) {
+    warn_once(path, "its winner '" + winner_text->str() + "' is another problem");
+    return std::nullopt;
+  }
+  return *winner;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,102 @@
+// Tuning records: what `flashjit tune` leaves behind is used for a spec left at auto, ignored when
+// malformed or foreign, and never overrides fields a caller set.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "runtime/engine.hpp"
+#include "runtime/tuning.hpp"
+
+namespace flashjit {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempCache {
+  std::string path;
+  TempCache() {
+    char pattern[] = "/tmp/flashjit-tuning-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempCache() { fs::remove_all(path); }
+};
+
+AttentionSpec spec(const char* text) { return *parse_spec(text); }
+
+Engine engine_at(const std::string& dir, bool use_tuning = true) {
+  EngineOptions o;
+  o.cache_dir = dir;
+  o.use_tuning = use_tuning;
+  return Engine(o);
+}
+
+TEST(Tuning, AutoTilesAreThoseTuneMayChoose) {
+  EXPECT_TRUE(has_auto_tiles(spec("dtype=bf16,head_dim=128,causal=1")));
+  EXPECT_TRUE(has_auto_tiles(spec("dtype=bf16,head_dim=128,hang_trap=1")));
+  for (const char* text : {"head_dim=128,block_n=64", "head_dim=128,stages=3", "head_dim=128,cluster=1",
+                           "head_dim=128,overlap=0", "head_dim=128,pingpong=0", "head_dim=128,consumer_wgs=1"}) {
+    EXPECT_FALSE(has_auto_tiles(spec(text))) << text;
+  }
+}
+
+TEST(Tuning, RecordedWinnerIsUsedForTheAutoSpecOnly) {
+  TempCache cache;
+  const AttentionSpec base = spec("dtype=bf16,head_dim=64,causal=0");
+  const std::string winner = "dtype=bf16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=0,pingpong=0";
+  ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), winner, 123.0, "b=1"}).ok());
+  // The auto spec resolves to the winner.
+  auto tuned = engine_at(cache.path).prepare(base);
+  ASSERT_TRUE(tuned.ok()) << tuned.error().message;
+  EXPECT_EQ(tuned->config.spec.block_n, 64);
+  EXPECT_EQ(tuned->config.spec.overlap, 0);
+  EXPECT_EQ(tuned->config.spec.pingpong, 0);
+  EXPECT_EQ(tuned->config.spec, *parse_spec(winner + ",head_dim_v=64"));
+  // Not with tuning off, and not for a spec that set a field itself, nor for another problem.
+  auto untuned = engine_at(cache.path, false).prepare(base);
+  ASSERT_TRUE(untuned.ok());
+  EXPECT_EQ(untuned->config.spec.block_n, 128);
+  auto explicit_tiles = engine_at(cache.path).prepare(spec("dtype=bf16,head_dim=64,causal=0,block_n=96"));
+  ASSERT_TRUE(explicit_tiles.ok());
+  EXPECT_EQ(explicit_tiles->config.spec.block_n, 96);
+  auto causal = engine_at(cache.path).prepare(spec("dtype=bf16,head_dim=64,causal=1"));
+  ASSERT_TRUE(causal.ok());
+  EXPECT_EQ(causal->config.spec.block_n, 128);
+}
+
+TEST(Tuning, MalformedOrForeignRecordsAreIgnored) {
+  TempCache cache;
+  const AttentionSpec base = spec("dtype=fp16,head_dim=128,causal=1");
+  const AttentionSpec other = spec("dtype=fp16,head_dim=96,causal=1");
+  // A record for another base, copied under this base's name.
+  ASSERT_TRUE(save_tuning_record(cache.path, other, {to_string(other), to_string(other) + ",block_n=64", 1.0, ""}).ok());
+  fs::copy_file(tuning_record_path(cache.path, other), tuning_record_path(cache.path, base));
+  EXPECT_FALSE(load_tuned_spec(cache.path, base).has_value());
+  // A winner for another problem under the right base.
+  ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), "dtype=fp16,head_dim=64,causal=1,block_n=64", 1.0, ""}).ok());
+  EXPECT_FALSE(load_tuned_spec(cache.path, base).has_value());
+  // Garbage, truncated JSON, an unparsable winner.
+  for (const char* text : {"not json", "{\"version\": 1, \"base_spec\": ", "{\"version\": 1, \"base_spec\": \"dtype=fp16,head_dim=128,causal=1\", \"winner_spec\": \"head_dim=7\"}",
+                           "{\"version\": 2, \"base_spec\": \"dtype=fp16,head_dim=128,causal=1\", \"winner_spec\": \"dtype=fp16,head_dim=128,causal=1\"}"}) {
+    std::ofstream(tuning_record_path(cache.path, base), std::ios::trunc) << text;
+    EXPECT_FALSE(load_tuned_spec(cache.path, base).has_value()) << text;
+    auto prepared = engine_at(cache.path).prepare(base);
+    ASSERT_TRUE(prepared.ok()) << text;
+    EXPECT_EQ(prepared->config.spec.block_n, 128) << text;
+  }
+  // No record and no directory: nothing.
+  EXPECT_FALSE(load_tuned_spec(cache.path, spec("dtype=bf16,head_dim=256")).has_value());
+  EXPECT_FALSE(load_tuned_spec("", base).has_value());
+}
+
+TEST(Tuning, RecordsAreKeyedByTheCanonicalBaseSpec) {
+  TempCache cache;
+  EXPECT_EQ(tuning_record_path(cache.path, spec("causal=1,head_dim=128,dtype=bf16")),
+            tuning_record_path(cache.path, spec("dtype=bf16,head_dim=128,causal=1")));
+  EXPECT_NE(tuning_record_path(cache.path, spec("dtype=bf16,head_dim=128,causal=1")),
+            tuning_record_path(cache.path, spec("dtype=bf16,head_dim=128,causal=1,hang_trap=1")));
+}
+
+}  // namespace
+}  // namespace flashjit

@@ -1,0 +1,102 @@
+#include "tools/flashjit/bench_timer.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "launch/attention_launch.hpp"
+#include "verify/check.hpp"
+#include "verify/device_random.hpp"
+
+namespace flashjit::tool {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+double Bench::elapsed_ms() {
+  float ms = 0;
+  api.cuEventSynchronize(stop);
+  api.cuEventElapsedTime(&ms, start, stop);
+  return ms;
+}
+
+Timing Bench::run(Engine& engine, const Cell& cell) {
+  Timing t;
+  auto prepared = engine.prepare(cell.spec);
+  if (!prepared) { t.error = prepared.error().message; return t; }
+  t.registers = prepared->compiled->report.registers;
+  auto loaded = engine.load(api, *prepared, context);
+  if (!loaded) { t.error = loaded.error().message; return t; }
+  const KernelConfig& config = prepared->config;
+  const CUfunction fn = (*loaded)->function();
+  // Input sets: enough that together they exceed L2 three times over (at most 8).
+  const size_t d = size_t(cell.spec.head_dim);
+  const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
+  const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
+  const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
+  const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<AttentionArgs> args(sets);
+  for (int s = 0; s < sets; ++s) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
+    const CUdeviceptr base = buffers.back()->ptr();
+    if (Status st = fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s); !st) {
+      t.error = st.error().message;
+      return t;
+    }
+    AttentionArgs& a = args[s];
+    a.q = base;
+    a.k = a.q + 2 * q_elems;
+    a.v = a.k + 2 * kv_elems;
+    a.o = a.v + 2 * kv_elems;
+    a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
+    a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
+    a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
+    a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
+  }
+  auto launch = [&](int i) { return launch_attention(api, fn, config, args[i % sets], stream); };
+  // Warm-up.
+  for (int i = 0; i < 5; ++i) {
+    if (Status st = launch(i); !st) { t.error = st.error().message; return t; }
+  }
+  if (Status st = check(api, api.cuStreamSynchronize(stream), "warm-up"); !st) { t.error = st.error().message; return t; }
+  // 1. One launch from an idle stream.
+  std::vector<double> idle;
+  for (int i = 0; i < iters; ++i) {
+    api.cuStreamSynchronize(stream);
+    api.cuEventRecord(start, stream);
+    (void)launch(i);
+    api.cuEventRecord(stop, stream);
+    idle.push_back(elapsed_ms());
+  }
+  // 2. Graph replay: a graph of `per_graph` launches, per-launch time = replay time / per_graph.
+  const int per_graph = 10;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (Status st = check(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) { t.error = st.error().message; return t; }
+  for (int i = 0; i < per_graph; ++i) (void)launch(i);
+  if (Status st = check(api, api.cuStreamEndCapture(stream, &graph), "end capture"); !st) { t.error = st.error().message; return t; }
+  if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) { t.error = st.error().message; return t; }
+  api.cuGraphLaunch(exec, stream);
+  std::vector<double> replay;
+  for (int i = 0; i < iters; ++i) {
+    api.cuEventRecord(start, stream);
+    api.cuGraphLaunch(exec, stream);
+    api.cuEventRecord(stop, stream);
+    replay.push_back(elapsed_ms() / per_graph);
+  }
+  if (Status st = check(api, api.cuStreamSynchronize(stream), "bench"); !st) t.error = st.error().message;
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
+  t.idle_ms = median(idle);
+  t.graph_ms = median(replay);
+  return t;
+}
+
+
+
+}  // namespace flashjit::tool
