@@ -77,8 +77,9 @@ TEST(Tuning, MalformedOrForeignRecordsAreIgnored) {
   ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), "dtype=fp16,head_dim=64,causal=1,block_n=64", 1.0, ""}).ok());
   EXPECT_FALSE(load_tuned_spec(cache.path, base).has_value());
   // Garbage, truncated JSON, an unparsable winner.
-  for (const char* text : {"not json", "{\"version\": 1, \"base_spec\": ", "{\"version\": 1, \"base_spec\": \"dtype=fp16,head_dim=128,causal=1\", \"winner_spec\": \"head_dim=7\"}",
-                           "{\"version\": 2, \"base_spec\": \"dtype=fp16,head_dim=128,causal=1\", \"winner_spec\": \"dtype=fp16,head_dim=128,causal=1\"}"}) {
+  for (const char* text : {"not a record", "flashjit-tuning 1\nbase_spec=dtype=fp16,head_dim=128,causal=1\n",
+                           "flashjit-tuning 1\nbase_spec=dtype=fp16,head_dim=128,causal=1\nwinner_spec=head_dim=7\n",
+                           "flashjit-tuning 2\nbase_spec=dtype=fp16,head_dim=128,causal=1\nwinner_spec=dtype=fp16,head_dim=128,causal=1\n", ""}) {
     std::ofstream(tuning_record_path(cache.path, base), std::ios::trunc) << text;
     EXPECT_FALSE(load_tuned_spec(cache.path, base).has_value()) << text;
     auto prepared = engine_at(cache.path).prepare(base);

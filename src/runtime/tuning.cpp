@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/JSON.h>
 #include <llvm/Support/SHA256.h>
-#include <llvm/Support/raw_ostream.h>
+#include <llvm/ADT/StringRef.h>
 
 #include "cache/cache_key.hpp"
 #include "common/log.hpp"
@@ -21,6 +20,7 @@ namespace {
 
 constexpr const char* kTunedDir = "tuned";
 constexpr int kRecordVersion = 1;
+constexpr const char* kMagic = "flashjit-tuning";
 
 std::string record_key(const AttentionSpec& base) {
   llvm::SHA256 hash;
@@ -52,7 +52,7 @@ bool has_auto_tiles(const AttentionSpec& s) {
 }
 
 std::string tuning_record_path(const std::string& cache_dir, const AttentionSpec& base) {
-  return cache_dir + "/" + kTunedDir + "/" + record_key(base) + ".json";
+  return cache_dir + "/" + kTunedDir + "/" + record_key(base) + ".tuned";
 }
 
 Status save_tuning_record(const std::string& cache_dir, const AttentionSpec& base, const TuningRecord& record) {
@@ -60,13 +60,11 @@ Status save_tuning_record(const std::string& cache_dir, const AttentionSpec& bas
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     return Error::make(ErrorCode::kCacheIo, "cannot create " + dir + ": " + ec.message());
   }
-  llvm::json::Object o{{"version", kRecordVersion},      {"base_spec", record.base_spec},
-                       {"winner_spec", record.winner_spec}, {"kernel_us", record.kernel_us},
-                       {"shape", record.shape},          {"nvrtc", nvrtc_version()}};
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
-  os.flush();
+  // NOTES: a line-based text, not JSON: llvm/Support/JSON.h does not build with clang 14 in C++20
+  // against libstdc++ 12, and the fuzz build compiles this library with clang.
+  const std::string text = std::string(kMagic) + " " + std::to_string(kRecordVersion) + "\nbase_spec=" + record.base_spec +
+                           "\nwinner_spec=" + record.winner_spec + "\nkernel_us=" + std::to_string(record.kernel_us) +
+                           "\nshape=" + record.shape + "\nnvrtc=" + nvrtc_version() + "\n";
   // Publish atomically: a reader sees the old record, the new one, or none.
   const std::string path = tuning_record_path(cache_dir, base);
   const std::string tmp = path + ".tmp-" + std::to_string(getpid());
@@ -87,30 +85,25 @@ std::optional<AttentionSpec> load_tuned_spec(const std::string& cache_dir, const
   const std::string path = tuning_record_path(cache_dir, base);
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;  // no record: the usual case
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = llvm::json::parse(text.str());
-  if (!parsed) {
-    warn_once(path, llvm::toString(parsed.takeError()));
-    return std::nullopt;
+  // "flashjit-tuning 1" then key=value lines.
+  std::string line, header, base_line, winner_line;
+  std::getline(in, header);
+  bool has_base = false, has_winner = false;
+  while (std::getline(in, line)) {
+    llvm::StringRef l(line);
+    if (l.consume_front("base_spec=")) { base_line = l.str(); has_base = true; }
+    else if (l.consume_front("winner_spec=")) { winner_line = l.str(); has_winner = true; }
   }
-  const llvm::json::Object* o = parsed->getAsObject();
-  llvm::Optional<int64_t> version;
-  llvm::Optional<llvm::StringRef> base_text, winner_text;
-  if (o) {
-    version = o->getInteger("version");
-    base_text = o->getString("base_spec");
-    winner_text = o->getString("winner_spec");
-  }
-  if (!version || *version != kRecordVersion || !base_text || !winner_text) {
+  if (header != std::string(kMagic) + " " + std::to_string(kRecordVersion) || !has_base || !has_winner) {
     warn_once(path, "not a version " + std::to_string(kRecordVersion) + " record");
     return std::nullopt;
   }
-  if (base_text->str() != to_string(base)) {
-    warn_once(path, "it is for '" + base_text->str() + "'");
+  const llvm::StringRef base_text(base_line), winner_text(winner_line);
+  if (base_text != to_string(base)) {
+    warn_once(path, "it is for '" + base_text.str() + "'");
     return std::nullopt;
   }
-  auto winner = parse_spec(*winner_text);
+  auto winner = parse_spec(std::string_view(winner_text.data(), winner_text.size()));
   if (!winner) {
     warn_once(path, winner.error().message);
     return std::nullopt;
@@ -118,7 +111,7 @@ std::optional<AttentionSpec> load_tuned_spec(const std::string& cache_dir, const
   // The winner may only choose tiles and pipeline: the problem fields must be the base's.
   if (winner->dtype != base.dtype || winner->head_dim != base.head_dim || winner->causal != base.causal ||
       winner->hang_trap != base.hang_trap || (base.head_dim_v && winner->head_dim_v != base.head_dim_v)) {
-    warn_once(path, "its winner '" + winner_text->str() + "' is another problem");
+    warn_once(path, "its winner '" + winner_text.str() + "' is another problem");
     return std::nullopt;
   }
   return *winner;

@@ -1,5 +1,5 @@
 // Tuning records: the winner of `flashjit tune` for a spec whose tile and pipeline fields were left
-// at auto, kept beside the cache entries as <cache dir>/tuned/<key>.json. Engine::prepare uses a
+// at auto, kept beside the cache entries as <cache dir>/tuned/<key>.tuned (a few key=value lines). Engine::prepare uses a
 // record for such a spec, so a later process launches the winner without tuning.
 // Invariants: a record is keyed by the base spec's canonical text, the NVRTC version and the cache
 // schema (a new compiler or layout retunes); it is published atomically (temp file + rename); an
