@@ -121,18 +121,6 @@ flashjit_context_t device_context(const std::string& dir = "", void* cu_context 
   return ctx;
 }
 
-Problem make_problem(bool bf16, int d, bool causal, int b, int sq, int sk, int hq, int hkv) {
-  Problem p;
-  p.bf16 = bf16;
-  p.head_dim = d;
-  p.causal = causal;
-  p.batch = b;
-  p.seqlen_q = sq;
-  p.seqlen_k = sk;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  return p;
-}
 
 std::string spec_of(const Problem& p) {
   return std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +

@@ -18,16 +18,7 @@ std::string spec_text(bool bf16, int d, bool causal, const std::string& extra = 
 }
 
 Problem problem(bool bf16, int d, bool causal, int sq, int sk, int batch = 1, int hq = 2, int hkv = 2) {
-  Problem p;
-  p.bf16 = bf16;
-  p.head_dim = d;
-  p.causal = causal;
-  p.seqlen_q = sq;
-  p.seqlen_k = sk;
-  p.batch = batch;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  return p;
+  return make_problem(bf16, d, causal, batch, sq, sk, hq, hkv);
 }
 
 std::mt19937_64 fresh_rng() {

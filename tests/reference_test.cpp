@@ -11,7 +11,6 @@ namespace {
 
 TEST(Reference, HalfConversionsRoundTrip) {
   for (float x : {0.f, 1.f, -2.5f, 0.333251953125f, 65504.f, 1e-5f, -3.0e-7f}) {
-    EXPECT_EQ(half_bits_to_float(float_to_half_bits(x, false), false), (float)half_bits_to_float(float_to_half_bits(x, false), false));
     EXPECT_NEAR(half_bits_to_float(float_to_half_bits(x, false), false), x, std::fabs(x) * 1e-3 + 1e-7);
     EXPECT_NEAR(half_bits_to_float(float_to_half_bits(x, true), true), x, std::fabs(x) * 8e-3);
   }

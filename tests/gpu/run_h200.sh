@@ -33,7 +33,7 @@ gtest() {  # name filter timeout [env...]
   for t in $(grep -oE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z_][A-Za-z0-9_./]*" "$OUT/$name.log" | awk '{print $NF}' | sort -u); do
     if grep -qE "^\[  FAILED  \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" FAIL "";
     elif grep -qE "^\[  SKIPPED \] $t( |$)" "$OUT/$name.log"; then row "$name: $t" skip "$(grep -A1 "RUN.*$t" "$OUT/$name.log" | tail -1 | cut -c1-60)";
-    else row "$name: $t" pass "$(grep -A0 "cases, " "$OUT/$name.log" | head -0)"; fi
+    else row "$name: $t" pass ""; fi
   done
   [ $rc -eq 0 ] || row "$name: exit status" FAIL "rc=$rc (137 = killed at ${limit}s)"
   grep -E "cases, [0-9]+ failed" "$OUT/$name.log" | sed "s/^/  $name: /"

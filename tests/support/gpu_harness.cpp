@@ -85,6 +85,19 @@ std::shared_ptr<TestKernel> get_test_kernel(const std::string& spec_text, std::s
   return k;
 }
 
+Problem make_problem(bool bf16, int d, bool causal, int batch, int sq, int sk, int hq, int hkv) {
+  Problem p;
+  p.bf16 = bf16;
+  p.head_dim = d;
+  p.causal = causal;
+  p.batch = batch;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  return p;
+}
+
 std::string Case::describe() const {
   return spec + " | " + problem.describe() + " | " + layout_name(layout) + (with_lse ? "" : " no-lse");
 }

@@ -46,6 +46,9 @@ std::shared_ptr<TestKernel> get_test_kernel(const std::string& spec_text, std::s
 // Compiles many specs in parallel (all cores); errors show up later in get_test_kernel.
 void precompile(const std::vector<std::string>& specs);
 
+// A problem of the given dtype, head dim, mask and shape.
+Problem make_problem(bool bf16, int d, bool causal, int batch, int sq, int sk, int hq, int hkv);
+
 struct Case {
   std::string spec;
   Problem problem;  // dtype, head_dim and causal must agree with the spec
