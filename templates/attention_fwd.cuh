@@ -47,6 +47,8 @@ struct SmemLayout {
   FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (1 + kStages + s); }
   FJ_DEVICE uint32_t empty_k(int s) const { return bars + 8u * (1 + 2 * kStages + s); }
   FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (1 + 3 * kStages + s); }
+  // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
+  FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (1 + 4 * kStages) + 4u * wg; }
 };
 
 // Ring position of the it-th block: stage and the parity of its use of that stage.
@@ -270,6 +272,14 @@ struct Consumer {
     if (kCluster == 2) mbar_arrive_cluster(empty_bar, rank ^ 1);
   }
 
+  // NOTES: ptxas takes the PV wait for free and hoisted it to just after the row max, so the whole
+  // softmax ran after the PV had finished: no overlap at all (seen in SASS, every head dim). It keeps
+  // the wait below an earlier shared-memory store, and this one (one thread per warpgroup, to a word
+  // of its own that nobody reads) needs every exponential through the row sums.
+  FJ_DEVICE void pin_wait_below(const SoftmaxState& st) const {
+    if (leader) asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.order_word(turn.wg)), "f"(st.row_sum[0] + st.row_sum[1]) : "memory");
+  }
+
   // First block: S(0) alone (nothing to overlap it with yet); leaves P(0) in probs (fp32).
   template <bool kMasked>
   FJ_DEVICE void first_block(float (&probs)[kBlockN / 2], SoftmaxState& st) {
@@ -296,11 +306,11 @@ struct Consumer {
                                   SoftmaxState& st) {
     const int s = stage_of(it), sv = stage_of(it - 1);
     uint32_t prev_p[kBlockN / 16][4];
+    pack_probs(prev_p, probs);  // before our turn: the other warpgroup's GEMMs cover it
     turn.take();
-    pack_probs(prev_p, probs);
-    rescale(o, pending);
     mbar_wait(sm.full_k(s), phase_of(it));
     issue_scores(probs, q_slice, sm.k_stage(s));  // probs' registers now hold S(it)
+    rescale(o, pending);                          // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase_of(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
@@ -308,6 +318,7 @@ struct Consumer {
     fence_registers(probs);
     release(sm.empty_k(s));
     scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
+    pin_wait_below(st);
     wgmma_wait<0>();  // PV(it-1) done
     fence_registers(o);
     release(sm.empty_v(sv));
@@ -317,9 +328,9 @@ struct Consumer {
   FJ_DEVICE void last_pv(float (&o)[kVCols / 2], const float (&probs)[kBlockN / 2], const float (&pending)[2]) {
     const int it = n_blocks - 1;
     uint32_t prev_p[kBlockN / 16][4];
-    turn.take();
     pack_probs(prev_p, probs);
     rescale(o, pending);
+    turn.take();
     mbar_wait(sm.full_v(stage_of(it)), phase_of(it));
     issue_pv(o, prev_p, sm.v_stage(stage_of(it)));
     turn.pass();

@@ -196,7 +196,7 @@ TEST(Tool, NoCommandIsAUsageError) {
 TEST(Tool, HelpListsTheCommandsAndSucceeds) {
   ToolRun r = run_tool({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r;
-  for (const char* command : {"prewarm", "cache", "doctor", "check", "bench"}) EXPECT_NE(r.out.find(command), std::string::npos) << command << "\n" << r;
+  for (const char* command : {"prewarm", "cache", "doctor", "check", "bench", "tune", "source"}) EXPECT_NE(r.out.find(command), std::string::npos) << command << "\n" << r;
 }
 
 TEST(Tool, UnknownCommandIsAUsageError) {
@@ -240,6 +240,23 @@ TEST(Tool, InvalidSpecIsAUsageErrorNamingTheField) {
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r;
   EXPECT_TRUE(fs::is_empty(cache.path())) << "an invalid spec compiled nothing";
+}
+
+// ---- source ----
+TEST(Tool, SourcePrintsTheResolvedSpecOptionsAndKernel) {
+  ToolRun r = run_tool({"source", "--spec", "dtype=fp16,head_dim=64,causal=1"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  // The header names the spec as resolved by the tile table and the NVRTC options.
+  EXPECT_EQ(r.out.rfind("// flashjit source: dtype=fp16,head_dim=64,head_dim_v=64,causal=1,", 0), 0u) << r;
+  EXPECT_NE(r.out.find("// nvrtc options: --gpu-architecture=sm_90a"), std::string::npos) << r;
+  // The rendered constants and the entry point.
+  EXPECT_NE(r.out.find("constexpr int kHeadDim = 64;"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("constexpr bool kCausal = 1;"), std::string::npos) << r;
+  EXPECT_NE(r.out.find("extern \"C\" __global__"), std::string::npos) << r;
+  ToolRun bad = run_tool({"source", "--spec", "dtype=fp16,head_dim=65"});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_NE(bad.err.find("head_dim"), std::string::npos) << bad;
+  EXPECT_TRUE(bad.out.empty()) << bad;
 }
 
 // ---- prewarm ----

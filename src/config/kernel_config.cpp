@@ -62,8 +62,9 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
 
   // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q, the K/V ring,
-  // and the mbarriers (Q + full and empty, for K and for V, per stage), 8 bytes each.
-  const int barrier_bytes = 8 * (1 + 4 * s.stages);
+  // and the mbarriers (Q + full and empty, for K and for V, per stage), 8 bytes each, then one
+  // 4-byte order word per consumer warpgroup (see pin_wait_below in the template).
+  const int barrier_bytes = 8 * (1 + 4 * s.stages) + 4 * s.consumer_wgs;
   c.smem_bytes = 1024 + c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
   if (c.smem_bytes > kMaxSharedMemoryBytes) {
     const int per_stage = c.k_tile_bytes + c.v_tile_bytes;

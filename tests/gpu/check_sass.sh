@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Every default variant's SASS has HGMMA and no local memory (LDL/STL), read from the cubins that
+# Every default variant's SASS has HGMMA and no local memory (LDL/STL), and where the spec overlaps
+# softmax with the PV GEMM, the exponentials really sit between the S wait (DEPBAR gsb0 <= 1) and the
+# PV wait (DEPBAR gsb0 <= 0) in every loop (ptxas once hoisted the PV wait above them). Read from the cubins that
 # `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
 #   tests/gpu/check_sass.sh FLASHJIT_BINARY
 # Needs no GPU. Exit 0 when every variant passes, 1 otherwise, 77 when cuobjdump is missing.
@@ -22,8 +24,16 @@ while read -r key spec; do
   "$FLASHJIT" cache extract "$key" "$work/k.cubin" --cache-dir "$work/cache" >/dev/null || { echo "FAIL extract $spec"; failed=$((failed + 1)); continue; }
   "$CUOBJDUMP" --dump-sass "$work/k.cubin" >"$work/k.sass" 2>&1
   hgmma=$(grep -c "HGMMA" "$work/k.sass"); local_mem=$(grep -cE "\b(LDL|STL)\b" "$work/k.sass")
-  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
-  printf '%s HGMMA=%-4s LDL/STL=%-3s %s\n' "$status" "$hgmma" "$local_mem" "$spec"
+  # Overlapped loops without an exponential between the two waits (0 when none, or overlap is off).
+  serial=0
+  if [[ "$spec" == *overlap=1* ]]; then
+    serial=$(awk '/DEPBAR.LE gsb0, 0x1/ {open = 1; ex = 0; next}
+                  open && /MUFU.EX2/ {ex++}
+                  open && /DEPBAR.LE gsb0, 0x0/ {open = 0; if (ex == 0) bad++}
+                  END {print bad + 0}' "$work/k.sass")
+  fi
+  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
+  printf '%s HGMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s\n' "$status" "$hgmma" "$local_mem" "$serial" "$spec"
 done <"$work/keys"
 echo "$((total - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ]

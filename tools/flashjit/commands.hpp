@@ -22,6 +22,7 @@ llvm::cl::SubCommand& doctor_command();
 llvm::cl::SubCommand& check_command();
 llvm::cl::SubCommand& bench_command();
 llvm::cl::SubCommand& tune_command();
+llvm::cl::SubCommand& source_command();
 
 // Shared by several subcommands.
 llvm::cl::opt<std::string>& cache_dir_option();
@@ -33,6 +34,7 @@ int run_doctor();
 int run_check();
 int run_bench();
 int run_tune();
+int run_source();
 
 // Prints an error ("flashjit: <message>") and returns the exit status its code calls for.
 int fail(const Error& error);

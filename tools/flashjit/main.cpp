@@ -33,6 +33,11 @@ llvm::cl::SubCommand& tune_command() {
   return command;
 }
 
+llvm::cl::SubCommand& source_command() {
+  static llvm::cl::SubCommand command("source", "Print the CUDA source a spec renders to and its NVRTC options (no GPU needed)");
+  return command;
+}
+
 llvm::cl::opt<std::string>& cache_dir_option() {
   static llvm::cl::opt<std::string> option("cache-dir", llvm::cl::desc("Cache directory (default: $FLASHJIT_CACHE_DIR, $XDG_CACHE_HOME/flashjit, ~/.cache/flashjit)"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::sub(prewarm_command()), llvm::cl::sub(cache_command()),
@@ -85,5 +90,6 @@ int main(int argc, char** argv) {
   if (check_command()) return run_check();
   if (bench_command()) return run_bench();
   if (tune_command()) return run_tune();
-  return usage_error("no command given; commands: prewarm, cache, doctor, check, bench, tune");
+  if (source_command()) return run_source();
+  return usage_error("no command given; commands: prewarm, cache, doctor, check, bench, tune, source");
 }
