@@ -3,15 +3,15 @@
 // (kBlockM, kBlockN, kStages, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
 //
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load);
-//           warpgroups 1..kConsumerWGs = consumers, 64 query rows each.
+//           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: Q once; K and V blocks, right to left, into kStages-deep rings with separate barriers
 //           (full_k/full_v: TMA transaction barriers; empty_k/empty_v: one arrival per consumer
 //           warpgroup), V one block behind K, the order in which the consumers need them.
 // Math:     S = Q K^T (wgmma, both from shared memory); mask; online softmax in the exp2 domain;
 //           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
-//           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the two consumer
-//           warpgroups take turns issuing their GEMMs (named barriers), so one's softmax hides
-//           behind the other's GEMMs.
+//           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
+//           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
+//           behind the others' GEMMs.
 // Epilogue: O / rowsum -> shared memory (this warpgroup's Q slice) -> TMA store; LSE from registers.
 // Cluster:  with kCluster = 2, two CTAs on neighbouring query blocks share every K/V block: each
 //           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
@@ -33,10 +33,11 @@ struct Params {
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
 
-// Named barriers (id 0 is __syncthreads): 1..2 epilogue of consumer warpgroup 0..1, 3..4 the
-// pingpong turn of consumer warpgroup 0..1.
+// Named barriers (id 0 is __syncthreads): 1..3 epilogue of consumer warpgroup 0..2, 4..6 the
+// pingpong turn of consumer warpgroup 0..2.
 constexpr uint32_t kEpilogueBarrier = 1;
-constexpr uint32_t kTurnBarrier = 3;
+constexpr uint32_t kTurnBarrier = 4;
+static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most three consumer warpgroups");
 
 struct SmemLayout {
   uint32_t q, k, v, bars;
@@ -147,14 +148,16 @@ struct SoftmaxState {
   float row_sum[2];  // this thread's share of the running sum; quad-reduced in the epilogue
 };
 
-// Pingpong: a consumer warpgroup issues its GEMMs only in its turn, then passes the turn on.
+// Pingpong: a consumer warpgroup issues its GEMMs only in its turn, then passes the turn to the
+// next one (a ring of kConsumerWGs). Each turn barrier counts its owner (sync) and the warpgroup
+// before it in the ring (arrive): 256 threads.
 struct Turn {
   int wg;
   FJ_DEVICE void take() const {
     if (kPingpong) named_barrier_sync(kTurnBarrier + wg, 256);
   }
   FJ_DEVICE void pass() const {
-    if (kPingpong) named_barrier_arrive(kTurnBarrier + (wg ^ 1), 256);
+    if (kPingpong) named_barrier_arrive(kTurnBarrier + (wg + 1) % kConsumerWGs, 256);
   }
 };
 
@@ -183,13 +186,20 @@ FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16
 }
 
 FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n) {
-  const int diag = p.seqlen_k - p.seqlen_q;
+  // Per row: the last visible column (key length; causal: row + seqlen_k - seqlen_q), relative to
+  // this thread's first column in the block, so each element compares a constant offset against
+  // one of two registers.
+  const int first_col = n * kBlockN + f.col(0);
+  int last_visible[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = f.row0 + 8 * r;
+    const int last = kCausal ? min(p.seqlen_k - 1, row + p.seqlen_k - p.seqlen_q) : p.seqlen_k - 1;
+    last_visible[r] = last - first_col;
+  }
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
-    const int col = n * kBlockN + f.col(i);
-    const int row = f.row0 + 8 * Fragment::row_half(i);
-    const bool hidden = col >= p.seqlen_k || (kCausal && col > row + diag);
-    if (hidden) s[i] = FJ_NEG_INF;
+    if (f.col(i) - f.col(0) > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
   }
 }
 
@@ -420,8 +430,8 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int
   SoftmaxState st = {{FJ_NEG_INF, FJ_NEG_INF}, {0.f, 0.f}};
 
   if (range.n_blocks > 0) {
-    // The first turn belongs to warpgroup 0: warpgroup 1 hands it over once.
-    if (kPingpong && wg == 1) named_barrier_arrive(kTurnBarrier, 256);
+    // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
+    if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
     mbar_wait(sm.bar_q(), 0);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     if (kOverlap) {
@@ -440,7 +450,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int
 #pragma unroll 1
       for (; it < range.n_blocks; ++it) c.serial_block<false>(it, o, st);
     }
-    // Balance the turn barrier: warpgroup 1's final pass is taken here, so none is left pending.
+    // Balance the turn barrier: the last warpgroup's final pass is taken here, so none is left pending.
     if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
   }
   write_output(p, sm, c.f, o, st, wg, t, m_block, head, batch);

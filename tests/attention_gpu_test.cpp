@@ -128,6 +128,22 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
   run_all(cases);
 }
 
+// Three consumer warpgroups: block_m 192, the pingpong turn passed round a ring of three, lengths
+// around and below one 192-row tile.
+TEST(AttentionGpu, ThreeConsumerWarpgroups) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (int d : {32, 64})
+      for (bool causal : {false, true})
+        for (int pingpong : {0, 1})
+          for (auto [sq, sk] : {std::pair{700, 1111}, {193, 191}, {1, 300}, {1500, 700}}) {
+            const std::string extra = "consumer_wgs=3,pingpong=" + std::to_string(pingpong) + (sq == 193 ? ",stages=3" : "");
+            cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, sq, sk, 2, 4, 2)});
+          }
+  run_all(cases);
+}
+
 // Fully masked rows: bottom-right causal with seqlen_q > seqlen_k leaves the first rows with no key.
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);
@@ -149,10 +165,10 @@ TEST(AttentionGpu, RandomSpecsAndShapes) {
     const bool bf16 = pick(0, 1);
     const int d = 8 * pick(1, 32);
     const bool causal = pick(0, 1);
-    const int wgs = pick(1, 2);
+    const int wgs = d <= 96 ? pick(1, 3) : pick(1, 2);  // three warpgroups spill above 96
     std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(pick(1, 4)) +
                         ",cluster=" + std::to_string(pick(1, 2)) + ",overlap=" + std::to_string(pick(0, 1)) +
-                        ",pingpong=" + std::to_string(wgs == 2 ? pick(0, 1) : 0);
+                        ",pingpong=" + std::to_string(wgs >= 2 ? pick(0, 1) : 0);
     if (pick(0, 2) == 0) extra += ",block_n=" + std::to_string(16 * pick(1, d <= 128 ? 8 : 5));
     const std::string spec = spec_text(bf16, d, causal, extra);
     auto parsed = parse_spec(spec);

@@ -46,8 +46,8 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
       {"causal=2", "causal", "0 or 1"},
       {"stages=0x", "stages", "1..4"},
       {"stages=5", "stages", "1..4"},
-      {"consumer_wgs=3", "consumer_wgs", "1 or 2"},
-      {"block_m=96", "block_m", "64 or 128"},
+      {"consumer_wgs=4", "consumer_wgs", "1, 2 or 3"},
+      {"block_m=96", "block_m", "64, 128 or 192"},
       {"consumer_wgs=1,block_m=128", "block_m", "64"},
       {"block_n=24", "block_n", "multiple of 16"},
       {"block_n=272", "block_n", "16..256"},
@@ -112,6 +112,13 @@ TEST(Config, RegisterBudget) {
   auto st = check_register_budget(*config, 160);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, ErrorCode::kResourceBudget);
+  // Three consumer warpgroups: 512 threads, 128 registers each at entry, 32 + 3 * 160 = 512.
+  auto three = make_config(*parse_spec("head_dim=64,consumer_wgs=3"));
+  ASSERT_TRUE(three.ok()) << three.error().message;
+  EXPECT_EQ(three->threads, 512);
+  EXPECT_EQ(three->spec.block_m, 192);
+  EXPECT_TRUE(check_register_budget(*three, 128).ok());
+  EXPECT_FALSE(check_register_budget(*three, 120).ok());
 }
 
 }  // namespace

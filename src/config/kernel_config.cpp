@@ -23,20 +23,24 @@ std::vector<AttentionSpec> default_prewarm_specs() {
 
 AttentionSpec default_tiles(const AttentionSpec& in) {
   // NOTES: start from FlashAttention-3's table (hopper/tile_size.h) restricted to what this kernel
-  // does: 64 query rows per consumer warpgroup, at most two of them, PV over head_dim_v rounded up
+  // does: 64 query rows per consumer warpgroup, at most three of them, PV over head_dim_v rounded up
   // to 64. block_n shrinks with the head dim so that the K/V ring fits 227 KB at two stages.
   AttentionSpec s = in;
   const int d = s.head_dim;
-  int block_n = d <= 64 ? 128 : d <= 128 ? 128 : d <= 192 ? 112 : 80;
-  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : 2;
+  // Measured on the H200 (bench/NOTES.md, version 6): at head dim <= 64 three consumer warpgroups
+  // (block_m 192, FlashAttention-3's choice) beat two by 10 %; at 128, block_n 144 beats 128 by 1 %
+  // without a causal mask and loses with one.
+  int block_n = d <= 96 ? 128 : d <= 128 ? (s.causal ? 128 : 144) : d <= 192 ? 112 : 80;
+  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : d <= 64 ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
-  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-4a): overlap
-  // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same).
+  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-4a, 6): overlap
+  // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same), round a
+  // ring of three warpgroups at 64.
   if (s.overlap < 0) s.overlap = 1;
-  if (s.pingpong < 0) s.pingpong = s.consumer_wgs == 2 && d <= 128;
+  if (s.pingpong < 0) s.pingpong = s.consumer_wgs >= 2 && d <= 128;
   // Two CTAs sharing each K/V block through TMA multicast (cluster=2) halves the L2 traffic per
   // FLOP but measured neutral on the large shapes and halves the useful CTAs when there is one
   // query block (decode: 1.2 -> 0.65 TB/s): off by default (bench/NOTES.md, versions 2 and 5).
@@ -81,9 +85,11 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
                                           std::to_string(kMaxSharedMemoryBytes) + " allowed; " + field + ": " + allowed);
   }
 
-  // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest.
-  c.producer_regs = s.consumer_wgs == 2 ? 24 : 40;
-  c.consumer_regs = s.consumer_wgs == 2 ? 240 : 240;
+  // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
+  // of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),
+  // 3: 32 + 3 x 160 (of 4 x 128).
+  c.producer_regs = s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
+  c.consumer_regs = s.consumer_wgs == 3 ? 160 : 240;
   c.kernel_name = "flashjit_attention_fwd";
   return c;
 }

@@ -79,11 +79,11 @@ const std::vector<Field>& fields() {
       {"stages", "1..4",
        [](AttentionSpec& s, std::string_view v) { return set_int(s.stages, "stages", v, "1..4"); },
        [](const AttentionSpec& s) { return int_or_auto(s.stages); }},
-      {"consumer_wgs", "1 or 2",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.consumer_wgs, "consumer_wgs", v, "1 or 2"); },
+      {"consumer_wgs", "1, 2 or 3",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.consumer_wgs, "consumer_wgs", v, "1, 2 or 3"); },
        [](const AttentionSpec& s) { return int_or_auto(s.consumer_wgs); }},
       {"block_m", "64 * consumer_wgs",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_m, "block_m", v, "64 or 128"); },
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_m, "block_m", v, "64, 128 or 192"); },
        [](const AttentionSpec& s) { return int_or_auto(s.block_m); }},
       {"block_n", "a multiple of 16 in 16..256",
        [](AttentionSpec& s, std::string_view v) { return set_int(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
@@ -167,13 +167,15 @@ Status validate_spec(const AttentionSpec& s) {
     return fail("head_dim_v", s.head_dim_v, "equal to head_dim (other V head dims are not supported yet)");
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
-  if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 2)) return fail("consumer_wgs", s.consumer_wgs, "1 or 2");
-  if (s.block_m != 0 && s.block_m != 64 && s.block_m != 128) return fail("block_m", s.block_m, "64 or 128 (64 rows per consumer warpgroup)");
+  if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");
+  if (s.block_m != 0 && s.block_m != 64 && s.block_m != 128 && s.block_m != 192) {
+    return fail("block_m", s.block_m, "64, 128 or 192 (64 rows per consumer warpgroup)");
+  }
   if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
   if (s.cluster != 0 && s.cluster != 1 && s.cluster != 2) return fail("cluster", s.cluster, "1 or 2");
-  if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two consumer warpgroups)");
+  if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two or more consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
   }
