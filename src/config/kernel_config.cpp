@@ -28,9 +28,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   AttentionSpec s = in;
   const int d = s.head_dim;
   // Measured on the H200 (bench/NOTES.md, version 6): at head dim <= 64 three consumer warpgroups
-  // (block_m 192, FlashAttention-3's choice) beat two by 10 %; at 128, block_n 144 beats 128 by 1 %
-  // without a causal mask and loses with one.
-  int block_n = d <= 96 ? 128 : d <= 128 ? (s.causal ? 128 : 144) : d <= 192 ? 112 : 80;
+  // (block_m 192, FlashAttention-3's choice) beat two by 10 %. block_n 144 at head dim 128 won 1 %
+  // at 8k but lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit
+  // tune picks per shape).
+  int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
   if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : d <= 64 ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.stages == 0) s.stages = 2;
