@@ -161,15 +161,50 @@ struct Turn {
   }
 };
 
+// Byte offset of element (row, col) of a [chunks][rows][64] tile in 128-byte swizzled rows (the
+// layout TMA writes): 16-byte units within a row are XOR-ed with the row's index mod 8.
+FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
+  const int byte_in_row = (col % 64) * 2;
+  return (col / 64) * (tile_rows * 128) + row * 128 + (((byte_in_row >> 4) ^ (row & 7)) << 4) + (byte_in_row & 15);
+}
+
+// Q as the A operand of Q K^T. With kQInRegisters its fragments are read from shared memory once
+// per tile and each Q K^T reads only K from shared memory (a third fewer bytes); the registers
+// (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups.
+constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128;
+struct QOperand {
+  uint32_t slice;  // this warpgroup's 64 rows of the Q tile in shared memory
+  uint32_t frag[kQInRegisters ? kQKSteps : 1][4];
+
+  // The A-operand layout is the accumulator layout: register q of k16 step j holds row
+  // row0 + 8 * (q & 1), columns 16 j + 8 * (q >> 1) + 2 (lane % 4) and the next.
+  FJ_DEVICE void load(const SmemLayout& sm, int wg, int t) {
+    if (!kQInRegisters) return;
+    const unsigned char* base = reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(sm.q));
+    const int row0 = wg * 64 + (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+    for (int j = 0; j < (kQInRegisters ? kQKSteps : 0); ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int row = row0 + 8 * (q & 1), col = 16 * j + 8 * (q >> 1) + 2 * (t % 4);
+        frag[j][q] = *reinterpret_cast<const uint32_t*>(base + swizzled_offset(row, col, kBlockM));
+      }
+  }
+};
+
 // S = Q K^T, issued and committed (not waited for).
-FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
+FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kQKSteps; ++k) {
     // K-major, 128-byte swizzle: a k16 step is +32 B inside the 128-B row; every 4 steps the next chunk.
-    const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
     const uint32_t k_off = (k / 4) * (kBlockN * 128) + (k % 4) * 32;
-    wgmma_qk(s, smem_desc(q_slice + q_off, 16, 1024), smem_desc(k_tile + k_off, 16, 1024), k > 0);
+    if constexpr (kQInRegisters) {
+      wgmma_qk_rs(s, q.frag[k], smem_desc(k_tile + k_off, 16, 1024), k > 0);
+    } else {
+      const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
+      wgmma_qk(s, smem_desc(q.slice + q_off, 16, 1024), smem_desc(k_tile + k_off, 16, 1024), k > 0);
+    }
   }
   wgmma_commit();
 }
@@ -268,7 +303,7 @@ struct Consumer {
   const SmemLayout& sm;
   Fragment f;
   Turn turn;
-  uint32_t q_slice;
+  QOperand q;
   bool leader;  // thread 0 of the warpgroup: releases ring slots for it
   int n_blocks;
   uint32_t rank;  // this CTA's rank in its cluster
@@ -296,7 +331,7 @@ struct Consumer {
     float unused[2];
     turn.take();
     mbar_wait(sm.full_k(0), 0);
-    issue_scores(probs, q_slice, sm.k_stage(0));
+    issue_scores(probs, q, sm.k_stage(0));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(probs);
@@ -319,7 +354,7 @@ struct Consumer {
     pack_probs(prev_p, probs);  // before our turn: the other warpgroup's GEMMs cover it
     turn.take();
     mbar_wait(sm.full_k(s), phase_of(it));
-    issue_scores(probs, q_slice, sm.k_stage(s));  // probs' registers now hold S(it)
+    issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                          // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase_of(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
@@ -357,7 +392,7 @@ struct Consumer {
     uint32_t a[kBlockN / 16][4];
     turn.take();
     mbar_wait(sm.full_k(s), phase_of(it));
-    issue_scores(scores, q_slice, sm.k_stage(s));
+    issue_scores(scores, q, sm.k_stage(s));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(scores);
@@ -400,11 +435,8 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
 #pragma unroll
   for (int i = 0; i < kVCols / 2; i += 2) {
     const int row = local_row0 + 8 * Fragment::row_half(i);
-    const int col = f.col(i);
-    const int byte_in_row = (col % 64) * 2;
-    const uint32_t off = (col / 64) * (kBlockM * 128) + row * 128 + ((((byte_in_row >> 4) ^ (row & 7))) << 4) + (byte_in_row & 15);
     const float scale = inv_sum[Fragment::row_half(i)];
-    *reinterpret_cast<uint32_t*>(base + off) = pack2(o[i] * scale, o[i + 1] * scale);
+    *reinterpret_cast<uint32_t*>(base + swizzled_offset(row, f.col(i), kBlockM)) = pack2(o[i] * scale, o[i + 1] * scale);
   }
   fence_proxy_async_smem();
   named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only
@@ -420,7 +452,7 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
 
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int m_block, int head, int batch,
                        BlockRange range) {
-  Consumer c{p, sm, {}, {wg}, sm.q + wg * 64 * 128, t == 0, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u};
+  Consumer c{p, sm, {}, {wg}, {sm.q + wg * 64 * 128, {}}, t == 0, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u};
   c.f.lane = t % 32;
   c.f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -433,6 +465,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int
     // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
     if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
     mbar_wait(sm.bar_q(), 0);
+    c.q.load(sm, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     if (kOverlap) {
       float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
