@@ -7,7 +7,8 @@
 // Pipeline: Q once; K and V blocks, right to left, into kStages-deep rings with separate barriers
 //           (full_k/full_v: TMA transaction barriers; empty_k/empty_v: one arrival per consumer
 //           warpgroup), V one block behind K, the order in which the consumers need them.
-// Math:     S = Q K^T (wgmma, both from shared memory); mask; online softmax in the exp2 domain;
+// Math:     S = Q K^T (wgmma; K from shared memory, Q from registers up to head dim 128 with two
+//           warpgroups, else from shared memory); mask; online softmax in the exp2 domain;
 //           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
 //           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
 //           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
