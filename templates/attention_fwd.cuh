@@ -343,20 +343,20 @@ struct Consumer {
   // Block it: O += P(it-1) V(it-1) and S(it) = Q K(it) in flight together; the softmax of S(it)
   // runs while the PV does. On entry probs holds P(it-1) (fp32) and pending the factor O still
   // owes for it; on exit probs holds P(it) and pending its factor.
-  // NOTES: between the issue and the last wait nothing may write a register the PV reads: P(it-1)
-  // is packed and O rescaled at the top, before the issue. Packing P(it) into the PV's operand
-  // registers after the softmax made ptxas hoist the PV wait above the softmax, and nothing
-  // overlapped (seen in the SASS).
+  // NOTES: between the PV's issue and its wait nothing may write a register the PV reads: P(it-1)
+  // is packed before the turn and O rescaled before the PV's issue (behind the Q K^T, which does
+  // not touch O). Packing P(it) into the PV's operand registers after the softmax made ptxas put
+  // the PV wait above the softmax (seen in the SASS).
   template <bool kMasked>
   FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
                                   SoftmaxState& st) {
     const int s = stage_of(it), sv = stage_of(it - 1);
     uint32_t prev_p[kBlockN / 16][4];
-    pack_probs(prev_p, probs);  // before our turn: the other warpgroup's GEMMs cover it
+    pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
     mbar_wait(sm.full_k(s), phase_of(it));
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
-    rescale(o, pending);                          // behind Q K^T, which does not touch O
+    rescale(o, pending);                    // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase_of(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
