@@ -15,38 +15,32 @@ std::string accumulator_constraints(int count) {
   return out;
 }
 
-// D[64 x n] (+)= A[64 x 16] * B[16 x n], A (K-major) and B (K-major) from shared memory.
-std::string ss_wrapper(const char* name, int n, const char* type) {
-  const int acc = n / 2;
-  std::string s = "FJ_DEVICE void " + std::string(name) + "(float (&d)[" + std::to_string(acc) +
-                  "], uint64_t desc_a, uint64_t desc_b, int accumulate) {\n  asm volatile(\n";
-  s += "    \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(acc + 2) + ", 0;\\n\"\n";
-  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + type + "." + type + " \"\n";
-  s += "    \"" + operand_list(0, acc) + ", %" + std::to_string(acc) + ", %" + std::to_string(acc + 1) + ", p, 1, 1, 0, 0;\\n}\\n\"\n";
-  s += "    : " + accumulator_constraints(acc) + "\n    : \"l\"(desc_a), \"l\"(desc_b), \"r\"(accumulate));\n}\n";
-  return s;
-}
+// One wgmma wrapper: D[64 x n] (+)= A[64 x 16] * B[16 x n], B from shared memory (K-major, or
+// MN-major when b_mn_major), A from shared memory (a descriptor) or from four registers. With
+// zero_first the wrapper takes `accumulate` (0: D = A B, else D += A B); without, it accumulates.
+struct WgmmaForm {
+  bool a_in_registers;
+  bool b_mn_major;
+  bool zero_first;
+};
 
-// D[64 x n] (+)= A[64 x 16] (registers) * B[16 x n] (shared memory, K-major).
-std::string rs_k_major_wrapper(const char* name, int n, const char* type) {
+std::string wrapper(const char* name, int n, const char* type, WgmmaForm form) {
   const int acc = n / 2;
-  std::string s = "FJ_DEVICE void " + std::string(name) + "(float (&d)[" + std::to_string(acc) +
-                  "], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {\n  asm volatile(\n";
-  s += "    \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(acc + 5) + ", 0;\\n\"\n";
+  const int b_operand = acc + (form.a_in_registers ? 4 : 1);
+  const std::string a_param = form.a_in_registers ? "const uint32_t (&a)[4]" : "uint64_t desc_a";
+  const std::string a_operand = form.a_in_registers ? operand_list(acc, 4) : "%" + std::to_string(acc);
+  const std::string a_input = form.a_in_registers ? "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])" : "\"l\"(desc_a)";
+  // Operand list tail: scale-d, scale-a, scale-b, [trans-a (A in shared memory only),] trans-b.
+  const std::string tail = std::string(form.zero_first ? "p" : "1") + ", 1, 1, " + (form.a_in_registers ? "" : "0, ") +
+                           (form.b_mn_major ? "1" : "0");
+  std::string s = "FJ_DEVICE void " + std::string(name) + "(float (&d)[" + std::to_string(acc) + "], " + a_param +
+                  ", uint64_t desc_b" + (form.zero_first ? ", int accumulate" : "") + ") {\n  asm volatile(\n";
+  if (form.zero_first) s += "    \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(b_operand + 1) + ", 0;\\n\"\n";
   s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + type + "." + type + " \"\n";
-  s += "    \"" + operand_list(0, acc) + ", " + operand_list(acc, 4) + ", %" + std::to_string(acc + 4) + ", p, 1, 1, 0;\\n}\\n\"\n";
-  s += "    : " + accumulator_constraints(acc) + "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc_b), \"r\"(accumulate));\n}\n";
-  return s;
-}
-
-// D[64 x n] += A[64 x 16] (registers) * B[16 x n] (shared memory, MN-major: trans-b = 1).
-std::string rs_wrapper(const char* name, int n, const char* type) {
-  const int acc = n / 2;
-  std::string s = "FJ_DEVICE void " + std::string(name) + "(float (&d)[" + std::to_string(acc) +
-                  "], const uint32_t (&a)[4], uint64_t desc_b) {\n  asm volatile(\n";
-  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." + type + "." + type + " \"\n";
-  s += "    \"" + operand_list(0, acc) + ", " + operand_list(acc, 4) + ", %" + std::to_string(acc + 4) + ", 1, 1, 1, 1;\\n\"\n";
-  s += "    : " + accumulator_constraints(acc) + "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc_b));\n}\n";
+  s += "    \"" + operand_list(0, acc) + ", " + a_operand + ", %" + std::to_string(b_operand) + ", " + tail +
+       (form.zero_first ? ";\\n}\\n\"\n" : ";\\n\"\n");
+  s += "    : " + accumulator_constraints(acc) + "\n    : " + a_input + ", \"l\"(desc_b)" +
+       (form.zero_first ? ", \"r\"(accumulate)" : "") + ");\n}\n";
   return s;
 }
 
@@ -55,9 +49,10 @@ std::string rs_wrapper(const char* name, int n, const char* type) {
 std::string render_wgmma_shapes(const KernelConfig& c) {
   const char* type = c.spec.dtype == DType::kBf16 ? "bf16" : "f16";
   std::string out = "// ---- wgmma shapes of this variant (generated) ----\n";
-  out += ss_wrapper("wgmma_qk", c.spec.block_n, type);
-  out += rs_k_major_wrapper("wgmma_qk_rs", c.spec.block_n, type);
-  out += rs_wrapper("wgmma_pv", c.v_cols, type);
+  // Q K^T: Q from shared memory or registers, K K-major; P V: P from registers, V MN-major.
+  out += wrapper("wgmma_qk", c.spec.block_n, type, {false, false, true});
+  out += wrapper("wgmma_qk_rs", c.spec.block_n, type, {true, false, true});
+  out += wrapper("wgmma_pv", c.v_cols, type, {true, true, false});
   out += c.spec.dtype == DType::kBf16 ? "FJ_DEVICE uint32_t pack2(float lo, float hi) { return pack_bf16x2(lo, hi); }\n"
                                       : "FJ_DEVICE uint32_t pack2(float lo, float hi) { return pack_fp16x2(lo, hi); }\n";
   return out;
