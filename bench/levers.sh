@@ -43,3 +43,21 @@ if [ "$SET" = all ] || [ "$SET" = cluster ]; then
   run "d128 cluster=2 block_n=192" --spec dtype=bf16,head_dim=128,cluster=2,block_n=192 $d128
   run "d64 cluster=2 stages=3" --spec dtype=bf16,head_dim=64,cluster=2,stages=3 $d64
 fi
+if [ "$SET" = all ] || [ "$SET" = short ]; then
+  # Short sequences (the paper grid's 16k tokens: batch = 16384 / seqlen, heads = 2048 / head dim),
+  # where per-CTA fill and drain weigh most: which existing knobs would a seqlen-aware choice pick?
+  cell() { echo "--batch $((16384 / $1)) --seqlen-q $1 --seqlen-k $1 --heads-q $((2048 / $2))"; }
+  for L in 512 1024 2048; do for c in 0 1; do
+    for v in "" ,consumer_wgs=2 ,consumer_wgs=2,pingpong=0 ,block_n=64; do
+      run "d64 L=$L causal=$c$v" --spec dtype=bf16,head_dim=64,causal=$c$v $(cell $L 64)
+    done
+  done; done
+  for L in 512 1024; do for c in 0 1; do
+    for v in "" ,block_n=64 ,block_n=192 ,consumer_wgs=1 ,pingpong=0 ,stages=3; do
+      run "d128 L=$L causal=$c$v" --spec dtype=bf16,head_dim=128,causal=$c$v $(cell $L 128)
+    done
+  done; done
+  for c in 0 1; do for v in "" ,block_n=64 ,consumer_wgs=1; do
+    run "d256 L=512 causal=$c$v" --spec dtype=bf16,head_dim=256,causal=$c$v $(cell 512 256)
+  done; done
+fi

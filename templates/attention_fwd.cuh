@@ -1,24 +1,32 @@
-// attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design), one CTA per
-// (query block, head, batch). Rendered after ptx.cuh and the generated constants and wgmma shapes
-// (kBlockM, kBlockN, kStages, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
+// attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
+// (query block, head, batch); a persistent grid of one CTA per SM walks them (one CTA per tile
+// with clusters). Rendered after ptx.cuh and the generated constants and wgmma shapes
+// (kBlockM, kBlockN, kStages, kQBuffers, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
 //
+// Schedule: CTA i of P takes tile r * P + i in even rounds r and r * P + (P - 1 - i) in odd ones
+//           (a snake): tiles run in grid order, so the P in flight share few heads' K/V in L2,
+//           and a CTA that drew a heavy causal query block in one round draws a light one in the next.
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
-// Pipeline: Q once; K and V blocks, right to left, into kStages-deep rings with separate barriers
-//           (full_k/full_v: TMA transaction barriers; empty_k/empty_v: one arrival per consumer
-//           warpgroup), V one block behind K, the order in which the consumers need them.
+// Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
+//           kStages-deep rings with separate barriers (full: TMA transaction barriers; empty: one
+//           arrival per consumer warpgroup), V one block behind K, the order in which the consumers
+//           need them. Ring positions run on across a CTA's tiles, so the producer loads the next
+//           tile while the consumers finish this one.
 // Math:     S = Q K^T (wgmma; K from shared memory, Q from registers up to head dim 128 with two
 //           warpgroups, else from shared memory); mask; online softmax in the exp2 domain;
 //           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
 //           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
 //           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
 //           behind the others' GEMMs.
-// Epilogue: O / rowsum -> shared memory (this warpgroup's Q slice) -> TMA store; LSE from registers.
+// Epilogue: O / rowsum -> shared memory (this warpgroup's slice of the tile's Q buffer) -> TMA
+//           store, then the buffer is released for a later tile's Q; LSE from registers.
 // Cluster:  with kCluster = 2, two CTAs on neighbouring query blocks share every K/V block: each
 //           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
 //           slot is free once the consumers of both CTAs released it (empty barriers count both).
 //
-// Shared memory (1024-B aligned): Q [kQKChunks][kBlockM][64] | K ring [kStages][kQKChunks][kBlockN][64]
+// Shared memory (1024-B aligned): Q [kQBuffers][kQKChunks][kBlockM][64]
+//                                 | K ring [kStages][kQKChunks][kBlockN][64]
 //                                 | V ring [kStages][kVChunks][kBlockN][64] | mbarriers.
 
 struct Params {
@@ -30,6 +38,7 @@ struct Params {
   int heads_q;
   int q_heads_per_kv_head;
   float scale_log2;  // softmax scale * log2(e)
+  int batch;
 };
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
@@ -42,20 +51,27 @@ static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most thr
 
 struct SmemLayout {
   uint32_t q, k, v, bars;
+  FJ_DEVICE uint32_t q_buffer(int b) const { return q + b * kQTileBytes; }
   FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }
   FJ_DEVICE uint32_t v_stage(int s) const { return v + s * kVTileBytes; }
-  FJ_DEVICE uint32_t bar_q() const { return bars; }
-  FJ_DEVICE uint32_t full_k(int s) const { return bars + 8u * (1 + s); }
-  FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (1 + kStages + s); }
-  FJ_DEVICE uint32_t empty_k(int s) const { return bars + 8u * (1 + 2 * kStages + s); }
-  FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (1 + 3 * kStages + s); }
+  // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
+  // once the TMA store of its O slice has read the buffer).
+  FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
+  FJ_DEVICE uint32_t empty_q(int b) const { return bars + 8u * (kQBuffers + b); }
+  FJ_DEVICE uint32_t full_k(int s) const { return bars + 8u * (2 * kQBuffers + s); }
+  FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (2 * kQBuffers + kStages + s); }
+  FJ_DEVICE uint32_t empty_k(int s) const { return bars + 8u * (2 * kQBuffers + 2 * kStages + s); }
+  FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (2 * kQBuffers + 3 * kStages + s); }
   // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
-  FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (1 + 4 * kStages) + 4u * wg; }
+  FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
 };
 
-// Ring position of the it-th block: stage and the parity of its use of that stage.
-FJ_DEVICE int stage_of(int it) { return it % kStages; }
-FJ_DEVICE uint32_t phase_of(int it) { return (it / kStages) & 1; }
+// Ring position of a K/V block (counted over all of this CTA's tiles): stage and the parity of
+// its use of that stage. The same for the Q buffers, by the CTA's tile count.
+FJ_DEVICE int stage_of(int pos) { return pos % kStages; }
+FJ_DEVICE uint32_t phase_of(int pos) { return (pos / kStages) & 1; }
+FJ_DEVICE int q_buffer_of(int local) { return local % kQBuffers; }
+FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 
 // The K/V blocks one query block visits: [0, n_blocks), and how many of them (counted from the
 // right, where the iteration starts) need the causal or key-length mask.
@@ -90,6 +106,40 @@ FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
   return r;
 }
 
+// ================================================================ tiles
+struct Tile {
+  int m_block, head, batch;
+};
+
+// Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing).
+FJ_DEVICE int padded_m_blocks(const Params& p) {
+  const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  return (m + kCluster - 1) / kCluster * kCluster;
+}
+FJ_DEVICE long long tile_count(const Params& p) { return (long long)padded_m_blocks(p) * p.heads_q * p.batch; }
+
+// The tile index of this CTA's round-th tile (see Schedule above); >= tile_count once it has none left.
+FJ_DEVICE long long tile_index(int round) {
+  const long long ctas = gridDim.x;
+  return round * ctas + ((round & 1) ? ctas - 1 - blockIdx.x : blockIdx.x);
+}
+
+// Tile index t is [batch][head][query block], query blocks heaviest first (causal: the last ones
+// see the most keys); the two CTAs of a cluster take neighbouring query blocks (m_block and
+// m_block ^ 1): with clusters the grid has one CTA per tile.
+// NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
+// the round hidden from the compiler in between: otherwise it keeps the coordinates live through
+// the loop, where the d128 variant has no registers to spare (it spilled).
+FJ_DEVICE Tile tile_of(const Params& p, int round) {
+  const int m_blocks = padded_m_blocks(p);
+  const long long t = tile_index(round), rest = t / m_blocks;
+  Tile tile;
+  tile.m_block = m_blocks - 1 - (int)(t % m_blocks);
+  tile.head = (int)(rest % p.heads_q);
+  tile.batch = (int)(rest / p.heads_q);
+  return tile;
+}
+
 // ================================================================ producer
 // One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
 // its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
@@ -106,32 +156,56 @@ FJ_DEVICE void load_tile(const TmaDesc* map, uint32_t tile, uint32_t full, int n
   }
 }
 
-FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch, uint32_t rank) {
-  const int s = stage_of(it);
-  // Wait for a slot only once the ring is full: the consumers' release of block it - kStages.
-  if (it >= kStages) mbar_wait(sm.empty_k(s), phase_of(it) ^ 1);
-  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, kv_head, batch, rank);
+// K(it) and V(it) of one tile into the ring slot of position ring + it (ring: the K/V blocks of
+// this CTA's earlier tiles). A slot is waited for
+// only once the ring has gone round: the consumers' release of position - kStages.
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
+  const int pos = ring + it, s = stage_of(pos);
+  if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
+  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, tile.head / p.q_heads_per_kv_head, tile.batch, rank);
 }
 
-FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int it, int n_blocks, int kv_head, int batch, uint32_t rank) {
-  const int s = stage_of(it);
-  if (it >= kStages) mbar_wait(sm.empty_v(s), phase_of(it) ^ 1);
-  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, kv_head, batch, rank);
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
+  const int pos = ring + it, s = stage_of(pos);
+  if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
+  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, tile.head / p.q_heads_per_kv_head, tile.batch, rank);
 }
 
-FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, int m_block, int head, int batch, int n_blocks,
-                       uint32_t rank) {
-  const int kv_head = head / p.q_heads_per_kv_head;
-  mbar_arrive_expect_tx(sm.bar_q(), kQTileBytes);
+// Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
+FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int round) {
+  const int b = q_buffer_of(round);
+  if (round >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(round) ^ 1);
+  mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
-  for (int c = 0; c < kQKChunks; ++c) tma_load_4d(sm.q + c * kBlockM * 128, &p.q, sm.bar_q(), c * 64, m_block * kBlockM, head, batch);
-  // K(it) then V(it - 1): the order in which the overlapped consumers use them.
-  load_k(p, sm, 0, n_blocks, kv_head, batch, rank);
-  for (int it = 1; it < n_blocks; ++it) {
-    load_k(p, sm, it, n_blocks, kv_head, batch, rank);
-    load_v(p, sm, it - 1, n_blocks, kv_head, batch, rank);
+  for (int c = 0; c < kQKChunks; ++c) {
+    tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, tile.m_block * kBlockM, tile.head, tile.batch);
   }
-  load_v(p, sm, n_blocks - 1, n_blocks, kv_head, batch, rank);
+}
+
+// One tile's loads. Q is loaded for every tile, also one with no visible key: its consumers still
+// stage O (zeros) in the buffer and release it.
+// NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
+// slot's wait and load overlap that store.
+FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int round, int ring, int n_blocks, uint32_t rank) {
+  const Tile tile = tile_of(p, round);
+  if (kQBuffers == 2) load_q(p, sm, tile, round);
+  if (n_blocks > 0) load_k(p, sm, tile, ring, 0, n_blocks, rank);
+  if (kQBuffers == 1) load_q(p, sm, tile, round);
+  // K(it) then V(it - 1): the order in which the overlapped consumers use them.
+  for (int it = 1; it < n_blocks; ++it) {
+    load_k(p, sm, tile, ring, it, n_blocks, rank);
+    load_v(p, sm, tile, ring, it - 1, n_blocks, rank);
+  }
+  if (n_blocks > 0) load_v(p, sm, tile, ring, n_blocks - 1, n_blocks, rank);
+}
+
+FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
+  int ring = 0;
+  for (int round = 0; tile_index(round) < tile_count(p); ++round) {
+    const int n_blocks = kv_block_range(p, tile_of(p, round).m_block).n_blocks;
+    produce_tile(p, sm, round, ring, n_blocks, rank);
+    ring += n_blocks;
+  }
 }
 
 // ================================================================ consumer
@@ -174,14 +248,17 @@ FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
 // (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups.
 constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128;
 struct QOperand {
-  uint32_t slice;  // this warpgroup's 64 rows of the Q tile in shared memory
+  uint32_t slice;  // this warpgroup's 64 rows of the tile's Q buffer in shared memory
   uint32_t frag[kQInRegisters ? kQKSteps : 1][4];
 
   // The A-operand layout is the accumulator layout: register q of k16 step j holds row
   // row0 + 8 * (q & 1), columns 16 j + 8 * (q >> 1) + 2 (lane % 4) and the next.
-  FJ_DEVICE void load(const SmemLayout& sm, int wg, int t) {
+  // NOTES: t is hidden from the compiler here, else it hoists the 32 swizzled addresses out of
+  // the tile walk and keeps them in registers through every main loop (the d128 variant spilled).
+  FJ_DEVICE void load(uint32_t q_tile, int wg, int t) {
     if (!kQInRegisters) return;
-    const unsigned char* base = reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(sm.q));
+    asm volatile("" : "+r"(t));
+    const unsigned char* base = reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(q_tile));
     const int row0 = wg * 64 + (t / 32) * 16 + (t % 32) / 4;
 #pragma unroll
     for (int j = 0; j < (kQInRegisters ? kQKSteps : 0); ++j)
@@ -307,9 +384,12 @@ struct Consumer {
   QOperand q;
   bool leader;  // thread 0 of the warpgroup: releases ring slots for it
   int n_blocks;
+  int ring;       // ring position of this tile's first K/V block
   uint32_t rank;  // this CTA's rank in its cluster
 
   FJ_DEVICE int block_of(int it) const { return n_blocks - 1 - it; }
+  FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
+  FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
   // Frees a ring slot: in a cluster, in every CTA, since every CTA's producer writes into it.
   FJ_DEVICE void release(uint32_t empty_bar) const {
@@ -331,12 +411,12 @@ struct Consumer {
   FJ_DEVICE void first_block(float (&probs)[kBlockN / 2], SoftmaxState& st) {
     float unused[2];
     turn.take();
-    mbar_wait(sm.full_k(0), 0);
-    issue_scores(probs, q, sm.k_stage(0));
+    mbar_wait(sm.full_k(stage(0)), phase(0));
+    issue_scores(probs, q, sm.k_stage(stage(0)));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(probs);
-    release(sm.empty_k(0));
+    release(sm.empty_k(stage(0)));
     scores_to_probs<kMasked>(probs, f, p, block_of(0), st, unused);
   }
 
@@ -350,14 +430,14 @@ struct Consumer {
   template <bool kMasked>
   FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
                                   SoftmaxState& st) {
-    const int s = stage_of(it), sv = stage_of(it - 1);
+    const int s = stage(it), sv = stage(it - 1);
     uint32_t prev_p[kBlockN / 16][4];
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
-    mbar_wait(sm.full_k(s), phase_of(it));
+    mbar_wait(sm.full_k(s), phase(it));
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
-    mbar_wait(sm.full_v(sv), phase_of(it - 1));
+    mbar_wait(sm.full_v(sv), phase(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
@@ -377,22 +457,22 @@ struct Consumer {
     pack_probs(prev_p, probs);
     rescale(o, pending);
     turn.take();
-    mbar_wait(sm.full_v(stage_of(it)), phase_of(it));
-    issue_pv(o, prev_p, sm.v_stage(stage_of(it)));
+    mbar_wait(sm.full_v(stage(it)), phase(it));
+    issue_pv(o, prev_p, sm.v_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
-    release(sm.empty_v(stage_of(it)));
+    release(sm.empty_v(stage(it)));
   }
 
   // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
   template <bool kMasked>
   FJ_DEVICE void serial_block(int it, float (&o)[kVCols / 2], SoftmaxState& st) {
-    const int s = stage_of(it);
+    const int s = stage(it);
     float scores[kBlockN / 2], correction[2];
     uint32_t a[kBlockN / 16][4];
     turn.take();
-    mbar_wait(sm.full_k(s), phase_of(it));
+    mbar_wait(sm.full_k(s), phase(it));
     issue_scores(scores, q, sm.k_stage(s));
     turn.pass();
     wgmma_wait<0>();
@@ -402,7 +482,7 @@ struct Consumer {
     rescale(o, correction);
     pack_probs(a, scores);
     turn.take();
-    mbar_wait(sm.full_v(s), phase_of(it));
+    mbar_wait(sm.full_v(s), phase(it));
     issue_pv(o, a, sm.v_stage(s));
     turn.pass();
     wgmma_wait<0>();
@@ -413,7 +493,7 @@ struct Consumer {
 
 // ================================================================ epilogue
 FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragment& f, float (&o)[kVCols / 2],
-                            SoftmaxState& st, int wg, int t, int m_block, int head, int batch) {
+                            SoftmaxState& st, int wg, int t, const Tile& tile, int round) {
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -426,13 +506,14 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
       const int row = f.row0 + 8 * r;
       if (row < p.seqlen_q) {
         const float lse = inv_sum[r] == 0.f ? FJ_NEG_INF : st.row_max[r] * 0.69314718055994531f + __logf(sum);
-        p.lse[((int64_t)batch * p.heads_q + head) * p.seqlen_q + row] = lse;
+        p.lse[((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q + row] = lse;
       }
     }
   }
-  // O -> this warpgroup's slice of the Q tile (its QK^T wgmmas are complete), swizzled like TMA.
-  const int local_row0 = f.row0 - m_block * kBlockM;  // row within the CTA's tile
-  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q));
+  // O -> this warpgroup's slice of the tile's Q buffer (its Q K^T wgmmas are complete), swizzled like TMA.
+  const int b = q_buffer_of(round);
+  const int local_row0 = f.row0 - tile.m_block * kBlockM;  // row within the CTA's tile
+  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q_buffer(b)));
 #pragma unroll
   for (int i = 0; i < kVCols / 2; i += 2) {
     const int row = local_row0 + 8 * Fragment::row_half(i);
@@ -444,29 +525,34 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
   if (t == 0) {
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
-      tma_store_4d(&p.o, sm.q + c * (kBlockM * 128) + wg * 64 * 128, c * 64, m_block * kBlockM + wg * 64, head, batch);
+      tma_store_4d(&p.o, sm.q_buffer(b) + c * (kBlockM * 128) + wg * 64 * 128, c * 64, tile.m_block * kBlockM + wg * 64,
+                   tile.head, tile.batch);
     }
     tma_store_commit();
-    tma_store_wait_read();  // shared memory must stay valid until TMA has read it
+    tma_store_wait_read();     // shared memory must stay valid until TMA has read it,
+    mbar_arrive(sm.empty_q(b));  // then a later tile's Q may be loaded over it
   }
 }
 
-FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int m_block, int head, int batch,
-                       BlockRange range) {
-  Consumer c{p, sm, {}, {wg}, {sm.q + wg * 64 * 128, {}}, t == 0, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u};
+// One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
+// its first K/V block; returns how many it used.
+FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int round, int ring) {
+  const Tile tile = tile_of(p, round);
+  const BlockRange range = kv_block_range(p, tile.m_block);
+  const uint32_t q_tile = sm.q_buffer(q_buffer_of(round));
+  Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u};
   c.f.lane = t % 32;
-  c.f.row0 = m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
+  c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
   float o[kVCols / 2];
 #pragma unroll
   for (int i = 0; i < kVCols / 2; ++i) o[i] = 0.f;
   SoftmaxState st = {{FJ_NEG_INF, FJ_NEG_INF}, {0.f, 0.f}};
 
+  // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
+  mbar_wait(sm.full_q(q_buffer_of(round)), q_phase_of(round));
   if (range.n_blocks > 0) {
-    // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
-    if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
-    mbar_wait(sm.bar_q(), 0);
-    c.q.load(sm, wg, t);
+    c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     if (kOverlap) {
       float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
@@ -484,10 +570,24 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t, int
 #pragma unroll 1
       for (; it < range.n_blocks; ++it) c.serial_block<false>(it, o, st);
     }
-    // Balance the turn barrier: the last warpgroup's final pass is taken here, so none is left pending.
-    if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
   }
-  write_output(p, sm, c.f, o, st, wg, t, m_block, head, batch);
+  asm volatile("" : "+r"(round));  // decode the tile again rather than keep it (see tile_of)
+  write_output(p, sm, c.f, o, st, wg, t, tile_of(p, round), round);
+  return range.n_blocks;
+}
+
+// NOTES: the pingpong turn runs on across tiles (every warpgroup takes the same number of turns per
+// tile), so warpgroup 0 starts its next tile as soon as the last one has issued its final PV, not
+// after that one's epilogue. The ring is opened once and balanced once, around the whole walk.
+FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
+  // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
+  if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
+  int ring = 0;
+#pragma unroll 1
+  for (int round = 0; tile_index(round) < tile_count(p); ++round) ring += consume_tile(p, sm, wg, t, round, ring);
+  // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
+  // turn was taken) is taken here, so none is left pending.
+  if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
 }
 
 // ================================================================ kernel
@@ -495,18 +595,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd
   extern __shared__ unsigned char smem_raw[];
   SmemLayout sm;
   sm.q = (smem_u32(smem_raw) + 1023u) & ~1023u;  // 128B-swizzle tiles must sit on 1024-B boundaries
-  sm.k = sm.q + kQTileBytes;
+  sm.k = sm.q + kQBuffers * kQTileBytes;
   sm.v = sm.k + kStages * kKTileBytes;
   sm.bars = sm.v + kStages * kVTileBytes;
-
-  // Heaviest causal query blocks (the last ones) start first.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const BlockRange range = kv_block_range(p, m_block);
   const int tid = threadIdx.x;
 
   if (tid == 0) {
-    mbar_init(sm.bar_q(), 1);
+    for (int b = 0; b < kQBuffers; ++b) {
+      mbar_init(sm.full_q(b), 1);
+      mbar_init(sm.empty_q(b), kConsumerWGs);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(sm.full_k(s), 1);
       mbar_init(sm.full_v(s), 1);
@@ -523,10 +621,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0 && range.n_blocks > 0) produce(p, sm, m_block, head, batch, range.n_blocks, kCluster == 2 ? cluster_cta_rank() : 0u);
+    if (tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-    consume(p, sm, wg - 1, tid - 128 * wg, m_block, head, batch, range);
+    consume(p, sm, wg - 1, tid - 128 * wg);
   }
   // NOTES: a CTA of a cluster must not exit while its peer may still multicast into its shared
   // memory or arrive on its barriers: everyone meets once more before exit.

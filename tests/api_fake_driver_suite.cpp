@@ -293,11 +293,12 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   EXPECT_STREQ(flashjit_last_error_message(), "");
   EXPECT_EQ(launches(), before + 1);
   const FakeCudaLaunch l = last_launch();
+  // A 1-D grid walking query blocks x heads x batch: one CTA per tile while the tiles are fewer
+  // than the SMs (the fake device has 132).
   const unsigned m_blocks = unsigned((300 + info.block_m - 1) / info.block_m);
-  EXPECT_GE(l.grid[0], m_blocks);  // rounded up to whole clusters, when the kernel uses them
-  EXPECT_LT(l.grid[0], m_blocks + 4);
-  EXPECT_EQ(l.grid[1], 8u);
-  EXPECT_EQ(l.grid[2], 2u);
+  EXPECT_EQ(l.grid[0], m_blocks * 8u * 2u);
+  EXPECT_EQ(l.grid[1], 1u);
+  EXPECT_EQ(l.grid[2], 1u);
   EXPECT_EQ(l.block[0], unsigned(info.threads_per_block));
   EXPECT_EQ(l.shared_bytes, unsigned(info.dynamic_smem_bytes));
   EXPECT_EQ(l.stream, stream);
@@ -312,6 +313,13 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   EXPECT_EQ(p.heads_q, 8);
   EXPECT_EQ(p.q_heads_per_kv_head, 4);
   EXPECT_NEAR(p.scale_log2, 1.4426950408889634 / 8.0, 1e-6);  // 1/sqrt(64) * log2(e)
+  EXPECT_EQ(p.batch, 2);
+  // More tiles than SMs: a persistent grid of one CTA per SM.
+  flashjit_attention_args_t big = a;
+  big.batch = 40;
+  ASSERT_EQ(flashjit_attention_forward(k, &big, stream), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_EQ(last_launch().grid[0], 132u);
+  EXPECT_EQ(params_of(last_launch()).batch, 40);
   flashjit_kernel_release(k);
   flashjit_context_destroy(ctx);
 }

@@ -144,6 +144,26 @@ TEST(AttentionGpu, ThreeConsumerWarpgroups) {
   run_all(cases);
 }
 
+// The persistent grid: any number of CTAs covers every tile exactly once (outputs are poisoned
+// first), with the K/V ring, the two Q buffers and the pingpong turn (rings of two and three
+// warpgroups, overlapped and serial) running on across tiles of different lengths, including
+// tiles with no visible key (causal, seqlen_q > seqlen_k). Clusters and head dim 256 (one Q
+// buffer) launch one CTA per tile whatever the CTA limit.
+TEST(AttentionGpu, PersistentGridOfAnySize) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, const char*> variants[] = {{64, ""}, {96, ""}, {128, ""}, {128, "overlap=0"}, {128, "cluster=2"}, {256, ""}};
+  for (auto [d, extra] : variants)
+    for (bool causal : {false, true})
+      for (int ctas : {1, 3, 7, 0})
+        for (auto [sq, sk] : {std::pair{1000, 1000}, {700, 130}, {129, 2000}}) {
+          Case c{spec_text(true, d, causal, extra), problem(true, d, causal, sq, sk, 2, 6, 3)};
+          c.max_ctas = ctas;
+          cases.push_back(c);
+        }
+  run_all(cases);
+}
+
 // Fully masked rows: bottom-right causal with seqlen_q > seqlen_k leaves the first rows with no key.
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);

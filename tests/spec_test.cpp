@@ -89,6 +89,26 @@ TEST(Config, DefaultsFromTableAndSharedMemoryFits) {
   }
 }
 
+// Two Q buffers (the persistent grid loads the next tile's Q early) wherever they fit the 227 KB
+// beside the K/V ring, else one; the shared memory accounts for every buffer and barrier.
+TEST(Config, QBuffersWhereTheyFit) {
+  const std::pair<const char*, int> cases[] = {{"head_dim=64", 2}, {"head_dim=128", 2}, {"head_dim=128,stages=3", 1},
+                                               {"head_dim=192", 1}, {"head_dim=256", 1}, {"head_dim=256,block_n=48", 2}};
+  for (auto [text, buffers] : cases) {
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    auto config = make_config(*spec);
+    ASSERT_TRUE(config.ok()) << text << ": " << config.error().message;
+    EXPECT_EQ(config->q_buffers, buffers) << text;
+    const int s = config->spec.stages;
+    const int barriers = 8 * (2 * buffers + 4 * s) + 4 * config->spec.consumer_wgs;
+    EXPECT_EQ(config->smem_bytes, 1024 + buffers * config->q_tile_bytes + s * (config->k_tile_bytes + config->v_tile_bytes) +
+                                      (barriers + 127) / 128 * 128)
+        << text;
+    EXPECT_LE(config->smem_bytes, kMaxSharedMemoryBytes) << text;
+  }
+}
+
 TEST(Config, SharedMemoryOverflowNamesStagesOrBlockN) {
   auto stages = parse_spec("head_dim=256,stages=4");
   ASSERT_TRUE(stages.ok());

@@ -94,7 +94,7 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
   // 5. One launch on the caller's stream.
   CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
   void* kernel_args[] = {&params};
-  return launch_kernel(*kernel.api, kernel.function, attention_launch_shape(kernel.config(), args), stream, kernel_args);
+  return launch_kernel(*kernel.api, kernel.function, attention_launch_shape(kernel.config(), args, kernel.sm_count), stream, kernel_args);
 }
 
 ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args_t* in) {

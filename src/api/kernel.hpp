@@ -19,6 +19,7 @@ struct flashjit_kernel_s {
   CUcontext cu_context = nullptr;
   CUfunction function = nullptr;
   std::string resolved_spec;  // for flashjit_kernel_info_t.spec
+  int sm_count = 0;           // the device's SMs: the persistent grid (0 if unknown: one CTA per tile)
   flashjit::api::ParamsCache params;
 
   const flashjit::KernelConfig& config() const { return prepared.config; }

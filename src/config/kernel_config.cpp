@@ -66,11 +66,17 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.k_tile_bytes = s.block_n * 128 * c.qk_chunks;
   c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
 
-  // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q, the K/V ring,
-  // and the mbarriers (Q + full and empty, for K and for V, per stage), 8 bytes each, then one
-  // 4-byte order word per consumer warpgroup (see pin_wait_below in the template).
-  const int barrier_bytes = 8 * (1 + 4 * s.stages) + 4 * s.consumer_wgs;
-  c.smem_bytes = 1024 + c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
+  // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q (two buffers
+  // where they fit: the next tile's Q loads while this tile's O, staged in its own Q buffer, is
+  // stored), the K/V ring, and the mbarriers (full and empty per Q buffer, full and empty for K
+  // and for V per stage), 8 bytes each, then one 4-byte order word per consumer warpgroup (see
+  // pin_wait_below in the template).
+  const auto smem_with = [&](int q_buffers) {
+    const int barrier_bytes = 8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs;
+    return 1024 + q_buffers * c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
+  };
+  c.q_buffers = smem_with(2) <= kMaxSharedMemoryBytes ? 2 : 1;
+  c.smem_bytes = smem_with(c.q_buffers);
   if (c.smem_bytes > kMaxSharedMemoryBytes) {
     const int per_stage = c.k_tile_bytes + c.v_tile_bytes;
     const int max_stages = (kMaxSharedMemoryBytes - 1024 - c.q_tile_bytes - 128) / per_stage;

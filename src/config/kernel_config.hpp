@@ -22,6 +22,7 @@ struct KernelConfig {
   int producer_regs = 0;    // setmaxnreg.dec for the producer warpgroup
   int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup
   int q_tile_bytes = 0;     // block_m rows
+  int q_buffers = 0;        // Q tiles in shared memory: 2 where they fit (the next tile's Q loads early), else 1
   int k_tile_bytes = 0;     // block_n rows, one stage
   int v_tile_bytes = 0;     // block_n rows, one stage
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)

@@ -46,7 +46,8 @@ TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim) {
 }
 
 Status validate_attention_args(const KernelConfig& config, const AttentionArgs& a) {
-  // Shapes: the grid is (query blocks, heads, batch), so heads and batch are bounded by gridDim.y/z.
+  // Shapes: heads and batch within 16 bits (the LSE and tensor-map index math), and the tiles
+  // (query blocks x heads x batch) within a 1-D grid (checked below, once the seqlens are known).
   if (Status st = check_extent("batch", a.batch, 65535, ""); !st) return st;
   if (Status st = check_extent("heads_q", a.heads_q, 65535, ""); !st) return st;
   if (Status st = check_extent("heads_kv", a.heads_kv, a.heads_q, " (at most heads_q)"); !st) return st;
@@ -55,6 +56,11 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   }
   if (Status st = check_extent("seqlen_q", a.seqlen_q, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_extent("seqlen_k", a.seqlen_k, 0x7fffffff - 256, ""); !st) return st;
+  const int64_t query_blocks = (int64_t(a.seqlen_q) + config.spec.block_m - 1) / config.spec.block_m;
+  if (const int64_t tiles = query_blocks * a.heads_q * a.batch; tiles > 0x7fffffff) {
+    return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ") = " +
+                            std::to_string(tiles) + " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
+  }
   // Pointers and strides as TMA takes them.
   const std::pair<const char*, uint64_t> pointers[] = {{"q", a.q}, {"k", a.k}, {"v", a.v}, {"o", a.o}};
   for (auto [name, ptr] : pointers) {
@@ -67,7 +73,6 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
     if (Status st = check_strides(name, *s); !st) return st;
   }
   if (!std::isfinite(a.softmax_scale)) return bad("softmax_scale", "must be finite (0 selects 1/sqrt(head_dim))");
-  (void)config;
   return {};
 }
 

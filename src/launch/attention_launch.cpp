@@ -27,15 +27,20 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 }  // namespace
 
-LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a) {
+LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   LaunchShape shape;
-  // Query blocks, rounded up to whole clusters (a padding CTA loads its share and stores nothing).
-  const unsigned m_blocks = unsigned((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
+  // Tiles: query blocks rounded up to whole clusters (a padding CTA loads its share and stores
+  // nothing) x heads x batch, walked by a 1-D grid (the kernel's TileWalk).
+  const uint64_t m_blocks = uint64_t((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
   const unsigned cluster = unsigned(c.spec.cluster);
-  shape.grid_x = (m_blocks + cluster - 1) / cluster * cluster;
+  const uint64_t tiles = (m_blocks + cluster - 1) / cluster * cluster * uint64_t(a.heads_q) * uint64_t(a.batch);
+  // Persistent: at most one CTA per SM, each walking several tiles. One CTA per tile with clusters,
+  // and with one Q buffer (head dim > 128), where the next tile's Q waits for this tile's O store:
+  // measured 2 % slower there than fresh CTAs (bench/NOTES.md, version 12).
+  const bool persistent = cluster == 1 && c.q_buffers == 2 && max_ctas > 0 && tiles > uint64_t(max_ctas);
+  shape.grid_x = unsigned(persistent ? uint64_t(max_ctas) : tiles);
+  shape.grid_y = shape.grid_z = 1;
   shape.cluster_x = cluster;
-  shape.grid_y = unsigned(a.heads_q);
-  shape.grid_z = unsigned(a.batch);
   shape.block_x = unsigned(c.threads);
   shape.dynamic_smem_bytes = unsigned(c.smem_bytes);
   return shape;
@@ -66,15 +71,16 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.q_heads_per_kv_head = a.heads_q / a.heads_kv;
   const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
   p.scale_log2 = scale * 1.4426950408889634f;
+  p.batch = a.batch;
   return p;
 }
 
 Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& c, const AttentionArgs& a,
-                        CUstream stream) {
+                        CUstream stream, int max_ctas) {
   auto params = make_kernel_params(api, c, a);
   if (!params) return params.take_error();
   void* args[] = {&*params};
-  return launch_kernel(api, function, attention_launch_shape(c, a), stream, args);
+  return launch_kernel(api, function, attention_launch_shape(c, a, max_ctas), stream, args);
 }
 
 }  // namespace flashjit

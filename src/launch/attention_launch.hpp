@@ -27,16 +27,20 @@ struct KernelParams {
   int heads_q;
   int q_heads_per_kv_head;
   float scale_log2;
+  int batch;
 };
 
-// Grid (query blocks, heads_q, batch), block = config.threads, dynamic shared memory = config.smem_bytes.
-LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args);
+// Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
+// the tiles = query blocks x heads_q x batch): persistent, min(tiles, max_ctas) CTAs (pass the
+// device's SM count: one CTA fits per SM); one CTA per tile with clusters, with one Q buffer
+// (config.q_buffers) or when max_ctas is 0.
+LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
 
 // Validates the args and encodes the tensor maps.
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args);
 
-// make_kernel_params + launch_kernel on `stream`.
+// make_kernel_params + launch_kernel on `stream` (max_ctas as for attention_launch_shape).
 Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& config,
-                        const AttentionArgs& args, CUstream stream);
+                        const AttentionArgs& args, CUstream stream, int max_ctas = 0);
 
 }  // namespace flashjit

@@ -34,6 +34,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kQKSteps", c.qk_k_steps);
   add_constant(out, "int", "kVCols", c.v_cols);
   add_constant(out, "int", "kQTileBytes", c.q_tile_bytes);
+  add_constant(out, "int", "kQBuffers", c.q_buffers);
   add_constant(out, "int", "kKTileBytes", c.k_tile_bytes);
   add_constant(out, "int", "kVTileBytes", c.v_tile_bytes);
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);

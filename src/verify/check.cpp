@@ -214,7 +214,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.v_strides = to_args(pl.v);
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
-  if (Status st = launch_attention(api, function, config, args, device.stream); !st) {
+  if (Status st = launch_attention(api, function, config, args, device.stream, device.max_ctas); !st) {
     result.error = "launch: " + st.error().message;
     return result;
   }

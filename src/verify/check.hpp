@@ -45,6 +45,7 @@ struct CheckDevice {
   const DriverApi* api = nullptr;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  int max_ctas = 0;  // persistent grid size (the SM count), 0: one CTA per tile
 };
 
 struct CheckResult {

@@ -57,6 +57,7 @@ GpuEnv* gpu_env(std::string* why_not) {
     auto* e = new GpuEnv;
     e->api = *api;
     e->context = std::make_unique<PrimaryContext>(std::move(*ctx));
+    e->sm_count = dev->sm_count;
     expect_ok(check(*e->api, e->api->cuCtxSetCurrent(e->context->get()), "cuCtxSetCurrent"), "gpu_env");
     expect_ok(check(*e->api, e->api->cuStreamCreate(&e->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"), "gpu_env");
     return e;
@@ -99,7 +100,8 @@ Problem make_problem(bool bf16, int d, bool causal, int batch, int sq, int sk, i
 }
 
 std::string Case::describe() const {
-  return spec + " | " + problem.describe() + " | " + layout_name(layout) + (with_lse ? "" : " no-lse");
+  return spec + " | " + problem.describe() + " | " + layout_name(layout) + (with_lse ? "" : " no-lse") +
+         (max_ctas >= 0 ? " | " + std::to_string(max_ctas) + " CTAs" : "");
 }
 
 CheckResult run_case(const Case& c, std::mt19937_64& rng) {
@@ -110,8 +112,9 @@ CheckResult run_case(const Case& c, std::mt19937_64& rng) {
     r.error = "kernel: " + error;
     return r;
   }
-  return check_attention(gpu_env(nullptr)->device(), kernel->loaded->function(), kernel->config, c.problem, c.layout,
-                         c.with_lse, rng);
+  CheckDevice device = gpu_env(nullptr)->device();
+  if (c.max_ctas >= 0) device.max_ctas = c.max_ctas;
+  return check_attention(device, kernel->loaded->function(), kernel->config, c.problem, c.layout, c.with_lse, rng);
 }
 
 }  // namespace flashjit::testing

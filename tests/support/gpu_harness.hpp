@@ -26,7 +26,9 @@ struct GpuEnv {
   const DriverApi* api = nullptr;
   std::unique_ptr<PrimaryContext> context;
   CUstream stream = nullptr;
-  CheckDevice device() const { return {api, context->get(), stream}; }
+  int sm_count = 0;
+  // Launches use a persistent grid of one CTA per SM, as the API and the tool do.
+  CheckDevice device() const { return {api, context->get(), stream, sm_count}; }
 };
 GpuEnv* gpu_env(std::string* why_not);
 
@@ -54,6 +56,7 @@ struct Case {
   Problem problem;  // dtype, head_dim and causal must agree with the spec
   Layout layout = Layout::kContiguous;
   bool with_lse = true;
+  int max_ctas = -1;  // persistent grid size; -1: the device's SM count, 0: one CTA per tile
   std::string describe() const;
 };
 

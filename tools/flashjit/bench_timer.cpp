@@ -58,7 +58,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
   }
-  auto launch = [&](int i) { return launch_attention(api, fn, config, args[i % sets], stream); };
+  auto launch = [&](int i) { return launch_attention(api, fn, config, args[i % sets], stream, sm_count); };
   // Warm-up.
   for (int i = 0; i < 5; ++i) {
     if (Status st = launch(i); !st) { t.error = st.error().message; return t; }

@@ -33,6 +33,7 @@ struct Bench {
   CUevent start, stop;
   size_t l2_bytes;
   int iters = 30;  // timed runs per method; the median is reported
+  int sm_count = 0;  // persistent grid size
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);

@@ -104,7 +104,7 @@ int run_bench() {
   auto context = PrimaryContext::retain(**api, BDevice);
   if (!context) return fail(context.error());
   (*api)->cuCtxSetCurrent(context->get());
-  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), Iters};
+  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), Iters, info->sm_count};
   (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
   (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
   (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);

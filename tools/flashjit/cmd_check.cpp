@@ -54,7 +54,7 @@ int run_check() {
   p.causal = prepared->config.spec.causal;
   p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;
   std::mt19937_64 rng(std::random_device{}());
-  CheckResult r = check_attention({*api, context->get(), stream}, (*loaded)->function(), prepared->config, p,
+  CheckResult r = check_attention({*api, context->get(), stream, info->sm_count}, (*loaded)->function(), prepared->config, p,
                                   Layout::kContiguous, true, rng);
   (*api)->cuStreamDestroy(stream);
   // Modules go before the context that holds them is released.

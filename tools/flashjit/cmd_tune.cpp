@@ -102,7 +102,7 @@ int run_tune() {
   std::vector<AttentionSpec> specs = compile_all(engine, candidates(*base));
   if (specs.empty()) return fail(Error::make(ErrorCode::kCompileFailed, "no candidate compiled without spills"));
   (*api)->cuCtxSetCurrent(context->get());
-  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), TIters};
+  Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), TIters, info->sm_count};
   (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
   (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
   (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);
