@@ -368,7 +368,7 @@ TEST(ApiC, PointersAndScaleAreChecked) {
   flashjit_attention_args_t a = valid_args();
   a.lse = 0x50002;
   expect_args_error(a, "args.lse", "lse misaligned");
-  for (float scale : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+  for (float scale : {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), -0.125f}) {
     a = valid_args();
     a.softmax_scale = scale;
     expect_args_error(a, "args.softmax_scale", "scale");

@@ -211,7 +211,7 @@ typedef struct flashjit_attention_args {
   int64_t heads_kv;                         /* 1..heads_q, dividing heads_q */
   int64_t head_dim;                         /* 0 = the kernel's; else it must equal the kernel's */
   flashjit_tensor_strides_t q_strides, k_strides, v_strides, o_strides;
-  float softmax_scale;                      /* 0 = 1/sqrt(head_dim); finite */
+  float softmax_scale;                      /* 0 = 1/sqrt(head_dim); else finite and positive */
   /* ---- not supported yet: must be off ---- */
   float softcap;                            /* tanh soft cap of the scores; off: 0 */
   int32_t window_left;                      /* sliding window, keys left of the diagonal; off: -1 */

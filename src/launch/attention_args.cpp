@@ -72,7 +72,10 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   for (auto [name, s] : strides) {
     if (Status st = check_strides(name, *s); !st) return st;
   }
-  if (!std::isfinite(a.softmax_scale)) return bad("softmax_scale", "must be finite (0 selects 1/sqrt(head_dim))");
+  // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.
+  if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0) {
+    return bad("softmax_scale", std::to_string(a.softmax_scale) + " is not allowed; allowed: a finite positive scale, or 0 for 1/sqrt(head_dim)");
+  }
   return {};
 }
 
