@@ -3,9 +3,11 @@
 // with clusters). Rendered after ptx.cuh and the generated constants and wgmma shapes
 // (kBlockM, kBlockN, kStages, kQBuffers, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
 //
-// Schedule: CTA i of P takes tile r * P + i in even rounds r and r * P + (P - 1 - i) in odd ones
-//           (a snake): tiles run in grid order, so the P in flight share few heads' K/V in L2,
-//           and a CTA that drew a heavy causal query block in one round draws a light one in the next.
+// Schedule: tiles in grid order (one head after another, so the P CTAs in flight share few heads'
+//           K/V in L2), dealt out in units: CTA i of P takes unit r * P + i in even rounds r and
+//           r * P + (P - 1 - i) in odd ones (a snake). A unit is one tile, or, causal with fewer
+//           CTAs than tiles, two: a head's heaviest and lightest remaining query blocks, so that
+//           every unit costs about the same and a static deal stays balanced.
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
@@ -118,23 +120,32 @@ FJ_DEVICE int padded_m_blocks(const Params& p) {
 }
 FJ_DEVICE long long tile_count(const Params& p) { return (long long)padded_m_blocks(p) * p.heads_q * p.batch; }
 
-// The tile index of this CTA's round-th tile (see Schedule above); >= tile_count once it has none left.
-FJ_DEVICE long long tile_index(int round) {
+// Causal tiles cost from one K/V block to all of them: with a persistent grid they go out in
+// pairs of equal total cost (see Schedule); with a CTA per tile the hardware balances them.
+FJ_DEVICE int unit_tiles(const Params& p) { return kCausal && kCluster == 1 && gridDim.x < tile_count(p) ? 2 : 1; }
+
+// The tile index of this CTA's local-th tile; >= tile_count once it has none left.
+FJ_DEVICE long long tile_index(const Params& p, int local) {
+  const int per_unit = unit_tiles(p), round = local / per_unit;
   const long long ctas = gridDim.x;
-  return round * ctas + ((round & 1) ? ctas - 1 - blockIdx.x : blockIdx.x);
+  const long long unit = round * ctas + ((round & 1) ? ctas - 1 - blockIdx.x : blockIdx.x);
+  return unit * per_unit + local % per_unit;
 }
 
-// Tile index t is [batch][head][query block], query blocks heaviest first (causal: the last ones
-// see the most keys); the two CTAs of a cluster take neighbouring query blocks (m_block and
-// m_block ^ 1): with clusters the grid has one CTA per tile.
+// Tile index t is [batch][head][position in head]. Query blocks by position: heaviest first (causal:
+// the last ones see the most keys), or with pairs heaviest, lightest, second heaviest, ... The two
+// CTAs of a cluster take neighbouring query blocks (m_block and m_block ^ 1): with clusters the
+// grid has one CTA per tile.
 // NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
-// the round hidden from the compiler in between: otherwise it keeps the coordinates live through
-// the loop, where the d128 variant has no registers to spare (it spilled).
-FJ_DEVICE Tile tile_of(const Params& p, int round) {
+// the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
+// through the loop, where the d128 variant has no registers to spare (it spilled).
+FJ_DEVICE Tile tile_of(const Params& p, int local) {
   const int m_blocks = padded_m_blocks(p);
-  const long long t = tile_index(round), rest = t / m_blocks;
+  const long long t = tile_index(p, local), rest = t / m_blocks;
+  const int pos = (int)(t % m_blocks);
+  const bool pairs = unit_tiles(p) == 2;
   Tile tile;
-  tile.m_block = m_blocks - 1 - (int)(t % m_blocks);
+  tile.m_block = !pairs ? m_blocks - 1 - pos : (pos & 1) ? pos / 2 : m_blocks - 1 - pos / 2;
   tile.head = (int)(rest % p.heads_q);
   tile.batch = (int)(rest / p.heads_q);
   return tile;
@@ -172,9 +183,9 @@ FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, const Tile& tile, i
 }
 
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
-FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int round) {
-  const int b = q_buffer_of(round);
-  if (round >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(round) ^ 1);
+FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int local) {
+  const int b = q_buffer_of(local);
+  if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
@@ -186,11 +197,11 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, i
 // stage O (zeros) in the buffer and release it.
 // NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
 // slot's wait and load overlap that store.
-FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int round, int ring, int n_blocks, uint32_t rank) {
-  const Tile tile = tile_of(p, round);
-  if (kQBuffers == 2) load_q(p, sm, tile, round);
+FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int local, int ring, int n_blocks, uint32_t rank) {
+  const Tile tile = tile_of(p, local);
+  if (kQBuffers == 2) load_q(p, sm, tile, local);
   if (n_blocks > 0) load_k(p, sm, tile, ring, 0, n_blocks, rank);
-  if (kQBuffers == 1) load_q(p, sm, tile, round);
+  if (kQBuffers == 1) load_q(p, sm, tile, local);
   // K(it) then V(it - 1): the order in which the overlapped consumers use them.
   for (int it = 1; it < n_blocks; ++it) {
     load_k(p, sm, tile, ring, it, n_blocks, rank);
@@ -201,9 +212,9 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int round, in
 
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   int ring = 0;
-  for (int round = 0; tile_index(round) < tile_count(p); ++round) {
-    const int n_blocks = kv_block_range(p, tile_of(p, round).m_block).n_blocks;
-    produce_tile(p, sm, round, ring, n_blocks, rank);
+  for (int local = 0; tile_index(p, local) < tile_count(p); ++local) {
+    const int n_blocks = kv_block_range(p, tile_of(p, local).m_block).n_blocks;
+    produce_tile(p, sm, local, ring, n_blocks, rank);
     ring += n_blocks;
   }
 }
@@ -493,7 +504,7 @@ struct Consumer {
 
 // ================================================================ epilogue
 FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragment& f, float (&o)[kVCols / 2],
-                            SoftmaxState& st, int wg, int t, const Tile& tile, int round) {
+                            SoftmaxState& st, int wg, int t, const Tile& tile, int local) {
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -511,7 +522,7 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
     }
   }
   // O -> this warpgroup's slice of the tile's Q buffer (its Q K^T wgmmas are complete), swizzled like TMA.
-  const int b = q_buffer_of(round);
+  const int b = q_buffer_of(local);
   const int local_row0 = f.row0 - tile.m_block * kBlockM;  // row within the CTA's tile
   unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q_buffer(b)));
 #pragma unroll
@@ -536,10 +547,10 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
-FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int round, int ring) {
-  const Tile tile = tile_of(p, round);
+FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int ring) {
+  const Tile tile = tile_of(p, local);
   const BlockRange range = kv_block_range(p, tile.m_block);
-  const uint32_t q_tile = sm.q_buffer(q_buffer_of(round));
+  const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
@@ -550,7 +561,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   SoftmaxState st = {{FJ_NEG_INF, FJ_NEG_INF}, {0.f, 0.f}};
 
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
-  mbar_wait(sm.full_q(q_buffer_of(round)), q_phase_of(round));
+  mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
   if (range.n_blocks > 0) {
     c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
@@ -571,8 +582,8 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
       for (; it < range.n_blocks; ++it) c.serial_block<false>(it, o, st);
     }
   }
-  asm volatile("" : "+r"(round));  // decode the tile again rather than keep it (see tile_of)
-  write_output(p, sm, c.f, o, st, wg, t, tile_of(p, round), round);
+  asm volatile("" : "+r"(local));  // decode the tile again rather than keep it (see tile_of)
+  write_output(p, sm, c.f, o, st, wg, t, tile_of(p, local), local);
   return range.n_blocks;
 }
 
@@ -584,7 +595,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
   int ring = 0;
 #pragma unroll 1
-  for (int round = 0; tile_index(round) < tile_count(p); ++round) ring += consume_tile(p, sm, wg, t, round, ring);
+  for (int local = 0; tile_index(p, local) < tile_count(p); ++local) ring += consume_tile(p, sm, wg, t, local, ring);
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);

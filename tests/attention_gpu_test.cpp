@@ -147,8 +147,9 @@ TEST(AttentionGpu, ThreeConsumerWarpgroups) {
 // The persistent grid: any number of CTAs covers every tile exactly once (outputs are poisoned
 // first), with the K/V ring, the two Q buffers and the pingpong turn (rings of two and three
 // warpgroups, overlapped and serial) running on across tiles of different lengths, including
-// tiles with no visible key (causal, seqlen_q > seqlen_k). Clusters and head dim 256 (one Q
-// buffer) launch one CTA per tile whatever the CTA limit.
+// tiles with no visible key (causal, seqlen_q > seqlen_k) and causal pairs over an odd number of
+// query blocks (300 rows). Clusters and head dim 256 (one Q buffer) launch one CTA per tile
+// whatever the CTA limit.
 TEST(AttentionGpu, PersistentGridOfAnySize) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
@@ -156,7 +157,7 @@ TEST(AttentionGpu, PersistentGridOfAnySize) {
   for (auto [d, extra] : variants)
     for (bool causal : {false, true})
       for (int ctas : {1, 3, 7, 0})
-        for (auto [sq, sk] : {std::pair{1000, 1000}, {700, 130}, {129, 2000}}) {
+        for (auto [sq, sk] : {std::pair{1000, 1000}, {700, 130}, {129, 2000}, {300, 450}}) {
           Case c{spec_text(true, d, causal, extra), problem(true, d, causal, sq, sk, 2, 6, 3)};
           c.max_ctas = ctas;
           cases.push_back(c);

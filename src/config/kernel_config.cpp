@@ -27,12 +27,14 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // to 64. block_n shrinks with the head dim so that the K/V ring fits 227 KB at two stages.
   AttentionSpec s = in;
   const int d = s.head_dim;
-  // Measured on the H200 (bench/NOTES.md, version 6): at head dim <= 64 three consumer warpgroups
-  // (block_m 192, FlashAttention-3's choice) beat two by 10 %. block_n 144 at head dim 128 won 1 %
-  // at 8k but lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit
-  // tune picks per shape).
+  // Measured on the H200 (bench/NOTES.md, versions 7 and 14): at head dim <= 64 three consumer
+  // warpgroups (block_m 192, FlashAttention-3's choice) beat two by 10 % without a causal mask;
+  // with one, two (block_m 128) win by 10-20 % at seqlen 512-2k (192-row tiles waste a third of
+  // the short diagonal) and trail by 2 % at 16k. block_n 144 at head dim 128 won 1 % at 8k but
+  // lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit tune picks
+  // per shape).
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
-  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : d <= 64 ? 3 : 2;
+  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal) ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
