@@ -46,9 +46,16 @@ struct Params {
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
 
 // Named barriers (id 0 is __syncthreads): 1..3 epilogue of consumer warpgroup 0..2, 4..6 the
-// pingpong turn of consumer warpgroup 0..2.
+// pingpong turn of consumer warpgroup 0..2, 7..10 (kStageOInKV) the last K and V slots handed to
+// the warpgroup that stages O in them once the other one has finished reading them: 7 and 8 in
+// even tiles, 9 and 10 in odd ones (without pingpong one warpgroup can run a tile ahead: it
+// arrives for the next tile before the other has waited for this one; never two, since the next
+// tile's Q needs both warpgroups).
 constexpr uint32_t kEpilogueBarrier = 1;
 constexpr uint32_t kTurnBarrier = 4;
+constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
+FJ_DEVICE uint32_t last_k_read_barrier(int local) { return 7 + 2 * (local & 1); }
+FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); }
 static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most three consumer warpgroups");
 
 struct SmemLayout {
@@ -397,6 +404,7 @@ struct Consumer {
   int n_blocks;
   int ring;       // ring position of this tile's first K/V block
   uint32_t rank;  // this CTA's rank in its cluster
+  int local;      // this CTA's tile number (which hand-off barriers)
 
   FJ_DEVICE int block_of(int it) const { return n_blocks - 1 - it; }
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
@@ -407,6 +415,25 @@ struct Consumer {
     if (!leader) return;
     mbar_arrive(empty_bar);
     if (kCluster == 2) mbar_arrive_cluster(empty_bar, rank ^ 1);
+  }
+  // K(it) and V(it) once this warpgroup is done with them, except the last block's slot in which
+  // it stages O (kStageOInKV: warpgroup 0 in the K slot, 1 in the V slot): the epilogue frees that
+  // one, after the other warpgroup has said it is done reading it (kSlotHandOff).
+  FJ_DEVICE void release_k(int it) const {
+    const bool last = kStageOInKV && it == n_blocks - 1;
+    if (!(last && turn.wg == 0)) release(sm.empty_k(stage(it)));
+    if (kSlotHandOff && last && turn.wg == 1) named_barrier_arrive(last_k_read_barrier(local), 256);
+  }
+  FJ_DEVICE void release_v(int it) const {
+    const bool last = kStageOInKV && it == n_blocks - 1;
+    if (!(last && turn.wg == 1)) release(sm.empty_v(stage(it)));
+    if (kSlotHandOff && last && turn.wg == 0) named_barrier_arrive(last_v_read_barrier(local), 256);
+  }
+  // kStageOInKV: the tile's Q buffer is free once its last Q K^T is done (with Q in registers, its
+  // first: that wgmma completing means all four warps have read their fragments), so the next
+  // tile's Q loads during this tile's last blocks and epilogue.
+  FJ_DEVICE void release_q_after_scores(int it) const {
+    if (kStageOInKV && it == (kQInRegisters ? 0 : n_blocks - 1) && leader) mbar_arrive(sm.empty_q(0));
   }
 
   // NOTES: ptxas takes the PV wait for free and hoisted it to just after the row max, so the whole
@@ -427,7 +454,8 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(probs);
-    release(sm.empty_k(stage(0)));
+    release_k(0);
+    release_q_after_scores(0);
     scores_to_probs<kMasked>(probs, f, p, block_of(0), st, unused);
   }
 
@@ -453,12 +481,13 @@ struct Consumer {
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
     fence_registers(probs);
-    release(sm.empty_k(s));
+    release_k(it);
+    release_q_after_scores(it);
     scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
     pin_wait_below(st);
     wgmma_wait<0>();  // PV(it-1) done
     fence_registers(o);
-    release(sm.empty_v(sv));
+    release_v(it - 1);
   }
 
   // Last step: O += P(last) V(last).
@@ -473,7 +502,7 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
-    release(sm.empty_v(stage(it)));
+    release_v(it);
   }
 
   // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
@@ -488,7 +517,8 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(scores);
-    release(sm.empty_k(s));
+    release_k(it);
+    release_q_after_scores(it);
     scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
     rescale(o, correction);
     pack_probs(a, scores);
@@ -498,13 +528,35 @@ struct Consumer {
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
-    release(sm.empty_v(s));
+    release_v(it);
   }
 };
 
 // ================================================================ epilogue
-FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragment& f, float (&o)[kVCols / 2],
-                            SoftmaxState& st, int wg, int t, const Tile& tile, int local) {
+// Where a warpgroup stages its O slice for the TMA store: a [kVChunks][rows][64] tile at base, its
+// 64 rows from row0. Usually its rows of the tile's Q buffer, freed afterwards for a later tile's Q;
+// with kStageOInKV (one Q buffer, freed early) the last K/V block's slot it kept (warpgroup 0: K's,
+// 1: V's), freed afterwards for the ring. A tile with no K/V block keeps its Q buffer for O.
+struct OStaging {
+  uint32_t base;
+  int rows, row0;
+  uint32_t release_bar;
+};
+
+// NOTES: holding a slot keeps the producer off it, not the other warpgroup: the stager waits for
+// its word that it has read the slot (with pingpong that read was issued earlier and is long done).
+FJ_DEVICE OStaging o_staging(const SmemLayout& sm, int wg, int local, int n_blocks, int last_stage) {
+  if (kStageOInKV && n_blocks > 0) {
+    if (kSlotHandOff) named_barrier_sync(wg == 0 ? last_k_read_barrier(local) : last_v_read_barrier(local), 256);
+    return wg == 0 ? OStaging{sm.k_stage(last_stage), 64, 0, sm.empty_k(last_stage)}
+                   : OStaging{sm.v_stage(last_stage), 64, 0, sm.empty_v(last_stage)};
+  }
+  const int b = q_buffer_of(local);
+  return OStaging{sm.q_buffer(b), kBlockM, wg * 64, sm.empty_q(b)};
+}
+
+FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCols / 2], SoftmaxState& st, int wg, int t,
+                            const Tile& tile, const OStaging& out) {
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -521,27 +573,26 @@ FJ_DEVICE void write_output(const Params& p, const SmemLayout& sm, const Fragmen
       }
     }
   }
-  // O -> this warpgroup's slice of the tile's Q buffer (its Q K^T wgmmas are complete), swizzled like TMA.
-  const int b = q_buffer_of(local);
-  const int local_row0 = f.row0 - tile.m_block * kBlockM;  // row within the CTA's tile
-  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(sm.q_buffer(b)));
+  // O -> the staging tile (its last reader, a wgmma, is complete), swizzled like TMA.
+  const int row_in_wg = f.row0 - tile.m_block * kBlockM - wg * 64;
+  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(out.base));
 #pragma unroll
   for (int i = 0; i < kVCols / 2; i += 2) {
-    const int row = local_row0 + 8 * Fragment::row_half(i);
+    const int row = out.row0 + row_in_wg + 8 * Fragment::row_half(i);
     const float scale = inv_sum[Fragment::row_half(i)];
-    *reinterpret_cast<uint32_t*>(base + swizzled_offset(row, f.col(i), kBlockM)) = pack2(o[i] * scale, o[i + 1] * scale);
+    *reinterpret_cast<uint32_t*>(base + swizzled_offset(row, f.col(i), out.rows)) = pack2(o[i] * scale, o[i + 1] * scale);
   }
   fence_proxy_async_smem();
   named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only
   if (t == 0) {
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
-      tma_store_4d(&p.o, sm.q_buffer(b) + c * (kBlockM * 128) + wg * 64 * 128, c * 64, tile.m_block * kBlockM + wg * 64,
+      tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, c * 64, tile.m_block * kBlockM + wg * 64,
                    tile.head, tile.batch);
     }
     tma_store_commit();
-    tma_store_wait_read();     // shared memory must stay valid until TMA has read it,
-    mbar_arrive(sm.empty_q(b));  // then a later tile's Q may be loaded over it
+    tma_store_wait_read();       // shared memory must stay valid until TMA has read it,
+    mbar_arrive(out.release_bar);  // then it may be loaded over
   }
 }
 
@@ -551,7 +602,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   const Tile tile = tile_of(p, local);
   const BlockRange range = kv_block_range(p, tile.m_block);
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
-  Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u};
+  Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u, local};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -583,7 +634,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     }
   }
   asm volatile("" : "+r"(local));  // decode the tile again rather than keep it (see tile_of)
-  write_output(p, sm, c.f, o, st, wg, t, tile_of(p, local), local);
+  write_output(p, c.f, o, st, wg, t, tile_of(p, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
   return range.n_blocks;
 }
 

@@ -148,12 +148,16 @@ TEST(AttentionGpu, ThreeConsumerWarpgroups) {
 // first), with the K/V ring, the two Q buffers and the pingpong turn (rings of two and three
 // warpgroups, overlapped and serial) running on across tiles of different lengths, including
 // tiles with no visible key (causal, seqlen_q > seqlen_k) and causal pairs over an odd number of
-// query blocks (300 rows). Clusters and head dim 256 (one Q buffer) launch one CTA per tile
-// whatever the CTA limit.
+// query blocks (300 rows). One Q buffer (head dims 192 and 256, d128 with 3 stages) stages O in
+// the last K/V block's slots and frees Q early (after the last Q K^T, or the first with Q in
+// registers), overlapped and serial, one and two consumer warpgroups. Clusters launch one CTA
+// per tile whatever the CTA limit.
 TEST(AttentionGpu, PersistentGridOfAnySize) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, const char*> variants[] = {{64, ""}, {96, ""}, {128, ""}, {128, "overlap=0"}, {128, "cluster=2"}, {256, ""}};
+  const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "overlap=0"},
+                                                  {128, "cluster=2"}, {128, "stages=3"}, {192, ""},      {256, ""},
+                                                  {256, "overlap=0"}, {256, "consumer_wgs=1"}};
   for (auto [d, extra] : variants)
     for (bool causal : {false, true})
       for (int ctas : {1, 3, 7, 0})

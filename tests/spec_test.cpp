@@ -100,12 +100,35 @@ TEST(Config, QBuffersWhereTheyFit) {
     auto config = make_config(*spec);
     ASSERT_TRUE(config.ok()) << text << ": " << config.error().message;
     EXPECT_EQ(config->q_buffers, buffers) << text;
+    // One buffer: O goes to the last K/V block's slots instead, and the grid is persistent either way.
+    EXPECT_EQ(config->stage_o_in_kv, buffers == 1) << text;
+    EXPECT_TRUE(config->persistent) << text;
     const int s = config->spec.stages;
     const int barriers = 8 * (2 * buffers + 4 * s) + 4 * config->spec.consumer_wgs;
     EXPECT_EQ(config->smem_bytes, 1024 + buffers * config->q_tile_bytes + s * (config->k_tile_bytes + config->v_tile_bytes) +
                                       (barriers + 127) / 128 * 128)
         << text;
     EXPECT_LE(config->smem_bytes, kMaxSharedMemoryBytes) << text;
+  }
+}
+
+// O fits a K/V slot only from block_n 64, for at most two warpgroups, and clusters keep one CTA per
+// tile: then O is staged in the Q buffer and the grid is not persistent.
+TEST(Config, OStagingAndPersistentGrid) {
+  const struct {
+    const char* text;
+    bool in_kv, persistent;
+  } cases[] = {{"head_dim=256,block_n=48,stages=3", false, false},
+               {"head_dim=256,cluster=2", false, false},
+               {"head_dim=128,cluster=2", false, false},
+               {"head_dim=256", true, true}};
+  for (const auto& c : cases) {
+    auto spec = parse_spec(c.text);
+    ASSERT_TRUE(spec.ok()) << c.text;
+    auto config = make_config(*spec);
+    ASSERT_TRUE(config.ok()) << c.text << ": " << config.error().message;
+    EXPECT_EQ(config->stage_o_in_kv, c.in_kv) << c.text;
+    EXPECT_EQ(config->persistent, c.persistent) << c.text;
   }
 }
 

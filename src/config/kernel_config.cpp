@@ -79,6 +79,12 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   };
   c.q_buffers = smem_with(2) <= kMaxSharedMemoryBytes ? 2 : 1;
   c.smem_bytes = smem_with(c.q_buffers);
+  // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
+  // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
+  // next tile's Q can load during this tile's last blocks. Not with clusters (one tile per CTA).
+  c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64;
+  // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
+  c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > kMaxSharedMemoryBytes) {
     const int per_stage = c.k_tile_bytes + c.v_tile_bytes;
     const int max_stages = (kMaxSharedMemoryBytes - 1024 - c.q_tile_bytes - 128) / per_stage;

@@ -23,6 +23,8 @@ struct KernelConfig {
   int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup
   int q_tile_bytes = 0;     // block_m rows
   int q_buffers = 0;        // Q tiles in shared memory: 2 where they fit (the next tile's Q loads early), else 1
+  bool stage_o_in_kv = false;  // one Q buffer: O staged in the last K/V block's slots, so Q is freed early
+  bool persistent = false;  // launched as a persistent grid (at most one CTA per SM walking the tiles)
   int k_tile_bytes = 0;     // block_n rows, one stage
   int v_tile_bytes = 0;     // block_n rows, one stage
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)

@@ -34,10 +34,9 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
   const uint64_t m_blocks = uint64_t((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
   const unsigned cluster = unsigned(c.spec.cluster);
   const uint64_t tiles = (m_blocks + cluster - 1) / cluster * cluster * uint64_t(a.heads_q) * uint64_t(a.batch);
-  // Persistent: at most one CTA per SM, each walking several tiles. One CTA per tile with clusters,
-  // and with one Q buffer (head dim > 128), where the next tile's Q waits for this tile's O store:
-  // measured 2 % slower there than fresh CTAs (bench/NOTES.md, version 12).
-  const bool persistent = cluster == 1 && c.q_buffers == 2 && max_ctas > 0 && tiles > uint64_t(max_ctas);
+  // Persistent (config.persistent): at most one CTA per SM, each walking several tiles; else one
+  // CTA per tile (clusters; one Q buffer that waits for the O store: 2 % slower persistent, bench/NOTES.md version 12).
+  const bool persistent = c.persistent && max_ctas > 0 && tiles > uint64_t(max_ctas);
   shape.grid_x = unsigned(persistent ? uint64_t(max_ctas) : tiles);
   shape.grid_y = shape.grid_z = 1;
   shape.cluster_x = cluster;

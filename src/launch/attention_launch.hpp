@@ -32,8 +32,8 @@ struct KernelParams {
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
 // the tiles = query blocks x heads_q x batch): persistent, min(tiles, max_ctas) CTAs (pass the
-// device's SM count: one CTA fits per SM); one CTA per tile with clusters, with one Q buffer
-// (config.q_buffers) or when max_ctas is 0.
+// device's SM count: one CTA fits per SM) where config.persistent; else, or when max_ctas is 0,
+// one CTA per tile.
 LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
 
 // Validates the args and encodes the tensor maps.

@@ -35,6 +35,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kVCols", c.v_cols);
   add_constant(out, "int", "kQTileBytes", c.q_tile_bytes);
   add_constant(out, "int", "kQBuffers", c.q_buffers);
+  add_constant(out, "bool", "kStageOInKV", c.stage_o_in_kv);
   add_constant(out, "int", "kKTileBytes", c.k_tile_bytes);
   add_constant(out, "int", "kVTileBytes", c.v_tile_bytes);
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
