@@ -125,18 +125,19 @@ FJ_DEVICE int padded_m_blocks(const Params& p) {
   const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
   return (m + kCluster - 1) / kCluster * kCluster;
 }
-FJ_DEVICE long long tile_count(const Params& p) { return (long long)padded_m_blocks(p) * p.heads_q * p.batch; }
+// NOTES: tile indices are 32-bit unsigned: the host keeps the count below 2^31 (a 1-D grid), so an
+// index one round past it still fits, and 64-bit division would cost compile time for nothing.
+FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_blocks(p) * p.heads_q * p.batch; }
 
 // Causal tiles cost from one K/V block to all of them: with a persistent grid they go out in
 // pairs of equal total cost (see Schedule); with a CTA per tile the hardware balances them.
 FJ_DEVICE int unit_tiles(const Params& p) { return kCausal && kCluster == 1 && gridDim.x < tile_count(p) ? 2 : 1; }
 
 // The tile index of this CTA's local-th tile; >= tile_count once it has none left.
-FJ_DEVICE long long tile_index(const Params& p, int local) {
-  const int per_unit = unit_tiles(p), round = local / per_unit;
-  const long long ctas = gridDim.x;
-  const long long unit = round * ctas + ((round & 1) ? ctas - 1 - blockIdx.x : blockIdx.x);
-  return unit * per_unit + local % per_unit;
+FJ_DEVICE uint32_t tile_index(const Params& p, int local) {
+  const uint32_t pair = unit_tiles(p) - 1, round = (uint32_t)local >> pair;  // units of 1 or 2 tiles
+  const uint32_t unit = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  return (unit << pair) + ((uint32_t)local & pair);
 }
 
 // Tile index t is [batch][head][position in head]. Query blocks by position: heaviest first (causal:
@@ -147,14 +148,14 @@ FJ_DEVICE long long tile_index(const Params& p, int local) {
 // the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
 // through the loop, where the d128 variant has no registers to spare (it spilled).
 FJ_DEVICE Tile tile_of(const Params& p, int local) {
-  const int m_blocks = padded_m_blocks(p);
-  const long long t = tile_index(p, local), rest = t / m_blocks;
+  const uint32_t m_blocks = padded_m_blocks(p);
+  const uint32_t t = tile_index(p, local), rest = t / m_blocks;
   const int pos = (int)(t % m_blocks);
   const bool pairs = unit_tiles(p) == 2;
   Tile tile;
-  tile.m_block = !pairs ? m_blocks - 1 - pos : (pos & 1) ? pos / 2 : m_blocks - 1 - pos / 2;
-  tile.head = (int)(rest % p.heads_q);
-  tile.batch = (int)(rest / p.heads_q);
+  tile.m_block = !pairs ? (int)m_blocks - 1 - pos : (pos & 1) ? pos / 2 : (int)m_blocks - 1 - pos / 2;
+  tile.head = (int)(rest % (uint32_t)p.heads_q);
+  tile.batch = (int)(rest / (uint32_t)p.heads_q);
   return tile;
 }
 
@@ -204,8 +205,8 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, i
 // stage O (zeros) in the buffer and release it.
 // NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
 // slot's wait and load overlap that store.
-FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int local, int ring, int n_blocks, uint32_t rank) {
-  const Tile tile = tile_of(p, local);
+FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, int local, int ring, int n_blocks,
+                            uint32_t rank) {
   if (kQBuffers == 2) load_q(p, sm, tile, local);
   if (n_blocks > 0) load_k(p, sm, tile, ring, 0, n_blocks, rank);
   if (kQBuffers == 1) load_q(p, sm, tile, local);
@@ -220,8 +221,9 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, int local, in
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   int ring = 0;
   for (int local = 0; tile_index(p, local) < tile_count(p); ++local) {
-    const int n_blocks = kv_block_range(p, tile_of(p, local).m_block).n_blocks;
-    produce_tile(p, sm, local, ring, n_blocks, rank);
+    const Tile tile = tile_of(p, local);
+    const int n_blocks = kv_block_range(p, tile.m_block).n_blocks;
+    produce_tile(p, sm, tile, local, ring, n_blocks, rank);
     ring += n_blocks;
   }
 }
@@ -616,7 +618,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   if (range.n_blocks > 0) {
     c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
-    if (kOverlap) {
+    if constexpr (kOverlap) {
       float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
       if (range.n_masked > 0) c.first_block<true>(probs, st); else c.first_block<false>(probs, st);
       int it = 1;
