@@ -336,6 +336,15 @@ TEST(ApiC, LengthsOutOfRangeAreNamed) {
       expect_args_error(a, c.field, (std::string(c.field) + " = " + std::to_string(value)).c_str());
     }
   }
+  // Each field in range, but more tiles (query blocks x heads x batch) than one grid dimension holds.
+  flashjit_attention_args_t a = valid_args();
+  a.batch = 65535;
+  a.heads_q = 65535;
+  a.heads_kv = 1;
+  expect_args_error(a, "args.batch", "65535 x 65535 tiles");
+  EXPECT_NE(message().find("2^31"), std::string::npos) << message();
+  a.batch = 32768;  // 32768 x 65535 one-block tiles: below 2^31
+  EXPECT_EQ(flashjit_validate_attention_args(kSpec, &a), FLASHJIT_SUCCESS) << message();
 }
 
 TEST(ApiC, StridesOutOfRangeAreNamed) {

@@ -204,7 +204,7 @@ typedef struct flashjit_attention_args {
   uint32_t flags;                           /* reserved: 0 */
   uint64_t q, k, v, o;                      /* CUdeviceptr, 16-byte aligned */
   uint64_t lse;                             /* CUdeviceptr of float, 4-byte aligned; 0 = not wanted */
-  int64_t batch;                            /* 1..65535 */
+  int64_t batch;                            /* 1..65535; batch x heads_q x query blocks < 2^31 */
   int64_t seqlen_q;                         /* 1..2^31-257 */
   int64_t seqlen_k;                         /* 1..2^31-257 */
   int64_t heads_q;                          /* 1..65535 */
