@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "config/kernel_config.hpp"
+#include "launch/attention_launch.hpp"
 #include "spec/attention_spec.hpp"
 
 namespace flashjit {
@@ -129,6 +130,41 @@ TEST(Config, OStagingAndPersistentGrid) {
     ASSERT_TRUE(config.ok()) << c.text << ": " << config.error().message;
     EXPECT_EQ(config->stage_o_in_kv, c.in_kv) << c.text;
     EXPECT_EQ(config->persistent, c.persistent) << c.text;
+  }
+}
+
+// The grid: 1-D over query blocks (padded to whole clusters) x heads x batch; capped at max_ctas
+// (the SM count) where the config is persistent, one CTA per tile otherwise or without a cap.
+TEST(AttentionLaunch, GridWalksTheTiles) {
+  const struct {
+    const char* spec;
+    int seqlen_q, heads, batch, max_ctas;
+    unsigned grid, cluster;
+  } cases[] = {
+      {"head_dim=128", 1000, 8, 2, 132, 8 * 8 * 2, 1},            // 128 tiles: fewer than the SMs
+      {"head_dim=128", 1000, 8, 40, 132, 132, 1},                 // 2560 tiles: persistent
+      {"head_dim=128", 1000, 8, 40, 0, 8 * 8 * 40, 1},            // no cap given: one CTA per tile
+      {"head_dim=256", 4096, 8, 4, 132, 132, 1},                  // one Q buffer, O in K/V slots: persistent
+      {"head_dim=128,cluster=2", 1000, 8, 40, 132, 8 * 8 * 40, 2},  // clusters: one CTA per tile
+      {"head_dim=128,cluster=2", 800, 3, 1, 132, 8 * 3, 2},       // 7 query blocks, padded to whole pairs
+      {"head_dim=64", 1000, 8, 2, 132, 6 * 8 * 2, 1},             // three WGs: 192-row query blocks
+  };
+  for (const auto& c : cases) {
+    auto spec = parse_spec(c.spec);
+    ASSERT_TRUE(spec.ok()) << c.spec;
+    auto config = make_config(*spec);
+    ASSERT_TRUE(config.ok()) << c.spec;
+    AttentionArgs a;
+    a.batch = c.batch;
+    a.seqlen_q = a.seqlen_k = c.seqlen_q;
+    a.heads_q = a.heads_kv = c.heads;
+    const LaunchShape shape = attention_launch_shape(*config, a, c.max_ctas);
+    EXPECT_EQ(shape.grid_x, c.grid) << c.spec << " batch " << c.batch << " cap " << c.max_ctas;
+    EXPECT_EQ(shape.grid_y, 1u);
+    EXPECT_EQ(shape.grid_z, 1u);
+    EXPECT_EQ(shape.cluster_x, c.cluster) << c.spec;
+    EXPECT_EQ(shape.block_x, unsigned(config->threads));
+    EXPECT_EQ(shape.dynamic_smem_bytes, unsigned(config->smem_bytes));
   }
 }
 
