@@ -1,7 +1,8 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
-// (query block, head, batch); a persistent grid of one CTA per SM walks them (one CTA per tile
-// with clusters). Rendered after ptx.cuh and the generated constants and wgmma shapes
-// (kBlockM, kBlockN, kStages, kQBuffers, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
+// (query block, head, batch); a persistent grid of one CTA per SM walks them (the host launches
+// one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after
+// ptx.cuh and the generated constants and wgmma shapes (kBlockM, kBlockN, kStages, kQBuffers,
+// kStageOInKV, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
 //
 // Schedule: tiles in grid order (one head after another, so the P CTAs in flight share few heads'
 //           K/V in L2), dealt out in units: CTA i of P takes unit r * P + i in even rounds r and
@@ -21,8 +22,9 @@
 //           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
 //           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
 //           behind the others' GEMMs.
-// Epilogue: O / rowsum -> shared memory (this warpgroup's slice of the tile's Q buffer) -> TMA
-//           store, then the buffer is released for a later tile's Q; LSE from registers.
+// Epilogue: O / rowsum -> shared memory (this warpgroup's slice of the tile's Q buffer; with
+//           kStageOInKV a slot of the tile's last K/V block, so Q could go early) -> TMA store,
+//           then that memory is released for a later load; LSE from registers.
 // Cluster:  with kCluster = 2, two CTAs on neighbouring query blocks share every K/V block: each
 //           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
 //           slot is free once the consumers of both CTAs released it (empty barriers count both).
