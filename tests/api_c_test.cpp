@@ -345,6 +345,17 @@ TEST(ApiC, LengthsOutOfRangeAreNamed) {
   EXPECT_NE(message().find("2^31"), std::string::npos) << message();
   a.batch = 32768;  // 32768 x 65535 one-block tiles: below 2^31
   EXPECT_EQ(flashjit_validate_attention_args(kSpec, &a), FLASHJIT_SUCCESS) << message();
+  // With clusters the query blocks are padded to pairs, and it is the padded count the grid holds:
+  // 16385 x 65535 single query blocks fit, their 2 x 16385 x 65535 padded tiles do not.
+  const char* pairs = "dtype=bf16,head_dim=128,cluster=2";
+  a.seqlen_q = 1;
+  a.q_strides = a.o_strides = flashjit_contiguous_bshd(1, 8, 128);
+  a.k_strides = a.v_strides = flashjit_contiguous_bshd(120, 2, 128);
+  a.batch = 16384;
+  EXPECT_EQ(flashjit_validate_attention_args(pairs, &a), FLASHJIT_SUCCESS) << message();
+  a.batch = 16385;
+  EXPECT_EQ(flashjit_validate_attention_args(pairs, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.batch") << message();
 }
 
 TEST(ApiC, StridesOutOfRangeAreNamed) {

@@ -2,7 +2,6 @@
 #include "api/api_status.hpp"
 #include "api/kernel.hpp"
 #include "api/struct_size.hpp"
-#include "driver/device_info.hpp"
 #include "spec/attention_spec.hpp"
 
 using namespace flashjit;
@@ -45,7 +44,7 @@ ApiStatus get_kernel(const std::shared_ptr<ContextState>& context, const char* s
   kernel->cu_context = context->cu_context();
   kernel->function = kernel->loaded->function();
   kernel->resolved_spec = to_string(kernel->prepared.config.spec);
-  if (auto info = query_device(*context->api(), context->device()); info) kernel->sm_count = info->sm_count;
+  kernel->sm_count = context->sm_count();
   *out = std::move(kernel);
   return {};
 }

@@ -97,10 +97,12 @@ ApiStatus check_device_ordinal(const DriverApi& api, int device) {
   return {};
 }
 
-// flashjit's kernels are sm_90a cubins: only a compute capability 9.0 device can load them.
-ApiStatus check_hopper(const DriverApi& api, int device) {
+// flashjit's kernels are sm_90a cubins: only a compute capability 9.0 device can load them. Also
+// reads its SM count (the persistent grid's size), once per context.
+ApiStatus check_hopper(const DriverApi& api, int device, int* sm_count) {
   auto info = query_device(api, device);
   if (!info) return info.take_error();
+  *sm_count = info->sm_count;
   if (info->is_hopper()) return {};
   return ApiStatus::make(FLASHJIT_ERROR_UNSUPPORTED_DEVICE, "options.device",
                          "options.device: device " + std::to_string(device) + " is " + info->name + " (sm_" +
@@ -140,7 +142,7 @@ ApiStatus ContextState::create(const flashjit_context_options_t& options, std::s
     state->api_ = *api;
     auto context = static_cast<CUcontext>(options.cu_context);
     if (ApiStatus st = check_explicit_context(**api, context, &state->device_); !st.ok()) return st;
-    if (ApiStatus st = check_hopper(**api, state->device_); !st.ok()) return st;
+    if (ApiStatus st = check_hopper(**api, state->device_, &state->sm_count_); !st.ok()) return st;
     state->cu_context_ = context;
   } else if (options.device != FLASHJIT_DEVICE_NONE) {
     const std::string why = "a context for device " + std::to_string(options.device) +
@@ -149,7 +151,7 @@ ApiStatus ContextState::create(const flashjit_context_options_t& options, std::s
     if (!api) return api.take_error();
     state->api_ = *api;
     if (ApiStatus st = check_device_ordinal(**api, options.device); !st.ok()) return st;
-    if (ApiStatus st = check_hopper(**api, options.device); !st.ok()) return st;
+    if (ApiStatus st = check_hopper(**api, options.device, &state->sm_count_); !st.ok()) return st;
     auto primary = PrimaryContext::retain(**api, options.device);
     if (!primary) return primary.take_error();
     state->primary_ = std::make_unique<PrimaryContext>(std::move(*primary));

@@ -31,6 +31,7 @@ class ContextState {
   const DriverApi* api() const { return api_; }  // null without a device
   CUcontext cu_context() const { return cu_context_; }
   int device() const { return device_; }
+  int sm_count() const { return sm_count_; }  // the device's SMs; 0 without a device
   CompilePolicy policy() const { return policy_; }
   Engine& engine() const { return *engine_; }
 
@@ -43,6 +44,7 @@ class ContextState {
   std::unique_ptr<PrimaryContext> primary_;  // set when we retained the device's primary context
   CUcontext cu_context_ = nullptr;
   int device_ = FLASHJIT_DEVICE_NONE;
+  int sm_count_ = 0;
 };
 
 // The process's engine for these cache settings, shared while any context uses it.

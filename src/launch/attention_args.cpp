@@ -45,6 +45,12 @@ TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim) {
   return {int64_t(seqlen) * heads * head_dim, int64_t(heads) * head_dim, head_dim};
 }
 
+uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a) {
+  const uint64_t m_blocks = (uint64_t(a.seqlen_q) + c.spec.block_m - 1) / c.spec.block_m;
+  const uint64_t cluster = uint64_t(c.spec.cluster);
+  return (m_blocks + cluster - 1) / cluster * cluster * uint64_t(a.heads_q) * uint64_t(a.batch);
+}
+
 Status validate_attention_args(const KernelConfig& config, const AttentionArgs& a) {
   // Shapes: heads and batch within 16 bits (the LSE and tensor-map index math), and the tiles
   // (query blocks x heads x batch) within a 1-D grid (checked below, once the seqlens are known).
@@ -56,8 +62,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   }
   if (Status st = check_extent("seqlen_q", a.seqlen_q, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_extent("seqlen_k", a.seqlen_k, 0x7fffffff - 256, ""); !st) return st;
-  const int64_t query_blocks = (int64_t(a.seqlen_q) + config.spec.block_m - 1) / config.spec.block_m;
-  if (const int64_t tiles = query_blocks * a.heads_q * a.batch; tiles > 0x7fffffff) {
+  if (const uint64_t tiles = attention_tile_count(config, a); tiles > 0x7fffffff) {
     return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ") = " +
                             std::to_string(tiles) + " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
   }

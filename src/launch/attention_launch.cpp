@@ -29,17 +29,14 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   LaunchShape shape;
-  // Tiles: query blocks rounded up to whole clusters (a padding CTA loads its share and stores
-  // nothing) x heads x batch, walked by a 1-D grid (the kernel's TileWalk).
-  const uint64_t m_blocks = uint64_t((a.seqlen_q + c.spec.block_m - 1) / c.spec.block_m);
-  const unsigned cluster = unsigned(c.spec.cluster);
-  const uint64_t tiles = (m_blocks + cluster - 1) / cluster * cluster * uint64_t(a.heads_q) * uint64_t(a.batch);
-  // Persistent (config.persistent): at most one CTA per SM, each walking several tiles; else one
-  // CTA per tile (clusters; one Q buffer that waits for the O store: 2 % slower persistent, bench/NOTES.md version 12).
+  // Persistent (config.persistent): at most one CTA per SM, each walking several tiles (the
+  // kernel's tile_index); else one CTA per tile (clusters, or a Q buffer that would wait for the O
+  // store, where fresh CTAs measured faster: bench/NOTES.md, version 12).
+  const uint64_t tiles = attention_tile_count(c, a);
   const bool persistent = c.persistent && max_ctas > 0 && tiles > uint64_t(max_ctas);
   shape.grid_x = unsigned(persistent ? uint64_t(max_ctas) : tiles);
   shape.grid_y = shape.grid_z = 1;
-  shape.cluster_x = cluster;
+  shape.cluster_x = unsigned(c.spec.cluster);
   shape.block_x = unsigned(c.threads);
   shape.dynamic_smem_bytes = unsigned(c.smem_bytes);
   return shape;
