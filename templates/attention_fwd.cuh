@@ -240,6 +240,10 @@ struct Fragment {
   FJ_DEVICE int col(int i) const { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
 };
 
+// How far (log2 units) a block's max may pass the running max before the max moves and O is
+// rescaled (FlashAttention-4's conditional rescale): P stays <= 2^8, exact in relative terms.
+constexpr float kRescaleSlack = 8.f;
+
 struct SoftmaxState {
   float row_max[2];  // running max of S * scale_log2 (-inf until a row sees a visible key)
   float row_sum[2];  // this thread's share of the running sum; quad-reduced in the epilogue
@@ -294,16 +298,17 @@ struct QOperand {
 
 // S = Q K^T, issued and committed (not waited for).
 FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile) {
+  const TileDesc k_desc(k_tile, 16, 1024), q_desc(q.slice, 16, 1024);
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kQKSteps; ++k) {
     // K-major, 128-byte swizzle: a k16 step is +32 B inside the 128-B row; every 4 steps the next chunk.
     const uint32_t k_off = (k / 4) * (kBlockN * 128) + (k % 4) * 32;
     if constexpr (kQInRegisters) {
-      wgmma_qk_rs(s, q.frag[k], smem_desc(k_tile + k_off, 16, 1024), k > 0);
+      wgmma_qk_rs(s, q.frag[k], k_desc.at(k_off), k > 0);
     } else {
       const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
-      wgmma_qk(s, smem_desc(q.slice + q_off, 16, 1024), smem_desc(k_tile + k_off, 16, 1024), k > 0);
+      wgmma_qk(s, q_desc.at(q_off), k_desc.at(k_off), k > 0);
     }
   }
   wgmma_commit();
@@ -311,11 +316,12 @@ FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t
 
 // O += P V, issued and committed (not waited for). P is already in the A-operand layout.
 FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16][4], uint32_t v_tile) {
+  const TileDesc v_desc(v_tile, kBlockN * 128, 1024);
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < kBlockN / 16; ++j) {
     // V [kBlockN][64-col chunks] is MN-major for B: leading offset = chunk stride, k16 step = 16 rows.
-    wgmma_pv(o, p[j], smem_desc(v_tile + j * 2048, kBlockN * 128, 1024));
+    wgmma_pv(o, p[j], v_desc.at(j * 2048));
   }
   wgmma_commit();
 }
@@ -356,11 +362,17 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
     // A row is spread over the 4 lanes of a quad.
     block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xffffffffu, block_max[r], 1));
     block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xffffffffu, block_max[r], 2));
-    const float new_max = fmaxf(st.row_max[r], block_max[r] * scale_log2);
+    // The running max moves only when the block's max passes it by more than kRescaleSlack
+    // (log2 units): below that the stale max keeps every exponential <= 2^kRescaleSlack, which
+    // the fp32 sums and the 16-bit P hold with their usual relative precision, and O needs no
+    // rescale. With a row's first visible key it always moves (-inf + slack = -inf).
+    const float block_top = block_max[r] * scale_log2;
+    const bool moves = block_top > st.row_max[r] + kRescaleSlack;
+    const float new_max = moves ? block_top : st.row_max[r];
     // NOTES: a row with no visible key yet keeps max -inf; subtracting 0 instead keeps exp2 at 0
     // rather than NaN (-inf - -inf). Unmasked blocks always give a finite max, so only masked ones check.
     offset[r] = (kMasked && new_max == FJ_NEG_INF) ? 0.f : new_max;
-    correction[r] = fast_exp2(st.row_max[r] - offset[r]);
+    correction[r] = moves ? fast_exp2(st.row_max[r] - new_max) : 1.f;
     st.row_max[r] = new_max;
     st.row_sum[r] *= correction[r];
   }
@@ -390,8 +402,8 @@ FJ_DEVICE void pack_probs(uint32_t (&a)[kBlockN / 16][4], const float (&p)[kBloc
     for (int q = 0; q < 4; ++q) a[j][q] = pack2(p[8 * j + 2 * q], p[8 * j + 2 * q + 1]);
 }
 
-// NOTES: once the running maxima settle, most blocks leave them unchanged and the factor is exactly
-// 1 (exp2(0)); the warp then skips the kVCols/2 multiplies (a uniform branch, same result).
+// NOTES: the running maxima move rarely (only by more than kRescaleSlack), so most blocks' factor is
+// exactly 1; the warp then skips the kVCols/2 multiplies (a uniform branch, same result).
 FJ_DEVICE void rescale(float (&o)[kVCols / 2], const float (&correction)[2]) {
   if (!__any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) return;
 #pragma unroll

@@ -145,3 +145,19 @@ FJ_DEVICE uint64_t smem_desc(uint32_t addr, uint32_t leading_bytes, uint32_t str
   return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((leading_bytes & 0x3FFFF) >> 4) << 16) |
          ((uint64_t)((stride_bytes & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
+
+// The descriptor of a tile, built once; a k-step inside the tile is then one add to the low word.
+// NOTES: built per wgmma, a descriptor cost ptxas about seven instructions (mask, shift, or, moves
+// to uniform registers): a hundred per K/V block at head dim 256. The add cannot carry out of the
+// address field: shared-memory offsets stay below 2^18 (228 KB), so address>>4 below 2^14.
+struct TileDesc {
+  uint32_t lo, hi;
+  FJ_DEVICE TileDesc(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+    const uint64_t d = smem_desc(addr, leading_bytes, stride_bytes);
+    lo = (uint32_t)d;
+    hi = (uint32_t)(d >> 32);
+  }
+  FJ_DEVICE uint64_t at(uint32_t byte_offset) const {
+    return ((uint64_t)hi << 32) | (uint64_t)(lo + (byte_offset >> 4));
+  }
+};

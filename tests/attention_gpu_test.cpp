@@ -180,6 +180,24 @@ TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   run_all(cases);
 }
 
+// Large softmax scales: a row's scores spread over tens of units in the log2 domain, so its
+// running max passes the old one by more than the kernel's rescale slack (2^8) many times (O
+// rescaled, max moved) and by less many more (max kept stale, exponentials up to 2^8). Peaked
+// rows (scale 4) stress the fp16 range of P.
+TEST(AttentionGpu, RunningMaxJumpsPastTheRescaleSlack) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (double scale : {0.3, 1.0, 4.0}) {
+          Problem p = problem(bf16, d, causal, 1000, 1000, 2, 4, 2);
+          p.scale = scale;
+          cases.push_back({spec_text(bf16, d, causal), p});
+        }
+  run_all(cases);
+}
+
 // Random specs and shapes, drawn fresh each run.
 TEST(AttentionGpu, RandomSpecsAndShapes) {
   FLASHJIT_REQUIRE_GPU(env);
