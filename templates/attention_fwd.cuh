@@ -278,21 +278,18 @@ struct QOperand {
   uint32_t frag[kQInRegisters ? kQKSteps : 1][4];
 
   // The A-operand layout is the accumulator layout: register q of k16 step j holds row
-  // row0 + 8 * (q & 1), columns 16 j + 8 * (q >> 1) + 2 (lane % 4) and the next.
-  // NOTES: t is hidden from the compiler here, else it hoists the 32 swizzled addresses out of
-  // the tile walk and keeps them in registers through every main loop (the d128 variant spilled).
+  // row0 + 8 * (q & 1), columns 16 j + 8 * (q >> 1) + 2 (lane % 4) and the next: one ldmatrix.x4
+  // per step, lane l addressing row l % 8 + 8 * ((l / 8) & 1) of the warp's 16, columns + 8 * (l / 16).
+  // NOTES: t is hidden from the compiler here, else it hoists the swizzled addresses out of the
+  // tile walk and keeps them in registers through every main loop (the d128 variant spilled).
   FJ_DEVICE void load(uint32_t q_tile, int wg, int t) {
     if (!kQInRegisters) return;
     asm volatile("" : "+r"(t));
-    const unsigned char* base = reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(q_tile));
-    const int row0 = wg * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const int lane = t % 32;
+    const int row = wg * 64 + (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
     for (int j = 0; j < (kQInRegisters ? kQKSteps : 0); ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int row = row0 + 8 * (q & 1), col = 16 * j + 8 * (q >> 1) + 2 * (t % 4);
-        frag[j][q] = *reinterpret_cast<const uint32_t*>(base + swizzled_offset(row, col, kBlockM));
-      }
+      ldmatrix_x4(frag[j], q_tile + swizzled_offset(row, 16 * j + 8 * (lane >> 4), kBlockM));
   }
 };
 
@@ -589,14 +586,23 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
       }
     }
   }
-  // O -> the staging tile (its last reader, a wgmma, is complete), swizzled like TMA.
-  const int row_in_wg = f.row0 - tile.m_block * kBlockM - wg * 64;
-  unsigned char* base = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(out.base));
+  // O -> the staging tile (its last reader, a wgmma, is complete), swizzled like TMA: per 16
+  // columns one stmatrix.x4 of the warp's 16 rows (o[8g .. 8g+7] are its four 8x8 matrices:
+  // rows 0-7 and 8-15 of columns 16g .. 16g+7, then of 16g+8 .. 16g+15).
+  // NOTES: t hidden as in QOperand::load: else ptxas computes the addresses once per kernel and
+  // keeps them through the main loops (d256 spilled 48 bytes).
+  asm volatile("" : "+r"(t));
+  const int lane = t % 32;
+  const int row = out.row0 + (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
-  for (int i = 0; i < kVCols / 2; i += 2) {
-    const int row = out.row0 + row_in_wg + 8 * Fragment::row_half(i);
-    const float scale = inv_sum[Fragment::row_half(i)];
-    *reinterpret_cast<uint32_t*>(base + swizzled_offset(row, f.col(i), out.rows)) = pack2(o[i] * scale, o[i + 1] * scale);
+  for (int g = 0; g < kVCols / 16; ++g) {
+    uint32_t packed[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const float scale = inv_sum[m & 1];
+      packed[m] = pack2(o[8 * g + 2 * m] * scale, o[8 * g + 2 * m + 1] * scale);
+    }
+    stmatrix_x4(out.base + swizzled_offset(row, 16 * g + 8 * (lane >> 4), out.rows), packed[0], packed[1], packed[2], packed[3]);
   }
   fence_proxy_async_smem();
   named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only

@@ -128,6 +128,21 @@ FJ_DEVICE void named_barrier_arrive(uint32_t id, uint32_t threads) {
 template <uint32_t N> FJ_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
 template <uint32_t N> FJ_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
 
+// ---------------------------------------------------------------- 8x8 matrix moves
+// Four 8x8 16-bit matrices between shared memory and a warp's registers: lane l gives the address
+// of row l % 8 of matrix l / 8 (16 contiguous bytes); register i of every lane holds its two
+// elements (row lane / 4, columns 2 (lane % 4) and the next) of matrix i. That is the layout of
+// the wgmma accumulator and A-operand fragments, so one instruction moves what took four 32-bit
+// accesses.
+FJ_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+FJ_DEVICE void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
 // ---------------------------------------------------------------- wgmma
 FJ_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 FJ_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
