@@ -271,8 +271,9 @@ FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
 
 // Q as the A operand of Q K^T. With kQInRegisters its fragments are read from shared memory once
 // per tile and each Q K^T reads only K from shared memory (a third fewer bytes); the registers
-// (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups.
-constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128;
+// (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups and
+// block_n 128 (FlashAttention-3's block_n 176 at d128 spilled 512 bytes with them).
+constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128 && kBlockN <= 128;
 struct QOperand {
   uint32_t slice;  // this warpgroup's 64 rows of the tile's Q buffer in shared memory
   uint32_t frag[kQInRegisters ? kQKSteps : 1][4];

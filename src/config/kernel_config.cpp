@@ -39,11 +39,12 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
-  // FlashAttention-3's choice, confirmed on the H200 (bench/NOTES.md, versions 3-4a, 6): overlap
-  // always; pingpong up to head dim 128 (at 192 it spills, at 256 it measured the same), round a
-  // ring of three warpgroups at 64.
+  // Overlap always (FlashAttention-3; bench/NOTES.md, versions 3-4a, 6). Pingpong wherever there
+  // are two or more consumer warpgroups (round a ring of three at 64): FlashAttention-3 stops at
+  // head dim 128, and so did we while d192 spilled with it and d256 measured the same; since the
+  // per-block instruction cuts (versions 17-18) neither spills and d256 gains 2-4 % (version 19).
   if (s.overlap < 0) s.overlap = 1;
-  if (s.pingpong < 0) s.pingpong = s.consumer_wgs >= 2 && d <= 128;
+  if (s.pingpong < 0) s.pingpong = s.consumer_wgs >= 2;
   // Two CTAs sharing each K/V block through TMA multicast (cluster=2) halves the L2 traffic per
   // FLOP but measured neutral on the large shapes and halves the useful CTAs when there is one
   // query block (decode: 1.2 -> 0.65 TB/s): off by default (bench/NOTES.md, versions 2 and 5).
