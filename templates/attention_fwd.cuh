@@ -245,7 +245,8 @@ struct Fragment {
 constexpr float kRescaleSlack = 8.f;
 
 struct SoftmaxState {
-  float row_max[2];  // running max of S * scale_log2 (-inf until a row sees a visible key)
+  float row_max[2];  // what the exponentials subtract: the running max of S * scale_log2, or up to
+                     // kRescaleSlack below it (-inf until a row sees a visible key)
   float row_sum[2];  // this thread's share of the running sum; quad-reduced in the epilogue
 };
 
