@@ -87,7 +87,9 @@ Command (one call of the device tool): `{args.command}`
 flashjit (through its C API), PyTorch SDPA on cuDNN and on FlashAttention-2 timed in one process on
 the same inputs; FA3 is the figure measured on this H200 (../shared/baselines, graph replay), not
 re-run. TFLOP/s from CUDA-graph replay (kernel time), FLOPs = 4·b·h·sq·sk·d (halved for causal).
-"idle µs" is one call from an idle stream, host launch cost included.
+"idle µs" is one call from an idle stream, host launch cost included; here every call goes
+through Python (ctypes for ours, PyTorch for the peers), so it holds Python's cost too: the
+C++ bench (`flashjit bench`) measures ours without it.
 
 Conditions: {per_graph} calls per graph replay. Back-to-back calls hold the card at its power cap
 (about 690 W; nvidia-smi showed the SM clock at 1.56-1.67 GHz instead of 1.98, reason "SW power
