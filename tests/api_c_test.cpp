@@ -27,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kSpec = "dtype=bf16,head_dim=64";
-const char* kSpec2 = "dtype=fp16,head_dim=64,causal=1";
+const char* kSpec2 = "dtype=fp16,head_dim=64,causal=1";  // two kernels: it has a long-sequence one
 
 std::string message() { return flashjit_last_error_message(); }
 std::string field() { return flashjit_last_error_field(); }
@@ -129,7 +129,7 @@ TEST(ApiC, EnumsAreFixedWidthAndStructLayoutsAreTheAbi) {
   EXPECT_EQ(sizeof(flashjit_attention_args_t), 256u);
   EXPECT_EQ(sizeof(flashjit_context_options_t), 40u);
   EXPECT_EQ(sizeof(flashjit_context_info_t), 40u);
-  EXPECT_EQ(sizeof(flashjit_kernel_info_t), 80u);
+  EXPECT_EQ(sizeof(flashjit_kernel_info_t), 96u);  // 80 until long_seqlen_spec and _min were appended
 }
 
 TEST(ApiC, LastErrorIsClearedBySuccessAndIsPerThread) {
@@ -550,10 +550,10 @@ TEST(ApiC, PrewarmCompilesUnderJitAndRefusesAtOnceUnderCacheOnly) {
   EXPECT_EQ(dir.entries(), 0u);
   flashjit_context_destroy(cache_only);
 
-  // JIT: both compiled and published.
+  // JIT: all three kernels compiled and published (kSpec2's long-sequence kernel too).
   flashjit_context_t jit = compile_only_context(dir.path);
   ASSERT_EQ(flashjit_prewarm(jit, specs, 2), FLASHJIT_SUCCESS) << message();
-  EXPECT_EQ(dir.entries(), 2u);
+  EXPECT_EQ(dir.entries(), 3u);
   flashjit_context_destroy(jit);
 
   // Cache only again (a new engine: nothing in memory): disk hits.
@@ -601,12 +601,12 @@ TEST(ApiC, ExportedBundleImportsIntoAFreshDirectory) {
   EXPECT_EQ(flashjit_prewarm(importer, specs, 2), FLASHJIT_ERROR_NOT_COMPILED);
   size_t imported = 99;
   ASSERT_EQ(flashjit_cache_import(importer, bundle.c_str(), &imported), FLASHJIT_SUCCESS) << message();
-  EXPECT_EQ(imported, 2u);
-  EXPECT_EQ(target.entries(), 2u) << "published to the directory";
+  EXPECT_EQ(imported, 3u) << "kSpec, kSpec2 and kSpec2's long-sequence kernel";
+  EXPECT_EQ(target.entries(), 3u) << "published to the directory";
   EXPECT_EQ(flashjit_prewarm(importer, specs, 2), FLASHJIT_SUCCESS) << message();
   // Importing again changes nothing.
   EXPECT_EQ(flashjit_cache_import(importer, bundle.c_str(), &imported), FLASHJIT_SUCCESS) << message();
-  EXPECT_EQ(target.entries(), 2u);
+  EXPECT_EQ(target.entries(), 3u);
   flashjit_context_destroy(importer);
   // A later process (a fresh engine) finds them on disk.
   flashjit_context_t later = compile_only_context(target.path, FLASHJIT_COMPILE_POLICY_CACHE_ONLY);

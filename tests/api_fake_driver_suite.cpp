@@ -259,6 +259,8 @@ TEST(ApiFakeDriver, KernelDescribesItself) {
   EXPECT_GT(info.block_m, 0);
   EXPECT_GT(info.block_n, 0);
   EXPECT_EQ(info.device, 0);
+  EXPECT_EQ(info.long_seqlen_spec, nullptr) << "no long-sequence kernel without a causal mask";
+  EXPECT_EQ(info.long_seqlen_min, 0);
 
   // struct_size: too small is refused naming it; a larger struct gets the known part, its tail untouched.
   flashjit_kernel_info_t small{};
@@ -320,6 +322,54 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   ASSERT_EQ(flashjit_attention_forward(k, &big, stream), FLASHJIT_SUCCESS) << last_message();
   EXPECT_EQ(last_launch().grid[0], 132u);
   EXPECT_EQ(params_of(last_launch()).batch, 40);
+  flashjit_kernel_release(k);
+  flashjit_context_destroy(ctx);
+}
+
+// A d64 causal spec left at auto holds two kernels (config/length_choice.hpp): three consumer
+// warpgroups (512 threads) where seqlen_q and seqlen_k are both at least long_seqlen_min, two (384)
+// below, each with its own parameters; describe names both. A spec with the warpgroups set holds one.
+TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=64,causal=1");
+  ASSERT_NE(k, nullptr);
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_EQ(info.threads_per_block, 384);
+  ASSERT_NE(info.long_seqlen_spec, nullptr);
+  EXPECT_NE(std::string(info.long_seqlen_spec).find("consumer_wgs=3,block_m=192"), std::string::npos) << info.long_seqlen_spec;
+  EXPECT_EQ(info.long_seqlen_min, 4096);
+  // An 80-byte (older) info struct gets the fields it knows and nothing past them.
+  struct Older {
+    unsigned char bytes[80];
+    uint64_t canary;
+  } older{};
+  older.canary = 0x5555;
+  *reinterpret_cast<uint32_t*>(older.bytes) = 80;
+  ASSERT_EQ(flashjit_kernel_describe(k, reinterpret_cast<flashjit_kernel_info_t*>(older.bytes)), FLASHJIT_SUCCESS);
+  EXPECT_EQ(older.canary, 0x5555u);
+
+  CUstream stream = make_stream(cu_context_of(ctx));
+  const auto threads_at = [&](int64_t sq, int64_t sk) {
+    const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, 8, 8);
+    EXPECT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+    const FakeCudaLaunch l = last_launch();
+    EXPECT_EQ(params_of(l).seqlen_q, sq);
+    return l.block[0];
+  };
+  EXPECT_EQ(threads_at(4096, 4096), 512u);
+  EXPECT_EQ(threads_at(8000, 5000), 512u);
+  EXPECT_EQ(threads_at(4095, 4096), 384u);
+  EXPECT_EQ(threads_at(4096, 4095), 384u);
+  EXPECT_EQ(threads_at(300, 200), 384u);
+  EXPECT_EQ(threads_at(4096, 4096), 512u) << "again, from its parameter cache";
+
+  flashjit_kernel_t one = get_kernel(ctx, "dtype=bf16,head_dim=64,causal=1,consumer_wgs=2");
+  ASSERT_EQ(flashjit_kernel_describe(one, &info), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_EQ(info.long_seqlen_spec, nullptr);
+  EXPECT_EQ(info.long_seqlen_min, 0);
+  flashjit_kernel_release(one);
   flashjit_kernel_release(k);
   flashjit_context_destroy(ctx);
 }
@@ -547,7 +597,7 @@ TEST(ApiFakeDriver, KernelKeepsItsContextAliveAndTheLastOneTearsItDown) {
   const flashjit_attention_args_t a = make_args(0x700000000ull);
   EXPECT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
   ASSERT_EQ(flashjit_kernel_release(k), FLASHJIT_SUCCESS);
-  EXPECT_EQ(fake().stats->module_unloads, unloads + 1);
+  EXPECT_EQ(fake().stats->module_unloads, unloads + 2) << "its kernel and its long-sequence kernel";
   EXPECT_EQ(fake().stats->primary_releases, releases + 1);
   EXPECT_EQ(flashjit_kernel_release(nullptr), FLASHJIT_SUCCESS);
   EXPECT_EQ(flashjit_context_destroy(nullptr), FLASHJIT_SUCCESS);

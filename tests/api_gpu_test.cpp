@@ -1,5 +1,5 @@
 // The C API on a Hopper GPU (skipped, with the reason, elsewhere): flashjit_attention_forward
-// against the float64 GPU reference; 16 threads getting (first-time compiling) and launching
+// against the float64 GPU reference, also through a handle's long-sequence kernel; 16 threads getting (first-time compiling) and launching
 // kernels at once; capture in a CUDA graph and replay with new data in the same buffers; several
 // CUDA contexts on one device, each with its own kernels, and a launch on another context's stream
 // refused; an invalid device ordinal named.
@@ -143,6 +143,40 @@ TEST(ApiGpu, ForwardMatchesTheFloat64Reference) {
     expect_ok_cu(*env->api, env->api->cuStreamSynchronize(env->stream), "forward");
     const CheckResult r = t.compare(env->device());
     EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+    flashjit_kernel_release(kernel);
+  }
+  flashjit_context_destroy(ctx);
+}
+
+// A d64 causal handle holds two kernels (config/length_choice.hpp); the long-sequence one (three
+// consumer warpgroups) runs from 4096 on, both lengths, including ones that are not tile multiples
+// and a bottom-right causal mask. Each launch against float64, and the handle's two kernels named.
+TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
+  FLASHJIT_REQUIRE_GPU(env);
+  flashjit_context_t ctx = device_context();
+  std::mt19937_64 rng(12);
+  for (bool bf16 : {true, false}) {
+    const Problem base = make_problem(bf16, 64, true, 1, 64, 64, 2, 1);
+    flashjit_kernel_t kernel = nullptr;
+    ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(base).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+    flashjit_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(flashjit_kernel_describe(kernel, &info), FLASHJIT_SUCCESS) << last_message();
+    ASSERT_NE(info.long_seqlen_spec, nullptr);
+    EXPECT_EQ(info.long_seqlen_min, 4096);
+    for (auto [sq, sk] : {std::pair{4096, 4096}, {4100, 4100}, {4097, 6001}, {4095, 4095}, {5000, 4096}}) {
+      Problem p = base;
+      p.seqlen_q = sq;
+      p.seqlen_k = sk;
+      SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 4096 && sk >= 4096 ? " | long-sequence kernel" : ""));
+      ApiProblem t(*env->api, p);
+      t.randomize(*env->api, rng);
+      const flashjit_attention_args_t a = t.args();
+      ASSERT_EQ(flashjit_attention_forward(kernel, &a, env->stream), FLASHJIT_SUCCESS) << last_message();
+      expect_ok_cu(*env->api, env->api->cuStreamSynchronize(env->stream), "forward");
+      const CheckResult r = t.compare(env->device());
+      EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+    }
     flashjit_kernel_release(kernel);
   }
   flashjit_context_destroy(ctx);

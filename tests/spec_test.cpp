@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "config/kernel_config.hpp"
+#include "config/length_choice.hpp"
 #include "launch/attention_launch.hpp"
 #include "spec/attention_spec.hpp"
 
@@ -135,6 +136,35 @@ TEST(Config, OStagingAndPersistentGrid) {
 
 // The grid: 1-D over query blocks (padded to whole clusters) x heads x batch; capped at max_ctas
 // (the SM count) where the config is persistent, one CTA per tile otherwise or without a cap.
+// Long-sequence kernels: only d <= 64 with a causal mask and the warpgroups left at auto, as a
+// three-warpgroup spec that keeps every other field (hang_trap, block_n); both lengths must reach it.
+TEST(LengthChoice, OnlyCausalHeadDim64AtAutoHasALongSequenceKernel) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"dtype=bf16,head_dim=64,causal=1", "dtype=bf16,head_dim=64,causal=1,consumer_wgs=3"},
+      {"dtype=fp16,head_dim=32,causal=1,hang_trap=1", "dtype=fp16,head_dim=32,causal=1,consumer_wgs=3,hang_trap=1"},
+      {"head_dim=64,causal=1,block_n=64", "head_dim=64,causal=1,consumer_wgs=3,block_n=64"},
+      {"head_dim=64", nullptr},                          // three warpgroups already, at every length
+      {"head_dim=96,causal=1", nullptr},                 // three do not fit above 64
+      {"head_dim=64,causal=1,consumer_wgs=2", nullptr},  // set by the caller
+      {"head_dim=64,causal=1,block_m=128", nullptr}};
+  for (auto [text, long_text] : cases) {
+    SCOPED_TRACE(text);
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok());
+    const auto variant = long_sequence_variant(*spec);
+    ASSERT_EQ(variant.has_value(), long_text != nullptr);
+    if (!variant) continue;
+    EXPECT_EQ(variant->spec, *parse_spec(long_text));
+    EXPECT_EQ(variant->min_seqlen, 4096);
+    EXPECT_TRUE(make_config(variant->spec).ok());
+  }
+  EXPECT_TRUE(runs_long_variant(4096, 4096, 4096));
+  EXPECT_TRUE(runs_long_variant(4096, 16384, 5000));
+  EXPECT_FALSE(runs_long_variant(4096, 4095, 16384));
+  EXPECT_FALSE(runs_long_variant(4096, 1, 32768));  // decode
+  EXPECT_FALSE(runs_long_variant(4096, 16384, 4095));
+}
+
 TEST(AttentionLaunch, GridWalksTheTiles) {
   const struct {
     const char* spec;

@@ -5,13 +5,14 @@
  * else; include/flashjit/flashjit.hpp wraps them in header-only C++.
  *
  * LIFECYCLE CONTRACT (this is the one place it is written down)
- *   may compile (NVRTC, seconds per kernel):
+ *   may compile (NVRTC, about a second per kernel; a spec may need two, see long_seqlen_spec):
  *       flashjit_kernel_get, flashjit_prewarm, flashjit_cache_export   -- JIT policy only; under the
  *       cache-only policy a miss is FLASHJIT_ERROR_NOT_COMPILED at once and nothing is compiled.
  *   may load a module into a CUDA context:  flashjit_kernel_get only.
  *   may allocate host memory / touch the disk: every function except the hot path below.
  *   hot path: flashjit_attention_forward. It never allocates (host or device), never synchronises,
- *       never copies from the host, never compiles or loads; it encodes the TMA descriptors (or
+ *       never copies from the host, never compiles or loads; it picks the handle's kernel for the
+ *       lengths (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
  *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
  *       call on the caller's stream. It is safe to capture in a CUDA graph: a replay reruns the
  *       kernel with the arguments given at capture (the same device addresses, new data in them).
@@ -180,6 +181,12 @@ typedef struct flashjit_kernel_info {
   int32_t dynamic_smem_bytes;               /* requested at each launch */
   int32_t static_smem_bytes;
   flashjit_kernel_source_t source;          /* where flashjit_kernel_get found it */
+  /* Appended in 0.1 (a caller with the 80-byte layout gets the fields above only). A spec that leaves
+   * the warpgroup count at auto may run a second kernel for long sequences (head dim <= 64 with a
+   * causal mask): launches whose seqlen_q and seqlen_k are both at least long_seqlen_min run it.
+   * The fields above describe the other kernel, which runs every other launch. */
+  const char* long_seqlen_spec;             /* its resolved spec; NULL when one kernel runs at every length */
+  int64_t long_seqlen_min;                  /* 0 when long_seqlen_spec is NULL */
 } flashjit_kernel_info_t;
 
 /* Element strides of a [batch, seqlen, heads, head_dim] tensor whose head_dim is contiguous. Each
@@ -288,14 +295,16 @@ FLASHJIT_API flashjit_status_t flashjit_context_create(const flashjit_context_op
 FLASHJIT_API flashjit_status_t flashjit_context_destroy(flashjit_context_t context);
 FLASHJIT_API flashjit_status_t flashjit_context_describe(flashjit_context_t context, flashjit_context_info_t* info);
 
-/* Compiles (policy permitting) every spec into the context's cache, in parallel; loads nothing and
+/* Compiles (policy permitting) every spec into the context's cache, in parallel, with its
+ * long-sequence kernel where it has one (what flashjit_kernel_get will look for); loads nothing and
  * needs no GPU. On failure the status is the first failing spec's, and the message lists each one. */
 FLASHJIT_API flashjit_status_t flashjit_prewarm(flashjit_context_t context, const char* const* specs, size_t count);
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
-/* The only call that compiles (policy permitting) or loads a module. Each call returns a new handle;
- * handles for one spec in one context share the loaded module. */
+/* The only call that compiles (policy permitting) or loads a module. A handle holds the spec's
+ * kernel and, where the spec has one, its long-sequence kernel (flashjit_kernel_info_t). Each call
+ * returns a new handle; handles for one spec in one context share the loaded modules. */
 FLASHJIT_API flashjit_status_t flashjit_kernel_get(flashjit_context_t context, const char* spec,
                                                    flashjit_kernel_t* kernel);
 /* NULL is a no-op. */
@@ -310,8 +319,8 @@ FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kern
 
 /* ---- cache bundles ----------------------------------------------------------------------------- */
 
-/* Writes the kernels of specs (compiling them, policy permitting) into one bundle file at path,
- * replacing it atomically, so an engine can ship its kernels with its model. */
+/* Writes the kernels of specs (compiling them, policy permitting; long-sequence kernels included)
+ * into one bundle file at path, replacing it atomically, so an engine can ship its kernels with its model. */
 FLASHJIT_API flashjit_status_t flashjit_cache_export(flashjit_context_t context, const char* const* specs, size_t count,
                                                      const char* path);
 /* Checks every entry of the bundle at path (checksums, and that each is what this build of flashjit

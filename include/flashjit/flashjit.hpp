@@ -171,6 +171,8 @@ struct KernelInfo {
   bool causal = false;
   int registers = 0, local_bytes = 0, spill_bytes = 0, dynamic_smem_bytes = 0, static_smem_bytes = 0;
   flashjit_kernel_source_t source = FLASHJIT_KERNEL_FROM_MEMORY;
+  std::string long_seqlen_spec;  // empty: one kernel at every length
+  int64_t long_seqlen_min = 0;   // launches with both lengths at least this run long_seqlen_spec
 };
 
 // A kernel loaded in its context (which it keeps alive). Move-only.
@@ -218,6 +220,8 @@ class Kernel {
     info.dynamic_smem_bytes = c.dynamic_smem_bytes;
     info.static_smem_bytes = c.static_smem_bytes;
     info.source = c.source;
+    if (c.long_seqlen_spec) info.long_seqlen_spec = c.long_seqlen_spec;
+    info.long_seqlen_min = c.long_seqlen_min;
     return info;
   }
 

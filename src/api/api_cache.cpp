@@ -29,21 +29,24 @@ ApiStatus file_error(Error error) {
 
 // Export --------------------------------------------------------------------------------------------
 
-// The entries for specs, in order, one per distinct key.
+// The entries for specs (each with its long-sequence kernel after it), in order, one per distinct key.
 ApiStatus collect_entries(const ContextState& context, const std::vector<AttentionSpec>& specs,
                           const std::vector<std::string>& texts, std::vector<BundleEntry>* out) {
-  std::vector<BundleEntry> entries(specs.size());
+  std::vector<std::vector<BundleEntry>> entries(specs.size());
   const auto outcomes = run_on_all_cores(specs.size(), [&](size_t i) -> ApiStatus {
-    auto prepared = context.engine().prepare(specs[i], context.policy());
-    if (!prepared) return prepared.take_error();
-    entries[i] = {prepared->key, encode_entry(prepared->key, *prepared->compiled)};
+    auto family = context.engine().prepare_family(specs[i], context.policy());
+    if (!family) return family.take_error();
+    for (const PreparedKernel* p : {&family->main, family->long_sequences ? &*family->long_sequences : nullptr}) {
+      if (p) entries[i].push_back({p->key, encode_entry(p->key, *p->compiled)});
+    }
     return {};
   });
   if (ApiStatus st = summarise_failures(outcomes, texts, "cache export"); !st.ok()) return st;
   std::map<std::string, bool> seen;
-  for (BundleEntry& e : entries) {
-    if (!seen.emplace(e.key, true).second) continue;
-    out->push_back(std::move(e));
+  for (std::vector<BundleEntry>& family : entries) {
+    for (BundleEntry& e : family) {
+      if (seen.emplace(e.key, true).second) out->push_back(std::move(e));
+    }
   }
   return {};
 }

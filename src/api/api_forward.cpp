@@ -1,8 +1,8 @@
 // Exported: flashjit_attention_forward (the hot path) and flashjit_validate_attention_args.
 //
-// One launch, in steps: read and check the C arguments -> parameters from the kernel's cache, or
-// validated (before any driver call) -> check the stream belongs to the kernel's CUDA context ->
-// encode new parameters -> cuLaunchKernelEx.
+// One launch, in steps: read and check the C arguments -> the handle's kernel for their lengths ->
+// parameters from that kernel's cache, or validated (before any driver call) -> check the stream
+// belongs to the kernel's CUDA context -> encode new parameters -> cuLaunchKernelEx.
 // Nothing here allocates, synchronises, copies from the host or compiles (an error message is
 // the one exception: it is built only when the call fails).
 // NOTES: on a parameter-cache miss, make_kernel_params' tensor-map validation (driver stage,
@@ -17,6 +17,7 @@
 #include "driver/context.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
+#include "config/length_choice.hpp"
 #include "spec/attention_spec.hpp"
 
 using namespace flashjit;
@@ -44,7 +45,7 @@ ApiStatus check_stream_context(const flashjit_kernel_s& kernel, CUstream stream)
   if (stream_context == kernel.cu_context) return {};
   return ApiStatus::make(FLASHJIT_ERROR_WRONG_CONTEXT, "stream",
                          "stream: " + pointer_text(stream) + " belongs to CUDA context " + pointer_text(stream_context) +
-                             ", but kernel '" + kernel.resolved_spec + "' was loaded in CUDA context " +
+                             ", but kernel '" + kernel.main.resolved_spec + "' was loaded in CUDA context " +
                              pointer_text(kernel.cu_context) + " (device " + std::to_string(kernel.context->device()) +
                              "); get the kernel from a flashjit context made for the stream's CUDA context");
 }
@@ -71,32 +72,37 @@ class CurrentContextForLaunch {
 };
 
 ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in, CUstream stream) {
-  // 1. The C arguments, checked and converted.
+  // 1. The C arguments, checked and converted; the kernel for their lengths (the two a handle may
+  //    hold differ only in tiles, so the conversion's checks hold for either).
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, kernel.config(), &args); !st.ok()) return st;
+  KernelVariant& variant = kernel.variant_for(args.seqlen_q, args.seqlen_k);
   // 2. Arguments seen before have their parameters cached; new ones get the core checks, before
   //    any driver call.
   const ParamsKey key = ParamsKey::of(args);
   KernelParams params;
-  const bool cached = kernel.params.find(key, &params);
+  const bool cached = variant.params.find(key, &params);
   if (!cached) {
-    if (ApiStatus st = validate_launch_args(kernel.config(), args); !st.ok()) return st;
+    if (ApiStatus st = validate_launch_args(variant.config(), args); !st.ok()) return st;
   }
   // 3. The stream is in the kernel's CUDA context.
   if (ApiStatus st = check_stream_context(kernel, stream); !st.ok()) return st;
   // 4. New arguments: encode the four tensor maps, and remember them.
   if (!cached) {
-    auto built = make_kernel_params(*kernel.api, kernel.config(), args);
+    auto built = make_kernel_params(*kernel.api, variant.config(), args);
     if (!built) return as_args_error(built.take_error());
     params = *built;
-    kernel.params.store(key, params);
+    variant.params.store(key, params);
   }
   // 5. One launch on the caller's stream.
   CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
   void* kernel_args[] = {&params};
-  return launch_kernel(*kernel.api, kernel.function, attention_launch_shape(kernel.config(), args, kernel.sm_count), stream, kernel_args);
+  return launch_kernel(*kernel.api, variant.function, attention_launch_shape(variant.config(), args, kernel.sm_count), stream,
+                       kernel_args);
 }
 
+// The checks forward() makes on new arguments, for the kernel a handle for this spec would run at
+// these lengths (a `flashjit tune` winner aside: this needs no cache).
 ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args_t* in) {
   auto spec = parse_spec(spec_text);
   if (!spec) return spec.take_error();
@@ -104,6 +110,10 @@ ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args
   if (!config) return config.take_error();
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
+  if (auto variant = long_sequence_variant(*spec); variant && runs_long_variant(variant->min_seqlen, args.seqlen_q, args.seqlen_k)) {
+    config = make_config(variant->spec);
+    if (!config) return config.take_error();
+  }
   return validate_launch_args(*config, args);
 }
 

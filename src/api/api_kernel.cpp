@@ -9,7 +9,7 @@ using namespace flashjit::api;
 
 namespace {
 
-static_assert(sizeof(flashjit_kernel_info_t) == 80);
+static_assert(sizeof(flashjit_kernel_info_t) == 96);
 constexpr uint32_t kKernelInfoMinSize = 80;
 
 flashjit_kernel_source_t source_of(CacheLookup::Source source) {
@@ -21,54 +21,69 @@ flashjit_kernel_source_t source_of(CacheLookup::Source source) {
   return FLASHJIT_KERNEL_FROM_MEMORY;
 }
 
+// Loads one prepared kernel into the context's CUDA context (once per context; later calls share
+// the module).
+ApiStatus load_variant(ContextState& context, PreparedKernel prepared, KernelVariant* out) {
+  auto loaded = context.engine().load(*context.api(), prepared, context.cu_context());
+  if (!loaded) return loaded.take_error();
+  out->resolved_spec = to_string(prepared.config.spec);
+  out->prepared = std::move(prepared);
+  out->loaded = std::move(*loaded);
+  out->function = out->loaded->function();
+  return {};
+}
+
 ApiStatus get_kernel(const std::shared_ptr<ContextState>& context, const char* spec_text,
                      std::unique_ptr<flashjit_kernel_s>* out) {
   if (!context->has_device()) {
     return invalid_argument("context", "context: this context has no device (FLASHJIT_DEVICE_NONE); it can prewarm, export "
                                        "and import kernels but not load them");
   }
-  // 1. Spec -> prepared kernel: memory, disk, or (policy permitting) NVRTC.
+  // 1. Spec -> its kernels (and a long-sequence one): memory, disk, or (policy permitting) NVRTC.
   auto spec = parse_spec(spec_text);
   if (!spec) return spec.take_error();
-  auto prepared = context->engine().prepare(*spec, context->policy());
-  if (!prepared) return prepared.take_error();
-  // 2. Loaded into the context's CUDA context (once per context; later calls share the module).
-  auto loaded = context->engine().load(*context->api(), *prepared, context->cu_context());
-  if (!loaded) return loaded.take_error();
-  // 3. The handle, with everything the launch path reads resolved now.
+  auto family = context->engine().prepare_family(*spec, context->policy());
+  if (!family) return family.take_error();
+  // 2. Each loaded into the context's CUDA context.
   auto kernel = std::make_unique<flashjit_kernel_s>();
+  if (ApiStatus st = load_variant(*context, std::move(family->main), &kernel->main); !st.ok()) return st;
+  if (family->long_sequences) {
+    kernel->long_sequences = std::make_unique<KernelVariant>();
+    if (ApiStatus st = load_variant(*context, std::move(*family->long_sequences), kernel->long_sequences.get()); !st.ok()) return st;
+    kernel->long_min_seqlen = family->min_seqlen;
+  }
+  // 3. The handle, with everything the launch path reads resolved now.
   kernel->context = context;
-  kernel->prepared = std::move(*prepared);
-  kernel->loaded = std::move(*loaded);
   kernel->api = context->api();
   kernel->cu_context = context->cu_context();
-  kernel->function = kernel->loaded->function();
-  kernel->resolved_spec = to_string(kernel->prepared.config.spec);
   kernel->sm_count = context->sm_count();
   *out = std::move(kernel);
   return {};
 }
 
 flashjit_kernel_info_t describe(const flashjit_kernel_s& k) {
-  const KernelConfig& c = k.config();
-  const CompiledKernel& compiled = *k.prepared.compiled;
+  const KernelVariant& main = k.main;
+  const KernelConfig& c = main.config();
+  const CompiledKernel& compiled = *main.prepared.compiled;
   flashjit_kernel_info_t info{};
   info.device = k.context->device();
-  info.spec = k.resolved_spec.c_str();
+  info.spec = main.resolved_spec.c_str();
   info.kernel_name = c.kernel_name.c_str();
-  info.cache_key = k.prepared.key.c_str();
+  info.cache_key = main.prepared.key.c_str();
   info.dtype = c.spec.dtype == DType::kFp16 ? FLASHJIT_DTYPE_FP16 : FLASHJIT_DTYPE_BF16;
   info.head_dim = c.spec.head_dim;
   info.causal = c.spec.causal ? 1 : 0;
   info.block_m = c.spec.block_m;
   info.block_n = c.spec.block_n;
   info.threads_per_block = c.threads;
-  info.registers = k.loaded->num_regs();
-  info.local_bytes = k.loaded->local_size_bytes();
+  info.registers = main.loaded->num_regs();
+  info.local_bytes = main.loaded->local_size_bytes();
   info.spill_bytes = compiled.report.spill_bytes();
   info.dynamic_smem_bytes = c.smem_bytes;
   info.static_smem_bytes = compiled.report.static_smem_bytes;
-  info.source = source_of(k.prepared.source);
+  info.source = source_of(main.prepared.source);
+  info.long_seqlen_spec = k.long_sequences ? k.long_sequences->resolved_spec.c_str() : nullptr;
+  info.long_seqlen_min = k.long_sequences ? k.long_min_seqlen : 0;
   return info;
 }
 

@@ -1,6 +1,7 @@
-// What a flashjit_kernel_t is: a prepared kernel loaded in its context's CUDA context, everything
-// the launch path needs resolved up front (function, config, driver table), and its own cache of
-// encoded launch parameters.
+// What a flashjit_kernel_t is: the kernels prepared for one spec (its own, and for long sequences
+// perhaps another: config/length_choice.hpp), loaded in its context's CUDA context, everything the
+// launch path needs resolved up front (functions, configs, driver table), each kernel with its own
+// cache of encoded launch parameters.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,17 +11,34 @@
 #include "driver/module.hpp"
 #include "runtime/engine.hpp"
 
-struct flashjit_kernel_s {
-  std::shared_ptr<flashjit::api::ContextState> context;  // keeps the CUDA context and engine alive
+namespace flashjit::api {
+
+// One kernel a handle may launch. Built in place (the parameter cache does not move).
+struct KernelVariant {
   flashjit::PreparedKernel prepared;
   std::shared_ptr<flashjit::LoadedKernel> loaded;
+  CUfunction function = nullptr;
+  std::string resolved_spec;  // every tile field filled in
+  ParamsCache params;
+
+  const flashjit::KernelConfig& config() const { return prepared.config; }
+};
+
+}  // namespace flashjit::api
+
+struct flashjit_kernel_s {
+  std::shared_ptr<flashjit::api::ContextState> context;  // keeps the CUDA context and engine alive
+  flashjit::api::KernelVariant main;
+  std::unique_ptr<flashjit::api::KernelVariant> long_sequences;  // null: `main` runs at every length
+  int64_t long_min_seqlen = 0;
   // Resolved once, read on every launch.
   const flashjit::DriverApi* api = nullptr;
   CUcontext cu_context = nullptr;
-  CUfunction function = nullptr;
-  std::string resolved_spec;  // for flashjit_kernel_info_t.spec
-  int sm_count = 0;           // the device's SMs: the persistent grid (0 if unknown: one CTA per tile)
-  flashjit::api::ParamsCache params;
+  int sm_count = 0;  // the device's SMs: the persistent grid (0 if unknown: one CTA per tile)
 
-  const flashjit::KernelConfig& config() const { return prepared.config; }
+  const flashjit::KernelConfig& config() const { return main.config(); }
+  // The kernel a launch of these lengths runs.
+  flashjit::api::KernelVariant& variant_for(int64_t seqlen_q, int64_t seqlen_k) {
+    return long_sequences && flashjit::runs_long_variant(long_min_seqlen, seqlen_q, seqlen_k) ? *long_sequences : main;
+  }
 };

@@ -30,7 +30,8 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // Measured on the H200 (bench/NOTES.md, versions 7 and 14): at head dim <= 64 three consumer
   // warpgroups (block_m 192, FlashAttention-3's choice) beat two by 10 % without a causal mask;
   // with one, two (block_m 128) win by 10-20 % at seqlen 512-2k (192-row tiles waste a third of
-  // the short diagonal) and trail by 2 % at 16k. block_n 144 at head dim 128 won 1 % at 8k but
+  // the short diagonal) and trail by 5-12 % from 4k up, where config/length_choice.hpp adds a
+  // three-warpgroup kernel (versions 19a and 22). block_n 144 at head dim 128 won 1 % at 8k but
   // lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit tune picks
   // per shape).
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;

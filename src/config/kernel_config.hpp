@@ -31,7 +31,8 @@ struct KernelConfig {
   std::string kernel_name;  // extern "C" entry point
 };
 
-// The default prewarm set: fp16 and bf16 x head dims 64, 96, 128, 192, 256 x causal off/on (20).
+// The default prewarm set: fp16 and bf16 x head dims 64, 96, 128, 192, 256 x causal off/on (20
+// specs; prewarm adds their long-sequence kernels: config/length_choice.hpp).
 std::vector<AttentionSpec> default_prewarm_specs();
 
 // The default tiles for a head dim (the table; see NOTES in the .cpp).

@@ -67,7 +67,20 @@ Result<PreparedKernel> Engine::prepare(const AttentionSpec& asked, CompilePolicy
     if (e.code == ErrorCode::kNotCompiled) e.message = "kernel for spec '" + request.spec_text + "' is not in the cache (cache-only policy)";
     return e;
   }
-  return PreparedKernel{*config, key, found->kernel, found->source};
+  return PreparedKernel{*config, key, found->kernel, found->source, !(spec == asked)};
+}
+
+Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, CompilePolicy policy) {
+  auto main = prepare(spec, policy);
+  if (!main) return main.take_error();
+  PreparedFamily family{std::move(*main), std::nullopt, 0};
+  const auto variant = long_sequence_variant(spec);
+  if (!variant || family.main.tuned) return family;
+  auto long_sequences = prepare(variant->spec, policy);
+  if (!long_sequences) return long_sequences.take_error();
+  family.long_sequences = std::move(*long_sequences);
+  family.min_seqlen = variant->min_seqlen;
+  return family;
 }
 
 Result<std::shared_ptr<LoadedKernel>> Engine::load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context) {

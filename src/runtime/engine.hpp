@@ -1,6 +1,7 @@
 // The pipeline end to end, minus the launch: spec -> config -> source -> (cache | NVRTC) -> cubin,
 // and cubin -> module loaded in a context. Lifecycle of a kernel:
 //   prepare(spec)   may render, compile and publish (policy permitting); the only step that compiles
+//   prepare_family(spec)   prepare() for the spec and its long-sequence variant (config/length_choice.hpp)
 //   load(prepared, context)   loads the module once per context
 //   launch          src/launch: never allocates, synchronises or compiles
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "cache/kernel_cache.hpp"
 #include "config/kernel_config.hpp"
+#include "config/length_choice.hpp"
 #include "driver/module.hpp"
 
 namespace flashjit {
@@ -36,6 +38,18 @@ struct PreparedKernel {
   std::string key;
   std::shared_ptr<const CompiledKernel> compiled;
   CacheLookup::Source source = CacheLookup::Source::kMemory;  // where this call found it
+  bool tuned = false;  // the spec was left at auto and `flashjit tune`'s recorded winner replaced it
+};
+
+// What a kernel handle for one spec launches: its kernel, and for long sequences perhaps another.
+struct PreparedFamily {
+  PreparedKernel main;
+  std::optional<PreparedKernel> long_sequences;  // runs where runs_long_variant(min_seqlen) holds
+  int64_t min_seqlen = 0;
+
+  const PreparedKernel& for_lengths(int64_t seqlen_q, int64_t seqlen_k) const {
+    return long_sequences && runs_long_variant(min_seqlen, seqlen_q, seqlen_k) ? *long_sequences : main;
+  }
 };
 
 // The compile request for a resolved config (rendered source, options, names).
@@ -48,6 +62,8 @@ class Engine {
 
   Result<PreparedKernel> prepare(const AttentionSpec& spec);
   Result<PreparedKernel> prepare(const AttentionSpec& spec, CompilePolicy policy);
+  // Both kernels or an error; a tuned spec has no long-sequence variant (its winner runs throughout).
+  Result<PreparedFamily> prepare_family(const AttentionSpec& spec, CompilePolicy policy);
   Result<std::shared_ptr<LoadedKernel>> load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context);
 
   KernelCache& cache() { return cache_; }

@@ -26,8 +26,9 @@ double Bench::elapsed_ms() {
 
 Timing Bench::run(Engine& engine, const Cell& cell) {
   Timing t;
-  auto prepared = engine.prepare(cell.spec);
-  if (!prepared) { t.error = prepared.error().message; return t; }
+  auto family = engine.prepare_family(cell.spec, engine.options().policy);
+  if (!family) { t.error = family.error().message; return t; }
+  const PreparedKernel* prepared = &family->for_lengths(cell.seqlen_q, cell.seqlen_k);  // what the C API would launch
   t.registers = prepared->compiled->report.registers;
   auto loaded = engine.load(api, *prepared, context);
   if (!loaded) { t.error = loaded.error().message; return t; }

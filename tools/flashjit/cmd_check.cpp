@@ -32,8 +32,9 @@ int run_check() {
   }
   if (HeadsQ % HeadsKv != 0) return usage_error("--heads-kv must divide --heads-q");
   Engine engine(engine_options());
-  auto prepared = engine.prepare(*spec);
-  if (!prepared) return fail(prepared.error());
+  auto family = engine.prepare_family(*spec, engine.options().policy);
+  if (!family) return fail(family.error());
+  const PreparedKernel* prepared = &family->for_lengths(SeqlenQ, SeqlenK);  // what the C API would launch
   // 2. The device.
   auto api = driver();
   if (!api) return fail(api.error());

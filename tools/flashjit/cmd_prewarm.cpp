@@ -16,7 +16,7 @@
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on"),
+static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on (and their long-sequence kernels)"),
                               cl::sub(prewarm_command()));
 static cl::list<std::string> Specs("spec", cl::desc("A spec, e.g. dtype=bf16,head_dim=128,causal=1 (repeatable)"),
                                    cl::value_desc("SPEC"), cl::sub(prewarm_command()));
@@ -38,24 +38,32 @@ struct Row {
   std::string error;
 };
 
-Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
+Row row_of(const PreparedKernel& prepared) {
   Row row;
-  row.spec = to_string(spec);
-  auto prepared = engine.prepare(spec);
-  if (!prepared) {
-    row.status = "failed";
-    row.error = prepared.error().message;
-    return row;
-  }
-  row.spec = to_string(prepared->config.spec);
-  row.key = prepared->key;
-  row.status = prepared->source == CacheLookup::Source::kCompiled ? "compiled" : "hit";
-  row.compile_ms = prepared->source == CacheLookup::Source::kCompiled ? prepared->compiled->compile_ms : 0;
-  row.registers = prepared->compiled->report.registers;
-  row.spill_bytes = prepared->compiled->report.spill_bytes();
-  row.smem_bytes = prepared->config.smem_bytes;
-  row.warnings = prepared->compiled->report.warnings;
+  row.spec = to_string(prepared.config.spec);
+  row.key = prepared.key;
+  row.status = prepared.source == CacheLookup::Source::kCompiled ? "compiled" : "hit";
+  row.compile_ms = prepared.source == CacheLookup::Source::kCompiled ? prepared.compiled->compile_ms : 0;
+  row.registers = prepared.compiled->report.registers;
+  row.spill_bytes = prepared.compiled->report.spill_bytes();
+  row.smem_bytes = prepared.config.smem_bytes;
+  row.warnings = prepared.compiled->report.warnings;
   return row;
+}
+
+// One row per kernel: the spec's, then its long-sequence kernel's where it has one.
+std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
+  auto family = engine.prepare_family(spec, engine.options().policy);
+  if (!family) {
+    Row row;
+    row.spec = to_string(spec);
+    row.status = "failed";
+    row.error = family.error().message;
+    return {row};
+  }
+  std::vector<Row> rows{row_of(family->main)};
+  if (family->long_sequences) rows.push_back(row_of(*family->long_sequences));
+  return rows;
 }
 
 void print_table(const std::vector<Row>& rows, double wall_ms) {
@@ -103,7 +111,7 @@ int run_prewarm() {
   options.memory_only = NoCache;
   Engine engine(options);
   const unsigned jobs = Jobs ? Jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<Row> rows(specs.size());
+  std::vector<std::vector<Row>> rows_per_spec(specs.size());
   std::atomic<size_t> next{0}, done{0};
   const bool progress = !json_option() && isatty(STDERR_FILENO);
   std::mutex print_mutex;
@@ -112,11 +120,11 @@ int run_prewarm() {
   for (unsigned w = 0; w < std::min<size_t>(jobs, specs.size()); ++w) {
     workers.emplace_back([&] {
       for (size_t i; (i = next++) < specs.size();) {
-        rows[i] = prewarm_one(engine, specs[i]);
+        rows_per_spec[i] = prewarm_one(engine, specs[i]);
         const size_t finished = ++done;
         if (progress) {
           std::lock_guard<std::mutex> lock(print_mutex);
-          std::fprintf(stderr, "\r[%zu/%zu] %-90.90s", finished, specs.size(), rows[i].spec.c_str());
+          std::fprintf(stderr, "\r[%zu/%zu] %-90.90s", finished, specs.size(), rows_per_spec[i][0].spec.c_str());
           std::fflush(stderr);
         }
       }
@@ -127,6 +135,8 @@ int run_prewarm() {
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   // 3. Report.
+  std::vector<Row> rows;
+  for (std::vector<Row>& r : rows_per_spec) rows.insert(rows.end(), r.begin(), r.end());
   if (json_option()) print_json(rows); else print_table(rows, wall_ms);
   for (const Row& r : rows)
     if (r.status == "failed") return kExitFailure;
