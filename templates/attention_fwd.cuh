@@ -346,7 +346,8 @@ FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Para
 // Online softmax of one block: updates the running max and sum, turns S into P (in place) and
 // returns the factor by which O must be rescaled.
 template <bool kMasked>
-FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2, float (&correction)[2]) {
+FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2, float (&correction)[2],
+                              float slack = kRescaleSlack) {
   // Row maxima over this thread's elements in two independent chains per row (a single chain is
   // kBlockN / 4 dependent instructions long, and two warps per scheduler cannot hide that).
   float partial[2][2] = {{FJ_NEG_INF, FJ_NEG_INF}, {FJ_NEG_INF, FJ_NEG_INF}};
@@ -366,7 +367,7 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
     // the fp32 sums and the 16-bit P hold with their usual relative precision, and O needs no
     // rescale. With a row's first visible key it always moves (-inf + slack = -inf).
     const float block_top = block_max[r] * scale_log2;
-    const bool moves = block_top > st.row_max[r] + kRescaleSlack;
+    const bool moves = block_top > st.row_max[r] + slack;
     const float new_max = moves ? block_top : st.row_max[r];
     // NOTES: a row with no visible key yet keeps max -inf; subtracting 0 instead keeps exp2 at 0
     // rather than NaN (-inf - -inf). Unmasked blocks always give a finite max, so only masked ones check.
@@ -384,6 +385,35 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) st.row_sum[r] += sums[r][0] + sums[r][1];
+}
+
+// Unmasked blocks: the exponentials against the running max as it stands, without the block's
+// max (64 FMNMX, 4 shuffles and the rescale bookkeeping per block at block_n 128). Each P is at
+// most this thread's partial row sum, so when every partial sum in the warp is at most
+// 2^kRescaleSlack every P is what the slack allows, exactly as if the max had been taken and had
+// not moved: the block is done (true, and O owes no factor). Otherwise (a max that jumped past the
+// slack; a row's first keys: -inf gives inf) P has overwritten S, and the caller recomputes S
+// and takes the full path (false, state untouched).
+// NOTES: not at head dim 256, where O takes 128 registers and the recompute path spilled 132-180 bytes.
+constexpr bool kExpAgainstRunningMax = kVCols < 256;
+FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2,
+                                         float (&correction)[2]) {
+  float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    const int r = Fragment::row_half(i);
+    s[i] = fast_exp2(fmaf(s[i], scale_log2, -st.row_max[r]));
+    sums[r][(i >> 2) & 1] += s[i];
+  }
+  const float block_sum[2] = {sums[0][0] + sums[0][1], sums[1][0] + sums[1][1]};
+  constexpr float kLargestSum = 256.f;  // 2^kRescaleSlack; inf and NaN fail the test too
+  if (!__all_sync(0xffffffffu, block_sum[0] <= kLargestSum && block_sum[1] <= kLargestSum)) return false;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    st.row_sum[r] += block_sum[r];
+    correction[r] = 1.f;
+  }
+  return true;
 }
 
 template <bool kMasked>
@@ -459,6 +489,18 @@ struct Consumer {
     if (leader) asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.order_word(turn.wg)), "f"(st.row_sum[0] + st.row_sum[1]) : "memory");
   }
 
+  // The rare unmasked block whose exponentials against the running max did not fit the slack:
+  // S(it) again from K(it), still in its slot (out of turn, and waiting for the PV in flight too),
+  // then the full softmax. The max moves to the block's own (no slack), so that the blocks after
+  // it, like it, take the short path again.
+  FJ_DEVICE void recompute_scores_and_probs(int it, float (&probs)[kBlockN / 2], SoftmaxState& st,
+                                            float (&pending)[2]) const {
+    issue_scores(probs, q, sm.k_stage(stage(it)));
+    wgmma_wait<0>();
+    fence_registers(probs);
+    online_softmax<false>(probs, st, p.scale_log2, pending, 0.f);
+  }
+
   // First block: S(0) alone (nothing to overlap it with yet); leaves P(0) in probs (fp32).
   template <bool kMasked>
   FJ_DEVICE void first_block(float (&probs)[kBlockN / 2], SoftmaxState& st) {
@@ -496,9 +538,16 @@ struct Consumer {
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
     fence_registers(probs);
-    release_k(it);
-    release_q_after_scores(it);
-    scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
+    if constexpr (kMasked || !kExpAgainstRunningMax) {
+      release_k(it);
+      release_q_after_scores(it);
+      scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
+    } else {
+      // K(it) stays until the exponentials pass: the rare block that fails recomputes S from it.
+      if (!probs_against_running_max(probs, st, p.scale_log2, pending)) recompute_scores_and_probs(it, probs, st, pending);
+      release_k(it);
+      release_q_after_scores(it);
+    }
     pin_wait_below(st);
     wgmma_wait<0>();  // PV(it-1) done
     fence_registers(o);

@@ -198,6 +198,24 @@ TEST(AttentionGpu, RunningMaxJumpsPastTheRescaleSlack) {
   run_all(cases);
 }
 
+// Keys that score higher the earlier they sit (the kernel walks blocks from the last): a row's
+// max passes the running one at every block, by about 10 (log2 units: past the slack, so the
+// exponentials against the running max overflow the sum bound and the block is recomputed) or by
+// hundreds (they overflow to inf), in unmasked blocks as well as masked ones.
+TEST(AttentionGpu, EveryBlockRaisesTheRunningMax) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (double growth : {20.0, 400.0}) {
+          Problem p = problem(bf16, d, causal, 700, 1000, 1, 4, 2);
+          p.key_growth = growth;
+          cases.push_back({spec_text(bf16, d, causal), p});
+        }
+  run_all(cases);
+}
+
 // Random specs and shapes, drawn fresh each run.
 TEST(AttentionGpu, RandomSpecsAndShapes) {
   FLASHJIT_REQUIRE_GPU(env);

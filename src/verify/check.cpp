@@ -178,6 +178,22 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   return ref;
 }
 
+namespace {
+
+// Problem::key_growth: key j scaled by 1 + growth * (seqlen_k - 1 - j) / seqlen_k, in place.
+void grow_keys(const Problem& p, const Placement& pl, std::vector<uint16_t>& input) {
+  for (int b = 0; b < p.batch; ++b)
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      const float factor = float(1.0 + p.key_growth * (p.seqlen_k - 1 - j) / p.seqlen_k);
+      for (int h = 0; h < p.heads_kv; ++h) {
+        uint16_t* key = &input[pl.k_offset + b * pl.k.batch + j * pl.k.row + h * pl.k.head];
+        for (int e = 0; e < p.head_dim; ++e) key[e] = float_to_half_bits(half_bits_to_float(key[e], p.bf16) * factor, p.bf16);
+      }
+    }
+}
+
+}  // namespace
+
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
                             const Problem& p, Layout layout, bool with_lse, std::mt19937_64& rng) {
   CheckResult result;
@@ -189,6 +205,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   // Inputs: fresh standard-normal values everywhere in the buffer (padding included).
   std::vector<uint16_t> input(pl.input_elems);
   fill_random(input, p.bf16, rng);
+  if (p.key_growth > 0) grow_keys(p, pl, input);
   DeviceBuffer in(api, input.size() * elem);
   in.upload(input.data(), input.size() * elem);
   // Outputs poisoned: 0xFFFF is NaN in fp16 and bf16, 0xFFFFFFFF is NaN in float32.

@@ -13,7 +13,8 @@ double Problem::effective_scale() const { return scale != 0 ? scale : 1.0 / std:
 std::string Problem::describe() const {
   return std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
          " b=" + std::to_string(batch) + " sq=" + std::to_string(seqlen_q) + " sk=" + std::to_string(seqlen_k) +
-         " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv);
+         " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) +
+         (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "");
 }
 
 Strides contiguous_strides(int seqlen, int heads, int head_dim) {

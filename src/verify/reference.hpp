@@ -19,6 +19,10 @@ struct Problem {
   int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
   bool causal = false;
   double scale = 0;  // 0 = 1/sqrt(head_dim)
+  // > 0: key j is scaled by 1 + key_growth * (seqlen_k - 1 - j) / seqlen_k, so the keys the kernel
+  // reaches later (it walks the blocks from the last) score ever higher: a row's running max jumps
+  // at every block (check_attention only).
+  double key_growth = 0;
   double effective_scale() const;
   std::string describe() const;
 };
