@@ -48,13 +48,15 @@ struct Params {
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
 
 // Named barriers (id 0 is __syncthreads): 1..3 epilogue of consumer warpgroup 0..2, 4..6 the
-// pingpong turn of consumer warpgroup 0..2, 7..10 (kStageOInKV) the last K and V slots handed to
+// pingpong turn of consumer warpgroup 0..2, 11..13 the per-block vote of consumer warpgroup 0..2
+// (probs_against_running_max), 7..10 (kStageOInKV) the last K and V slots handed to
 // the warpgroup that stages O in them once the other one has finished reading them: 7 and 8 in
 // even tiles, 9 and 10 in odd ones (without pingpong one warpgroup can run a tile ahead: it
 // arrives for the next tile before the other has waited for this one; never two, since the next
 // tile's Q needs both warpgroups).
 constexpr uint32_t kEpilogueBarrier = 1;
 constexpr uint32_t kTurnBarrier = 4;
+constexpr uint32_t kVoteBarrier = 11;
 constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
 FJ_DEVICE uint32_t last_k_read_barrier(int local) { return 7 + 2 * (local & 1); }
 FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); }
@@ -394,10 +396,13 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // not moved: the block is done (true, and O owes no factor). Otherwise (a max that jumped past the
 // slack; a row's first keys: -inf gives inf) P has overwritten S, and the caller recomputes S
 // and takes the full path (false, state untouched).
-// NOTES: not at head dim 256, where O takes 128 registers and the recompute path spilled 132-180 bytes.
+// NOTES: the verdict is the whole warpgroup's (a named-barrier vote, not a warp vote): the
+// recompute is a wgmma, which all four warps must issue together (a warp-level verdict hung the
+// causal kernels, whose first unmasked block often moves a max set by a few keys).
+// Not at head dim 256, where O takes 128 registers and the recompute path spilled 132-180 bytes.
 constexpr bool kExpAgainstRunningMax = kVCols < 256;
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2,
-                                         float (&correction)[2]) {
+                                         float (&correction)[2], int wg) {
   float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
@@ -407,7 +412,7 @@ FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& 
   }
   const float block_sum[2] = {sums[0][0] + sums[0][1], sums[1][0] + sums[1][1]};
   constexpr float kLargestSum = 256.f;  // 2^kRescaleSlack; inf and NaN fail the test too
-  if (!__all_sync(0xffffffffu, block_sum[0] <= kLargestSum && block_sum[1] <= kLargestSum)) return false;
+  if (!named_barrier_all(kVoteBarrier + wg, 128, block_sum[0] <= kLargestSum && block_sum[1] <= kLargestSum)) return false;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     st.row_sum[r] += block_sum[r];
@@ -544,7 +549,7 @@ struct Consumer {
       scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
     } else {
       // K(it) stays until the exponentials pass: the rare block that fails recomputes S from it.
-      if (!probs_against_running_max(probs, st, p.scale_log2, pending)) recompute_scores_and_probs(it, probs, st, pending);
+      if (!probs_against_running_max(probs, st, p.scale_log2, pending, turn.wg)) recompute_scores_and_probs(it, probs, st, pending);
       release_k(it);
       release_q_after_scores(it);
     }

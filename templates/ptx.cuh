@@ -125,6 +125,13 @@ FJ_DEVICE void named_barrier_sync(uint32_t id, uint32_t threads) {
 FJ_DEVICE void named_barrier_arrive(uint32_t id, uint32_t threads) {
   asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
+// True in every thread iff pred holds in all `threads` threads meeting at named barrier id.
+FJ_DEVICE bool named_barrier_all(uint32_t id, uint32_t threads, bool pred) {
+  uint32_t all;
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
+               : "=r"(all) : "r"(uint32_t(pred)), "r"(id), "r"(threads) : "memory");
+  return all != 0;
+}
 template <uint32_t N> FJ_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
 template <uint32_t N> FJ_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
 
