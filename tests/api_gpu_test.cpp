@@ -127,6 +127,17 @@ std::string spec_of(const Problem& p) {
          ",causal=" + (p.causal ? "1" : "0");
 }
 
+// One flashjit_attention_forward on env's stream, fresh inputs and poisoned outputs, against float64.
+void expect_forward_matches_reference(GpuEnv& env, flashjit_kernel_t kernel, const Problem& p, std::mt19937_64& rng) {
+  ApiProblem t(*env.api, p);
+  t.randomize(*env.api, rng);
+  const flashjit_attention_args_t a = t.args();
+  ASSERT_EQ(flashjit_attention_forward(kernel, &a, env.stream), FLASHJIT_SUCCESS) << last_message();
+  expect_ok_cu(*env.api, env.api->cuStreamSynchronize(env.stream), "forward");
+  const CheckResult r = t.compare(env.device());
+  EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+}
+
 TEST(ApiGpu, ForwardMatchesTheFloat64Reference) {
   FLASHJIT_REQUIRE_GPU(env);
   flashjit_context_t ctx = device_context();
@@ -136,13 +147,7 @@ TEST(ApiGpu, ForwardMatchesTheFloat64Reference) {
     SCOPED_TRACE(spec_of(p) + " | " + p.describe());
     flashjit_kernel_t kernel = nullptr;
     ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
-    ApiProblem t(*env->api, p);
-    t.randomize(*env->api, rng);
-    const flashjit_attention_args_t a = t.args();
-    ASSERT_EQ(flashjit_attention_forward(kernel, &a, env->stream), FLASHJIT_SUCCESS) << last_message();
-    expect_ok_cu(*env->api, env->api->cuStreamSynchronize(env->stream), "forward");
-    const CheckResult r = t.compare(env->device());
-    EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+    expect_forward_matches_reference(*env, kernel, p, rng);
     flashjit_kernel_release(kernel);
   }
   flashjit_context_destroy(ctx);
@@ -169,13 +174,7 @@ TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
       p.seqlen_q = sq;
       p.seqlen_k = sk;
       SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 4096 && sk >= 4096 ? " | long-sequence kernel" : ""));
-      ApiProblem t(*env->api, p);
-      t.randomize(*env->api, rng);
-      const flashjit_attention_args_t a = t.args();
-      ASSERT_EQ(flashjit_attention_forward(kernel, &a, env->stream), FLASHJIT_SUCCESS) << last_message();
-      expect_ok_cu(*env->api, env->api->cuStreamSynchronize(env->stream), "forward");
-      const CheckResult r = t.compare(env->device());
-      EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+      expect_forward_matches_reference(*env, kernel, p, rng);
     }
     flashjit_kernel_release(kernel);
   }
