@@ -494,6 +494,28 @@ TEST(ApiFakeDriver, LaunchWithNewParametersAllocatesNothing) {
   EXPECT_EQ(n, 0u) << "allocations in 100 launches with new arguments";
 }
 
+// A handle with a long-sequence kernel: launches that alternate between its two kernels, with
+// parameters cached or new, allocate nothing either.
+TEST(ApiFakeDriver, LaunchesAcrossBothKernelsOfAHandleAllocateNothing) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=64,causal=1");
+  CUstream stream = make_stream(cu_context_of(ctx));
+  const flashjit_attention_args_t short_args = make_args(0x500000000ull, 1, 300, 300, 8, 8);
+  const flashjit_attention_args_t long_args = make_args(0x500000000ull, 1, 4096, 4096, 8, 8);
+  ASSERT_EQ(flashjit_attention_forward(k, &short_args, stream), FLASHJIT_SUCCESS) << last_message();
+  ASSERT_EQ(flashjit_attention_forward(k, &long_args, stream), FLASHJIT_SUCCESS) << last_message();
+  auto alternate = [&](flashjit_attention_args_t& a, int i) { a = i % 2 ? long_args : short_args; };
+  EXPECT_EQ(allocations_during(k, stream, short_args, 1000, alternate), 0u) << "cached parameters";
+  auto alternate_new = [&](flashjit_attention_args_t& a, int i) {
+    a = i % 2 ? long_args : short_args;
+    a.o += uint64_t(16 * 1024) * (i + 1);
+  };
+  EXPECT_EQ(allocations_during(k, stream, short_args, 100, alternate_new), 0u) << "new parameters";
+  EXPECT_STREQ(flashjit_last_error_message(), "");
+  flashjit_kernel_release(k);
+  flashjit_context_destroy(ctx);
+}
+
 TEST(ApiFakeDriver, StreamOfAnotherContextIsRefusedBeforeLaunching) {
   const DriverApi& api = *fake().api;
   flashjit_context_t ctx_a = make_context();
