@@ -391,7 +391,7 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 
 // Unmasked blocks: the exponentials against the running max as it stands, without the block's
 // max (64 FMNMX, 4 shuffles and the rescale bookkeeping per block at block_n 128). Each P is at
-// most this thread's partial row sum, so when every partial sum in the warp is at most
+// most this thread's partial row sum, so when every partial sum in the warpgroup is at most
 // 2^kRescaleSlack every P is what the slack allows, exactly as if the max had been taken and had
 // not moved: the block is done (true, and O owes no factor). Otherwise (a max that jumped past the
 // slack; a row's first keys: -inf gives inf) P has overwritten S, and the caller recomputes S
@@ -411,7 +411,7 @@ FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& 
     sums[r][(i >> 2) & 1] += s[i];
   }
   const float block_sum[2] = {sums[0][0] + sums[0][1], sums[1][0] + sums[1][1]};
-  constexpr float kLargestSum = 256.f;  // 2^kRescaleSlack; inf and NaN fail the test too
+  constexpr float kLargestSum = float(1u << int(kRescaleSlack));  // inf and NaN fail the test too
   if (!named_barrier_all(kVoteBarrier + wg, 128, block_sum[0] <= kLargestSum && block_sum[1] <= kLargestSum)) return false;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

@@ -504,13 +504,22 @@ TEST(ApiFakeDriver, LaunchesAcrossBothKernelsOfAHandleAllocateNothing) {
   const flashjit_attention_args_t long_args = make_args(0x500000000ull, 1, 4096, 4096, 8, 8);
   ASSERT_EQ(flashjit_attention_forward(k, &short_args, stream), FLASHJIT_SUCCESS) << last_message();
   ASSERT_EQ(flashjit_attention_forward(k, &long_args, stream), FLASHJIT_SUCCESS) << last_message();
+  // Every call launched, and the last (odd) one ran the long-sequence kernel (512 threads).
+  auto expect_launched = [&](uint64_t before, int calls) {
+    EXPECT_EQ(launches(), before + calls);
+    EXPECT_EQ(last_launch().block[0], 512u);
+  };
   auto alternate = [&](flashjit_attention_args_t& a, int i) { a = i % 2 ? long_args : short_args; };
+  uint64_t before = launches();
   EXPECT_EQ(allocations_during(k, stream, short_args, 1000, alternate), 0u) << "cached parameters";
+  expect_launched(before, 1000);
   auto alternate_new = [&](flashjit_attention_args_t& a, int i) {
     a = i % 2 ? long_args : short_args;
     a.o += uint64_t(16 * 1024) * (i + 1);
   };
+  before = launches();
   EXPECT_EQ(allocations_during(k, stream, short_args, 100, alternate_new), 0u) << "new parameters";
+  expect_launched(before, 100);
   EXPECT_STREQ(flashjit_last_error_message(), "");
   flashjit_kernel_release(k);
   flashjit_context_destroy(ctx);

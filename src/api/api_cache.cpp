@@ -36,9 +36,7 @@ ApiStatus collect_entries(const ContextState& context, const std::vector<Attenti
   const auto outcomes = run_on_all_cores(specs.size(), [&](size_t i) -> ApiStatus {
     auto family = context.engine().prepare_family(specs[i], context.policy());
     if (!family) return family.take_error();
-    for (const PreparedKernel* p : {&family->main, family->long_sequences ? &*family->long_sequences : nullptr}) {
-      if (p) entries[i].push_back({p->key, encode_entry(p->key, *p->compiled)});
-    }
+    for (const PreparedKernel* p : family->kernels()) entries[i].push_back({p->key, encode_entry(p->key, *p->compiled)});
     return {};
   });
   if (ApiStatus st = summarise_failures(outcomes, texts, "cache export"); !st.ok()) return st;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/kernel_cache.hpp"
 #include "config/kernel_config.hpp"
@@ -49,6 +50,11 @@ struct PreparedFamily {
 
   const PreparedKernel& for_lengths(int64_t seqlen_q, int64_t seqlen_k) const {
     return long_sequences && runs_long_variant(min_seqlen, seqlen_q, seqlen_k) ? *long_sequences : main;
+  }
+  // Every kernel of the family: main, then the long-sequence one if any.
+  std::vector<const PreparedKernel*> kernels() const {
+    if (long_sequences) return {&main, &*long_sequences};
+    return {&main};
   }
 };
 

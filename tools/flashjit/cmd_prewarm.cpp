@@ -61,8 +61,8 @@ std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
     row.error = family.error().message;
     return {row};
   }
-  std::vector<Row> rows{row_of(family->main)};
-  if (family->long_sequences) rows.push_back(row_of(*family->long_sequences));
+  std::vector<Row> rows;
+  for (const PreparedKernel* p : family->kernels()) rows.push_back(row_of(*p));
   return rows;
 }
 
