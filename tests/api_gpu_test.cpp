@@ -392,9 +392,10 @@ TEST(ApiGpu, CacheOnlyContextLoadsWhatPrewarmCompiled) {
 }
 
 
-// Issue 6: every visible device in one process. The same spec on each device from several threads,
-// each result checked on its own device; a kernel of device 0 given a stream of device 1 refused
-// with WRONG_CONTEXT; one disk cache shared, the cubin compiled once. Skips below two devices.
+// Issue 6: every visible device in one process. All devices get the same spec at once (one compile
+// for all: one shared disk cache), then several threads per device each get it and launch it
+// repeatedly on fresh inputs, every result checked on its own device; a kernel of one device given
+// a stream of another is refused with WRONG_CONTEXT. Skips below two devices.
 TEST(ApiMultiGpu, EveryDeviceRunsTheSameSpecFromSeveralThreads) {
   FLASHJIT_REQUIRE_GPU(env);
   const DriverApi& api = *env->api;
@@ -404,72 +405,97 @@ TEST(ApiMultiGpu, EveryDeviceRunsTheSameSpecFromSeveralThreads) {
   char pattern[] = "/tmp/flashjit-multigpu-XXXXXX";
   const std::string dir = mkdtemp(pattern);
   const char* spec = "dtype=bf16,head_dim=128,causal=1";
+  constexpr int kThreadsPerDevice = 4, kLaunchesPerThread = 3;
 
-  // One flashjit context per device, all on one cache directory; the cubin is compiled once.
+  // One flashjit context per device, all on one cache directory.
   std::vector<flashjit_context_t> contexts(count);
-  std::vector<flashjit_kernel_t> kernels(count);
   std::vector<std::unique_ptr<PrimaryContext>> primaries;
-  int compiled = 0;
   for (int d = 0; d < count; ++d) {
     flashjit_context_options_t o;
     flashjit_context_options_init(&o);
     o.device = d;
     o.cache_dir = dir.c_str();
     ASSERT_EQ(flashjit_context_create(&o, &contexts[d]), FLASHJIT_SUCCESS) << last_message();
-    ASSERT_EQ(flashjit_kernel_get(contexts[d], spec, &kernels[d]), FLASHJIT_SUCCESS) << last_message();
-    flashjit_kernel_info_t info{};
-    info.struct_size = sizeof(info);
-    ASSERT_EQ(flashjit_kernel_describe(kernels[d], &info), FLASHJIT_SUCCESS);
-    EXPECT_EQ(info.device, d);
-    compiled += info.source == FLASHJIT_KERNEL_COMPILED;
     auto primary = PrimaryContext::retain(api, d);
     ASSERT_TRUE(primary.ok()) << primary.error().message;
     primaries.push_back(std::make_unique<PrimaryContext>(std::move(*primary)));
+  }
+
+  // Every device gets the spec at the same moment: the first gets race, one of them compiles and
+  // the others load its cubin from the shared cache.
+  std::vector<flashjit_kernel_t> kernels(count);
+  std::vector<flashjit_kernel_info_t> infos(count);
+  std::vector<flashjit_status_t> got(count, FLASHJIT_SUCCESS);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> getters;
+  for (int d = 0; d < count; ++d) {
+    getters.emplace_back([&, d] {
+      for (++ready; ready.load() < count;) std::this_thread::yield();
+      got[d] = flashjit_kernel_get(contexts[d], spec, &kernels[d]);
+      infos[d].struct_size = sizeof(infos[d]);
+      if (got[d] == FLASHJIT_SUCCESS) got[d] = flashjit_kernel_describe(kernels[d], &infos[d]);
+    });
+  }
+  for (auto& th : getters) th.join();
+  int compiled = 0;
+  for (int d = 0; d < count; ++d) {
+    ASSERT_EQ(got[d], FLASHJIT_SUCCESS) << "device " << d;
+    EXPECT_EQ(infos[d].device, d);
+    compiled += infos[d].source == FLASHJIT_KERNEL_COMPILED;
   }
   EXPECT_EQ(compiled, 1) << "each cubin compiled once for all devices";
   size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.path().extension() == ".entry";
   EXPECT_EQ(entries, 1u);
 
-  // Four threads per device, each with its own stream and inputs, checked on that device.
-  std::atomic<int> failures{0};
+  // Several threads per device, each getting the kernel itself and launching it on its own stream
+  // with fresh inputs each time, every result checked on that device.
+  std::vector<std::string> errors(count * kThreadsPerDevice);
   std::vector<std::thread> threads;
   for (int d = 0; d < count; ++d) {
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < kThreadsPerDevice; ++t) {
       threads.emplace_back([&, d, t] {
+        std::string& error = errors[d * kThreadsPerDevice + t];
         CUcontext cu = primaries[d]->get();
         api.cuCtxSetCurrent(cu);
+        flashjit_kernel_t kernel = nullptr;
+        if (flashjit_kernel_get(contexts[d], spec, &kernel) != FLASHJIT_SUCCESS) {
+          error = "get: " + last_message();
+          return;
+        }
         CUstream stream = nullptr;
         api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
         std::mt19937_64 rng(std::random_device{}() + 977 * d + t);
-        ApiProblem prob(api, make_problem(true, 128, true, 2, 300 + 37 * t, 300 + 37 * t, 4, 2));
-        prob.randomize(api, rng);
-        const flashjit_attention_args_t a = prob.args();
-        if (flashjit_attention_forward(kernels[d], &a, stream) != FLASHJIT_SUCCESS || api.cuStreamSynchronize(stream) != CUDA_SUCCESS) {
-          ++failures;
-          return;
-        }
-        const CheckResult r = prob.compare({&api, cu, stream});
-        if (!r.passed(true)) {
-          ++failures;
-          std::fprintf(stderr, "device %d thread %d: %s\n", d, t, describe_result(r).c_str());
+        for (int i = 0; i < kLaunchesPerThread && error.empty(); ++i) {
+          const int len = 300 + 37 * t + 11 * i;
+          ApiProblem prob(api, make_problem(true, 128, true, 2, len, len, 4, 2));
+          prob.randomize(api, rng);
+          const flashjit_attention_args_t a = prob.args();
+          if (flashjit_attention_forward(kernel, &a, stream) != FLASHJIT_SUCCESS) error = "launch: " + last_message();
+          else if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) error = "synchronize failed";
+          else if (const CheckResult r = prob.compare({&api, cu, stream}); !r.passed(true)) error = describe_result(r);
         }
         api.cuStreamDestroy(stream);
+        flashjit_kernel_release(kernel);
       });
     }
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  for (size_t i = 0; i < errors.size(); ++i)
+    EXPECT_TRUE(errors[i].empty()) << "device " << i / kThreadsPerDevice << " thread " << i % kThreadsPerDevice << ": " << errors[i];
 
-  // A kernel of device 0 with a stream of device 1: a clear error, no launch.
-  api.cuCtxSetCurrent(primaries[1]->get());
-  CUstream other = nullptr;
-  api.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
-  ApiProblem prob(api, make_problem(true, 128, true, 1, 64, 64, 2, 2));
-  const flashjit_attention_args_t a = prob.args();
-  EXPECT_EQ(flashjit_attention_forward(kernels[0], &a, other), FLASHJIT_ERROR_WRONG_CONTEXT);
-  EXPECT_FALSE(last_message().empty());
-  api.cuStreamDestroy(other);
+  // A kernel of one device with a stream of the next: a clear error, no launch.
+  for (int d = 0; d < count; ++d) {
+    const int other_device = (d + 1) % count;
+    api.cuCtxSetCurrent(primaries[other_device]->get());
+    CUstream other = nullptr;
+    api.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
+    ApiProblem prob(api, make_problem(true, 128, true, 1, 64, 64, 2, 2));
+    const flashjit_attention_args_t a = prob.args();
+    EXPECT_EQ(flashjit_attention_forward(kernels[d], &a, other), FLASHJIT_ERROR_WRONG_CONTEXT) << "kernel of device " << d;
+    EXPECT_FALSE(last_message().empty());
+    api.cuStreamDestroy(other);
+  }
   api.cuCtxSetCurrent(env->context->get());
   for (int d = 0; d < count; ++d) {
     flashjit_kernel_release(kernels[d]);
