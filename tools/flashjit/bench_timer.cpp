@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 
+#include "compile/nvrtc_compiler.hpp"
+#include "config/kernel_config.hpp"
+#include "driver/module.hpp"
 #include "launch/attention_launch.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
@@ -15,7 +19,28 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The launch floor: a kernel that returns at once, launched with an attention kernel's shape.
+const char* kEmptySource = R"CUDA(extern "C" __global__ void flashjit_launch_floor() {})CUDA";
+
+ModuleTable& floor_modules() {
+  static ModuleTable* modules = new ModuleTable;  // never destroyed: modules go with drop_launch_floor
+  return *modules;
+}
+
+Result<CUfunction> launch_floor_kernel(const DriverApi& api, CUcontext context) {
+  static std::once_flag once;
+  static Result<CompiledKernel> compiled = Error::make(ErrorCode::kInternal, "not compiled");
+  std::call_once(once, [] { compiled = compile_with_nvrtc({kEmptySource, default_nvrtc_options(), "flashjit_launch_floor", "launch floor"}); });
+  if (!compiled) return compiled.error();
+  auto loaded = floor_modules().get_or_load(api, context, "flashjit_launch_floor", compiled->cubin, "flashjit_launch_floor",
+                                            kMaxSharedMemoryBytes);
+  if (!loaded) return loaded.take_error();
+  return (*loaded)->function();
+}
+
 }  // namespace
+
+void drop_launch_floor(CUcontext context) { floor_modules().drop_context(context); }
 
 double Bench::elapsed_ms() {
   float ms = 0;
@@ -65,6 +90,18 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     if (Status st = launch(i); !st) { t.error = st.error().message; return t; }
   }
   if (Status st = check(api, api.cuStreamSynchronize(stream), "warm-up"); !st) { t.error = st.error().message; return t; }
+  if (Status st = time_two_ways(launch, t.idle_ms, t.graph_ms); !st) { t.error = st.error().message; return t; }
+  // The same launch shape with a kernel that returns at once: what launching alone costs here.
+  auto empty = launch_floor_kernel(api, context);
+  if (!empty) { t.error = empty.error().message; return t; }
+  const LaunchShape shape = attention_launch_shape(config, args[0], sm_count);
+  auto launch_empty = [&](int) { return launch_kernel(api, *empty, shape, stream, nullptr); };
+  for (int i = 0; i < 5; ++i) (void)launch_empty(i);  // warm-up
+  if (Status st = time_two_ways(launch_empty, t.floor_idle_ms, t.floor_graph_ms); !st) t.error = st.error().message;
+  return t;
+}
+
+Status Bench::time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms) {
   // 1. One launch from an idle stream.
   std::vector<double> idle;
   for (int i = 0; i < iters; ++i) {
@@ -78,10 +115,13 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const int per_graph = 10;
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  if (Status st = check(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) { t.error = st.error().message; return t; }
+  if (Status st = check(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
   for (int i = 0; i < per_graph; ++i) (void)launch(i);
-  if (Status st = check(api, api.cuStreamEndCapture(stream, &graph), "end capture"); !st) { t.error = st.error().message; return t; }
-  if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) { t.error = st.error().message; return t; }
+  if (Status st = check(api, api.cuStreamEndCapture(stream, &graph), "end capture"); !st) return st;
+  if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) {
+    api.cuGraphDestroy(graph);
+    return st;
+  }
   api.cuGraphLaunch(exec, stream);
   std::vector<double> replay;
   for (int i = 0; i < iters; ++i) {
@@ -90,12 +130,12 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     api.cuEventRecord(stop, stream);
     replay.push_back(elapsed_ms() / per_graph);
   }
-  if (Status st = check(api, api.cuStreamSynchronize(stream), "bench"); !st) t.error = st.error().message;
+  Status synced = check(api, api.cuStreamSynchronize(stream), "bench");
   api.cuGraphExecDestroy(exec);
   api.cuGraphDestroy(graph);
-  t.idle_ms = median(idle);
-  t.graph_ms = median(replay);
-  return t;
+  idle_ms = median(idle);
+  graph_ms = median(replay);
+  return synced;
 }
 
 

@@ -3,9 +3,13 @@
 //   idle  - one launch from an idle stream (what a caller sees: params, tensor maps, launch, kernel)
 //   graph - replay of a CUDA graph of launches (kernel time)
 // Median of `iters` after warm-up, rotating among input sets larger than L2 in total, random data.
+// Both ways again for a kernel that returns at once, launched with the cell's grid, block and
+// shared memory: its idle minus graph time is what launching from an idle stream costs on this
+// machine and driver (the floor under the cell's own idle minus graph).
 #pragma once
 #include <cuda.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,7 @@ struct Cell {
 
 struct Timing {
   double idle_ms = 0, graph_ms = 0;
+  double floor_idle_ms = 0, floor_graph_ms = 0;  // the empty kernel, same launch shape
   int registers = 0;
   std::string error;
 };
@@ -37,6 +42,11 @@ struct Bench {
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);
+  // Idle-stream and graph-replay medians of launch(i) (i counts the launches).
+  Status time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms);
 };
+
+// Unloads the launch-floor kernel from a context (before the context goes).
+void drop_launch_floor(CUcontext context);
 
 }  // namespace flashjit::tool

@@ -2,6 +2,8 @@
 //   idle  - one launch from an idle stream (what a caller sees: params, tensor maps, launch, kernel)
 //   graph - replay of a CUDA graph of launches (kernel time)
 // Median of --iters after warm-up, rotating among input sets larger than L2 in total, random data.
+//   floor - idle minus graph time of a kernel that returns at once, launched with the cell's shape:
+//           the part of idle - graph that launching from an idle stream costs on this machine
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -113,8 +115,8 @@ int run_bench() {
   // 3. Time every cell.
   llvm::json::Array rows;
   if (!json_option()) {
-    std::printf("%-6s %-4s %3s %3s %5s %6s %6s %4s %4s %9s %9s %8s %8s %5s\n", "group", "dt", "d", "cau", "batch", "sq", "sk", "hq",
-                "hkv", "graph_us", "idle_us", "TFLOP/s", "TB/s", "regs");
+    std::printf("%-6s %-4s %3s %3s %5s %6s %6s %4s %4s %9s %9s %8s %8s %5s %8s\n", "group", "dt", "d", "cau", "batch", "sq", "sk", "hq",
+                "hkv", "graph_us", "idle_us", "TFLOP/s", "TB/s", "regs", "floor_us");
   }
   int failures = 0;
   for (const Cell& c : cells) {
@@ -129,16 +131,19 @@ int run_bench() {
                                         {"seqlen_q", c.seqlen_q}, {"seqlen_k", c.seqlen_k}, {"heads_q", c.heads_q},
                                         {"heads_kv", c.heads_kv}, {"graph_ms", t.graph_ms}, {"idle_ms", t.idle_ms},
                                         {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},
-                                        {"registers", t.registers}, {"error", t.error}});
+                                        {"registers", t.registers}, {"floor_idle_ms", t.floor_idle_ms},
+                                        {"floor_graph_ms", t.floor_graph_ms}, {"error", t.error}});
     } else {
-      std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %s\n", c.group.c_str(),
+      std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %8.1f %s\n", c.group.c_str(),
                   dtype_name(c.spec.dtype), c.spec.head_dim, int(c.spec.causal), c.batch, c.seqlen_q, c.seqlen_k, c.heads_q,
-                  c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers, t.error.c_str());
+                  c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers,
+                  (t.floor_idle_ms - t.floor_graph_ms) * 1e3, t.error.c_str());
       std::fflush(stdout);
     }
   }
   engine.modules().drop_context(context->get());
   drop_verify_kernels(context->get());
+  drop_launch_floor(context->get());
   if (json_option()) llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(rows))) << "\n";
   return failures ? kExitFailure : kExitOk;
 }

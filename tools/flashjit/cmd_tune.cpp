@@ -131,6 +131,7 @@ int run_tune() {
   }
   engine.modules().drop_context(context->get());
   drop_verify_kernels(context->get());
+  drop_launch_floor(context->get());
   if (best.empty()) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran"));
   // 5. Record the winner beside the cache entries.
   TuningRecord record{to_string(*base), best, best_ms * 1e3, shape};
