@@ -39,6 +39,7 @@ struct Bench {
   size_t l2_bytes;
   int iters = 30;  // timed runs per method; the median is reported
   int sm_count = 0;  // persistent grid size
+  bool launch_floor = true;  // also time the empty kernel (Timing::floor_*); tune does without
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);

@@ -103,6 +103,7 @@ int run_tune() {
   if (specs.empty()) return fail(Error::make(ErrorCode::kCompileFailed, "no candidate compiled without spills"));
   (*api)->cuCtxSetCurrent(context->get());
   Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), TIters, info->sm_count};
+  bench.launch_floor = false;  // tune compares candidates' kernel times only
   (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
   (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
   (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);
@@ -131,7 +132,6 @@ int run_tune() {
   }
   engine.modules().drop_context(context->get());
   drop_verify_kernels(context->get());
-  drop_launch_floor(context->get());
   if (best.empty()) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran"));
   // 5. Record the winner beside the cache entries.
   TuningRecord record{to_string(*base), best, best_ms * 1e3, shape};
