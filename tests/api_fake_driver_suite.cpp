@@ -26,6 +26,7 @@
 #include "driver/cuda_driver.hpp"
 #include "flashjit/flashjit.h"
 #include "launch/attention_launch.hpp"
+#include "verify/builtin_kernel.hpp"
 
 // ---- allocation counting: every operator new of this process, counted per thread when armed ----
 namespace {
@@ -707,6 +708,68 @@ TEST(ApiFakeDriver, ContextsWithTheSameCacheShareCompiledKernels) {
   flashjit_kernel_release(k2);
   flashjit_context_destroy(first);
   flashjit_context_destroy(second);
+}
+
+
+// Built-in kernels (reference, random fill, launch floor) ----------------------------------------
+
+TEST(BuiltinKernelFake, LoadsOncePerContextAndDropUnloadsThatContextOnly) {
+  const DriverApi& api = *fake().api;
+  CUcontext a = nullptr, b = nullptr, popped = nullptr;
+  ASSERT_EQ(api.cuCtxCreate(&a, nullptr, 0, 0), CUDA_SUCCESS);
+  api.cuCtxPopCurrent(&popped);
+  ASSERT_EQ(api.cuCtxCreate(&b, nullptr, 0, 0), CUDA_SUCCESS);
+  api.cuCtxPopCurrent(&popped);
+  flashjit::BuiltinKernel kernel(R"(extern "C" __global__ void builtin_probe() {})", "builtin_probe", "probe", 100 * 1024);
+  const uint64_t loads = fake().stats->module_loads, unloads = fake().stats->module_unloads;
+
+  auto first = kernel.load(api, a);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto again = kernel.load(api, a);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), first->get()) << "the same module for the same context";
+  EXPECT_EQ((*first)->dynamic_smem_bytes(), 100 * 1024);
+  auto other = kernel.load(api, b);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->get(), first->get());
+  EXPECT_EQ(fake().stats->module_loads - loads, 2u) << "one load per context";
+
+  // Dropping a context unloads its module once nobody holds it, and only its own.
+  first = flashjit::Error::make(flashjit::ErrorCode::kInternal, "released");
+  again = flashjit::Error::make(flashjit::ErrorCode::kInternal, "released");
+  kernel.drop(a);
+  EXPECT_EQ(fake().stats->module_unloads - unloads, 1u);
+  auto reloaded = kernel.load(api, a);
+  ASSERT_TRUE(reloaded.ok());
+  EXPECT_EQ(fake().stats->module_loads - loads, 3u) << "loaded again after the drop";
+  auto still = kernel.load(api, b);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->get(), other->get()) << "the other context's module survived the drop";
+  reloaded = flashjit::Error::make(flashjit::ErrorCode::kInternal, "released");
+  still = other = flashjit::Error::make(flashjit::ErrorCode::kInternal, "released");
+  kernel.drop(a);
+  kernel.drop(b);
+  EXPECT_EQ(fake().stats->module_unloads - unloads, 3u);
+  api.cuCtxDestroy(a);
+  api.cuCtxDestroy(b);
+}
+
+TEST(BuiltinKernelFake, CompileErrorNamesTheKernelAndLoadsNothing) {
+  const DriverApi& api = *fake().api;
+  CUcontext a = nullptr, popped = nullptr;
+  ASSERT_EQ(api.cuCtxCreate(&a, nullptr, 0, 0), CUDA_SUCCESS);
+  api.cuCtxPopCurrent(&popped);
+  flashjit::BuiltinKernel kernel("extern \"C\" __global__ void broken() { not_declared(); }", "broken", "broken probe");
+  const uint64_t loads = fake().stats->module_loads;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // every load reports it (nothing half-made is kept)
+    auto loaded = kernel.load(api, a);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.error().code, flashjit::ErrorCode::kCompileFailed);
+    EXPECT_NE(loaded.error().message.find("broken probe"), std::string::npos) << loaded.error().message;
+    EXPECT_NE(loaded.error().log.find("not_declared"), std::string::npos) << loaded.error().log;
+  }
+  EXPECT_EQ(fake().stats->module_loads, loads);
+  api.cuCtxDestroy(a);
 }
 
 }  // namespace

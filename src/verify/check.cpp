@@ -5,12 +5,10 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <mutex>
 
-#include "compile/nvrtc_compiler.hpp"
 #include "driver/launch.hpp"
-#include "driver/module.hpp"
 #include "launch/attention_launch.hpp"
+#include "verify/builtin_kernel.hpp"
 #include "verify/device_random.hpp"
 
 namespace flashjit {
@@ -23,29 +21,12 @@ void expect_ok(Status st, const char* what) {
   }
 }
 
-ModuleTable& reference_modules() {
-  static ModuleTable* modules = new ModuleTable;  // NOTES: never destroyed: see drop_verify_kernels
-  return *modules;
-}
-
-// The reference kernel, compiled once per process and dtype, loaded once per context.
-Result<std::shared_ptr<LoadedKernel>> reference_kernel(const CheckDevice& device, bool bf16) {
-  static std::mutex mutex;
-  static std::shared_ptr<CompiledKernel> compiled[2];
-  ModuleTable& modules = reference_modules();
-  std::shared_ptr<CompiledKernel> cubin;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!compiled[bf16]) {
-      auto k = compile_with_nvrtc({reference_kernel_source(bf16), default_nvrtc_options(), "reference_attention",
-                                   bf16 ? "reference bf16" : "reference fp16"});
-      if (!k) return k.take_error();
-      compiled[bf16] = std::make_shared<CompiledKernel>(std::move(*k));
-    }
-    cubin = compiled[bf16];
-  }
-  return modules.get_or_load(*device.api, device.context, bf16 ? "reference-bf16" : "reference-fp16", cubin->cubin,
-                             "reference_attention", 0);
+// The float64 reference kernel of each dtype (fp16, bf16).
+BuiltinKernel& reference_kernel(bool bf16) {
+  static BuiltinKernel* kernels[2] = {  // see BuiltinKernel
+      new BuiltinKernel(reference_kernel_source(false), "reference_attention", "reference fp16"),
+      new BuiltinKernel(reference_kernel_source(true), "reference_attention", "reference bf16")};
+  return *kernels[bf16];
 }
 
 // Element strides of Q, K, V, O for a layout, and the buffer sizes they need.
@@ -133,7 +114,8 @@ const char* layout_name(Layout layout) {
 }
 
 void drop_verify_kernels(CUcontext context) {
-  reference_modules().drop_context(context);
+  reference_kernel(false).drop(context);
+  reference_kernel(true).drop(context);
   drop_random_fill_kernels(context);
 }
 
@@ -147,7 +129,7 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
                         Strides ks, CUdeviceptr v, Strides vs, std::string* error) {
   const DriverApi& api = *device.api;
   Reference ref;
-  auto loaded = reference_kernel(device, p.bf16);
+  auto loaded = reference_kernel(p.bf16).load(api, device.context);
   if (!loaded) { *error = "reference kernel: " + loaded.error().message + "\n" + loaded.error().log; return ref; }
   const size_t o_count = size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim;
   const size_t lse_count = size_t(p.batch) * p.heads_q * p.seqlen_q;

@@ -1,10 +1,7 @@
 #include "verify/device_random.hpp"
 
-#include <mutex>
-
-#include "compile/nvrtc_compiler.hpp"
 #include "driver/launch.hpp"
-#include "driver/module.hpp"
+#include "verify/builtin_kernel.hpp"
 
 namespace flashjit {
 namespace {
@@ -27,22 +24,18 @@ extern "C" __global__ void fill_random_normal(unsigned short* out, u64 count, u6
 }
 )CUDA";
 
-ModuleTable& fill_modules() {
-  static ModuleTable* modules = new ModuleTable;  // never destroyed: modules go with drop_context
-  return *modules;
+BuiltinKernel& fill_kernel() {
+  static BuiltinKernel* kernel = new BuiltinKernel(kSource, "fill_random_normal", "random fill");  // see BuiltinKernel
+  return *kernel;
 }
 
 }  // namespace
 
-void drop_random_fill_kernels(CUcontext context) { fill_modules().drop_context(context); }
+void drop_random_fill_kernels(CUcontext context) { fill_kernel().drop(context); }
 
 Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count,
                           bool bf16, uint64_t seed) {
-  static std::once_flag once;
-  static Result<CompiledKernel> compiled = Error::make(ErrorCode::kInternal, "not compiled");
-  std::call_once(once, [] { compiled = compile_with_nvrtc({kSource, default_nvrtc_options(), "fill_random_normal", "random fill"}); });
-  if (!compiled) return compiled.error();
-  auto loaded = fill_modules().get_or_load(api, context, "fill_random_normal", compiled->cubin, "fill_random_normal", 0);
+  auto loaded = fill_kernel().load(api, context);
   if (!loaded) return loaded.take_error();
   int flag = bf16;
   void* args[] = {&data, &count, &seed, &flag};

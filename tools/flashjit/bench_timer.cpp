@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 
-#include "compile/nvrtc_compiler.hpp"
 #include "config/kernel_config.hpp"
-#include "driver/module.hpp"
 #include "launch/attention_launch.hpp"
+#include "verify/builtin_kernel.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
 
@@ -20,27 +18,15 @@ double median(std::vector<double> v) {
 }
 
 // The launch floor: a kernel that returns at once, launched with an attention kernel's shape.
-const char* kEmptySource = R"CUDA(extern "C" __global__ void flashjit_launch_floor() {})CUDA";
-
-ModuleTable& floor_modules() {
-  static ModuleTable* modules = new ModuleTable;  // never destroyed: modules go with drop_launch_floor
-  return *modules;
-}
-
-Result<CUfunction> launch_floor_kernel(const DriverApi& api, CUcontext context) {
-  static std::once_flag once;
-  static Result<CompiledKernel> compiled = Error::make(ErrorCode::kInternal, "not compiled");
-  std::call_once(once, [] { compiled = compile_with_nvrtc({kEmptySource, default_nvrtc_options(), "flashjit_launch_floor", "launch floor"}); });
-  if (!compiled) return compiled.error();
-  auto loaded = floor_modules().get_or_load(api, context, "flashjit_launch_floor", compiled->cubin, "flashjit_launch_floor",
-                                            kMaxSharedMemoryBytes);
-  if (!loaded) return loaded.take_error();
-  return (*loaded)->function();
+BuiltinKernel& launch_floor_kernel() {
+  static BuiltinKernel* kernel = new BuiltinKernel(R"CUDA(extern "C" __global__ void flashjit_launch_floor() {})CUDA",
+                                                   "flashjit_launch_floor", "launch floor", kMaxSharedMemoryBytes);  // see BuiltinKernel
+  return *kernel;
 }
 
 }  // namespace
 
-void drop_launch_floor(CUcontext context) { floor_modules().drop_context(context); }
+void drop_launch_floor(CUcontext context) { launch_floor_kernel().drop(context); }
 
 double Bench::elapsed_ms() {
   float ms = 0;
@@ -93,10 +79,10 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   if (Status st = time_two_ways(launch, t.idle_ms, t.graph_ms); !st) { t.error = st.error().message; return t; }
   if (!launch_floor) return t;
   // The same launch shape with a kernel that returns at once: what launching alone costs here.
-  auto empty = launch_floor_kernel(api, context);
+  auto empty = launch_floor_kernel().load(api, context);
   if (!empty) { t.error = empty.error().message; return t; }
   const LaunchShape shape = attention_launch_shape(config, args[0], sm_count);
-  auto launch_empty = [&](int) { return launch_kernel(api, *empty, shape, stream, nullptr); };
+  auto launch_empty = [&](int) { return launch_kernel(api, (*empty)->function(), shape, stream, nullptr); };
   for (int i = 0; i < 5; ++i) (void)launch_empty(i);  // warm-up
   if (Status st = time_two_ways(launch_empty, t.floor_idle_ms, t.floor_graph_ms); !st) t.error = st.error().message;
   return t;
