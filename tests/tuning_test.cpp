@@ -122,5 +122,25 @@ TEST(Tuning, RecordsAreKeyedByTheCanonicalBaseSpec) {
             tuning_record_path(cache.path, spec("dtype=bf16,head_dim=128,causal=1,hang_trap=1")));
 }
 
+TEST(Tuning, TheFastestThatRanGoOnToTheConfirmRound) {
+  // Candidate 1 did not run; 4 is fastest, then 2, 3, 0.
+  const std::vector<double> first = {5.0, -1.0, 3.0, 4.0, 2.0};
+  EXPECT_EQ(confirm_candidates(first, 3), (std::vector<std::size_t>{4, 2, 3}));
+  EXPECT_EQ(confirm_candidates(first, 10), (std::vector<std::size_t>{4, 2, 3, 0}));
+  EXPECT_EQ(confirm_candidates(first, 1), (std::vector<std::size_t>{4}));
+  EXPECT_TRUE(confirm_candidates({-1.0, -1.0}, 3).empty());
+  // Ties keep the candidates' order (the table's own choice comes first among the candidates).
+  EXPECT_EQ(confirm_candidates({2.0, 1.0, 1.0}, 2), (std::vector<std::size_t>{1, 2}));
+}
+
+TEST(Tuning, TheLowestReTimedSumWinsEvenAgainstTheFirstRoundsOrder) {
+  // The first round's fastest (position 0) re-times slower than the second: the second wins.
+  EXPECT_EQ(confirmed_winner({3.02, 2.98, 3.40}), std::optional<std::size_t>(1));
+  // A finalist that failed a re-time (below 0) cannot win; none left: no winner.
+  EXPECT_EQ(confirmed_winner({-1.0, 3.1, 3.0}), std::optional<std::size_t>(2));
+  EXPECT_EQ(confirmed_winner({-1.0, -1.0}), std::nullopt);
+  EXPECT_EQ(confirmed_winner({}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace flashjit

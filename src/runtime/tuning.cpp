@@ -1,5 +1,6 @@
 #include "runtime/tuning.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -115,6 +116,22 @@ std::optional<AttentionSpec> load_tuned_spec(const std::string& cache_dir, const
     return std::nullopt;
   }
   return *winner;
+}
+
+std::vector<std::size_t> confirm_candidates(const std::vector<double>& first_round_ms, std::size_t keep) {
+  std::vector<std::size_t> ran;
+  for (std::size_t i = 0; i < first_round_ms.size(); ++i)
+    if (first_round_ms[i] >= 0) ran.push_back(i);
+  std::stable_sort(ran.begin(), ran.end(), [&](std::size_t a, std::size_t b) { return first_round_ms[a] < first_round_ms[b]; });
+  if (ran.size() > keep) ran.resize(keep);
+  return ran;
+}
+
+std::optional<std::size_t> confirmed_winner(const std::vector<double>& summed_ms) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < summed_ms.size(); ++i)
+    if (summed_ms[i] >= 0 && (!best || summed_ms[i] < summed_ms[*best])) best = i;
+  return best;
 }
 
 }  // namespace flashjit

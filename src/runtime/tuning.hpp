@@ -5,8 +5,10 @@
 // schema (a new compiler or layout retunes); it is published atomically (temp file + rename); an
 // unreadable, malformed or foreign record is ignored (logged once) and the table's tiles are used.
 #pragma once
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.hpp"
 #include "spec/attention_spec.hpp"
@@ -31,5 +33,12 @@ Status save_tuning_record(const std::string& cache_dir, const AttentionSpec& bas
 
 // The winner for `base`, when a valid record exists; nullopt otherwise.
 std::optional<AttentionSpec> load_tuned_spec(const std::string& cache_dir, const AttentionSpec& base);
+
+// How `flashjit tune` chooses among timed candidates (the tool times; these decide). A time below 0
+// marks a candidate that did not run.
+// The first round's `keep` fastest that ran, fastest first: they are timed again.
+std::vector<std::size_t> confirm_candidates(const std::vector<double>& first_round_ms, std::size_t keep);
+// The position of the lowest re-timed sum among those that ran every time, or nullopt if none did.
+std::optional<std::size_t> confirmed_winner(const std::vector<double>& summed_ms);
 
 }  // namespace flashjit

@@ -120,37 +120,39 @@ int run_tune() {
   const std::string shape = "b=" + std::to_string(cell.batch) + " sq=" + std::to_string(cell.seqlen_q) + " sk=" +
                             std::to_string(cell.seqlen_k) + " hq=" + std::to_string(cell.heads_q) + " hkv=" + std::to_string(cell.heads_kv);
   llvm::json::Array rows;
-  std::vector<std::pair<double, size_t>> timed;  // (kernel ms, candidate) of those that ran
+  std::vector<double> first_ms(specs.size(), -1);  // below 0: did not run
   for (size_t i = 0; i < specs.size(); ++i) {
     cell.spec = specs[i];
     Timing t = bench.run(engine, cell);
-    if (t.error.empty()) timed.emplace_back(t.graph_ms, i);
+    if (t.error.empty()) first_ms[i] = t.graph_ms;
     if (json_option()) rows.push_back(llvm::json::Object{{"spec", to_string(specs[i])}, {"graph_ms", t.graph_ms}, {"error", t.error}});
     else std::printf("%9.1f us  %s %s\n", t.graph_ms * 1e3, to_string(specs[i]).c_str(), t.error.c_str());
   }
-  if (timed.empty()) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran"));
   // 5. The fastest few again, interleaved over two rounds: the card's clocks drift during the first
   //    round (at the power cap one cell moves by up to ~10 % between runs), and neighbours in it
   //    are often closer than that. The winner has the lowest sum of its two re-timed medians.
-  std::sort(timed.begin(), timed.end());
-  timed.resize(std::min<size_t>(timed.size(), kConfirmed));
-  std::vector<double> confirm_ms(timed.size(), 0);
+  const std::vector<size_t> finalists = confirm_candidates(first_ms, kConfirmed);
+  if (finalists.empty()) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran"));
+  std::vector<double> confirm_ms(finalists.size(), 0);
   for (int round = 0; round < 2; ++round) {
-    for (size_t j = 0; j < timed.size(); ++j) {
-      cell.spec = specs[timed[j].second];
+    for (size_t j = 0; j < finalists.size(); ++j) {
+      cell.spec = specs[finalists[j]];
       Timing t = bench.run(engine, cell);
-      confirm_ms[j] += t.error.empty() ? t.graph_ms : 1e30;
+      if (!t.error.empty()) confirm_ms[j] = -1;
+      else if (confirm_ms[j] >= 0) confirm_ms[j] += t.graph_ms;
     }
   }
-  const size_t win = std::min_element(confirm_ms.begin(), confirm_ms.end()) - confirm_ms.begin();
-  if (confirm_ms[win] >= 1e30) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran again"));
-  const std::string best = to_string(specs[timed[win].second]);
-  const double best_ms = confirm_ms[win] / 2;
+  const std::optional<size_t> win = confirmed_winner(confirm_ms);
+  if (!win) return fail(Error::make(ErrorCode::kDriverError, "no candidate ran again"));
+  const std::string best = to_string(specs[finalists[*win]]);
+  const double best_ms = confirm_ms[*win] / 2;
   llvm::json::Array confirmed;
-  for (size_t j = 0; j < timed.size(); ++j) {
-    const std::string spec = to_string(specs[timed[j].second]);
-    if (json_option()) confirmed.push_back(llvm::json::Object{{"spec", spec}, {"graph_ms", confirm_ms[j] / 2}});
-    else std::printf("confirm %9.1f us  %s\n", confirm_ms[j] / 2 * 1e3, spec.c_str());
+  for (size_t j = 0; j < finalists.size(); ++j) {
+    const std::string spec = to_string(specs[finalists[j]]);
+    const bool ran = confirm_ms[j] >= 0;
+    if (json_option()) confirmed.push_back(llvm::json::Object{{"spec", spec}, {"graph_ms", ran ? confirm_ms[j] / 2 : -1.0}});
+    else if (ran) std::printf("confirm %9.1f us  %s\n", confirm_ms[j] / 2 * 1e3, spec.c_str());
+    else std::printf("confirm    failed  %s\n", spec.c_str());
   }
   engine.modules().drop_context(context->get());
   drop_verify_kernels(context->get());
