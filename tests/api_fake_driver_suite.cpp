@@ -27,6 +27,7 @@
 #include "flashjit/flashjit.h"
 #include "launch/attention_launch.hpp"
 #include "verify/builtin_kernel.hpp"
+#include "verify/check.hpp"
 
 // ---- allocation counting: every operator new of this process, counted per thread when armed ----
 namespace {
@@ -752,6 +753,48 @@ TEST(BuiltinKernelFake, LoadsOncePerContextAndDropUnloadsThatContextOnly) {
   EXPECT_EQ(fake().stats->module_unloads - unloads, 3u);
   api.cuCtxDestroy(a);
   api.cuCtxDestroy(b);
+}
+
+// A check poisons its outputs and uploads its inputs with the legacy stream's memset and copy, then
+// launches on a non-blocking stream, which does not wait for them: DeviceBuffer must have finished
+// them before it returns (the fake counts a launch while such writes may still be running).
+TEST(DeviceBufferFake, FillAndUploadFinishBeforeALaunchOnAnotherStream) {
+  const DriverApi& api = *fake().api;
+  CUcontext ctx = nullptr, popped = nullptr;
+  ASSERT_EQ(api.cuCtxCreate(&ctx, nullptr, 0, 0), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  flashjit::BuiltinKernel kernel(R"(extern "C" __global__ void buffer_probe() {})", "buffer_probe", "probe", 0);
+  auto loaded = kernel.load(api, ctx);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  flashjit::LaunchShape shape;
+  const auto racing = [&] { return fake().stats->launches_racing_legacy_writes.load(); };
+  const uint64_t before = racing();
+
+  // The fake sees the race: a bare memset, then a launch.
+  CUdeviceptr raw = 0;
+  ASSERT_EQ(api.cuMemAlloc(&raw, 64), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemsetD8(raw, 0xFF, 64), CUDA_SUCCESS);
+  ASSERT_TRUE(flashjit::launch_kernel(api, (*loaded)->function(), shape, stream, nullptr).ok());
+  EXPECT_EQ(racing() - before, 1u) << "the fake must count an unordered launch";
+  ASSERT_EQ(api.cuCtxSynchronize(), CUDA_SUCCESS);
+
+  // DeviceBuffer's poison and upload are done before the launch.
+  {
+    flashjit::DeviceBuffer out(api, 256), in(api, 256);
+    out.fill_bytes(0xFF);
+    ASSERT_TRUE(flashjit::launch_kernel(api, (*loaded)->function(), shape, stream, nullptr).ok());
+    const std::vector<unsigned char> host(256, 1);
+    in.upload(host.data(), host.size());
+    ASSERT_TRUE(flashjit::launch_kernel(api, (*loaded)->function(), shape, stream, nullptr).ok());
+  }
+  EXPECT_EQ(racing() - before, 1u) << "a launch ran while DeviceBuffer's memset or copy might still be running";
+  loaded = flashjit::Error::make(flashjit::ErrorCode::kInternal, "released");
+  kernel.drop(ctx);
+  api.cuMemFree(raw);
+  api.cuStreamDestroy(stream);
+  api.cuCtxPopCurrent(&popped);
+  api.cuCtxDestroy(ctx);
 }
 
 TEST(BuiltinKernelFake, CompileErrorNamesTheKernelAndLoadsNothing) {

@@ -51,6 +51,7 @@ std::mutex g_launch_mutex;
 FakeCudaLaunch g_last_launch{};
 std::atomic<unsigned> g_param_bytes{0};
 std::atomic<uint64_t> g_next_address{0x7f0000000000ull};
+std::atomic<bool> g_legacy_writes_pending{false};  // a memset or host-to-device copy not yet synchronised
 
 thread_local FakeContext* t_stack[32];
 thread_local int t_depth = 0;
@@ -205,6 +206,7 @@ CUresult fake_cuCtxPopCurrent(CUcontext* c) {
 }
 CUresult fake_cuCtxSynchronize() {
   note_capture_unsafe();
+  g_legacy_writes_pending = false;
   return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 CUresult fake_cuCtxCreate(CUcontext* c, CUctxCreateParams*, unsigned int, CUdevice d) {
@@ -353,6 +355,7 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** par
   }
   record(&g_last_launch, c, f, params);
   g_stats.launches++;
+  if (stream && g_legacy_writes_pending.load()) g_stats.launches_racing_legacy_writes++;
   return CUDA_SUCCESS;
 }
 
@@ -370,6 +373,7 @@ CUresult fake_cuMemFree(CUdeviceptr) {
 }
 CUresult fake_cuMemcpyHtoD(CUdeviceptr, const void*, size_t) {
   note_capture_unsafe();
+  g_legacy_writes_pending = true;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr, size_t bytes) {
@@ -379,10 +383,12 @@ CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr, size_t bytes) {
 }
 CUresult fake_cuMemsetD8(CUdeviceptr, unsigned char, size_t) {
   note_capture_unsafe();
+  g_legacy_writes_pending = true;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuMemsetD32(CUdeviceptr, unsigned int, size_t) {
   note_capture_unsafe();
+  g_legacy_writes_pending = true;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuPointerGetAttribute(void*, CUpointer_attribute, CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }

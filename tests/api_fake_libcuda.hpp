@@ -33,6 +33,9 @@ struct FakeCudaStats {
   std::atomic<uint64_t> primary_releases;
   std::atomic<uint64_t> capture_violations;
   std::atomic<uint64_t> launch_context_mismatches;  // a launch refused: function and stream contexts differ
+  // A launch on a created stream while a legacy-stream memset or host-to-device copy may still be
+  // running (none since the last cuCtxSynchronize): on a non-blocking stream, a race.
+  std::atomic<uint64_t> launches_racing_legacy_writes;
 };
 
 extern "C" {

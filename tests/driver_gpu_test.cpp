@@ -383,6 +383,8 @@ TEST_F(GpuDriver, StreamsEventsAndGraphsThroughVersionedEntryPoints) {
   ASSERT_TRUE(check(*api_, api_->cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate").ok());
   DeviceMemory out(*api_, 2 * 64 * sizeof(int));
   ASSERT_TRUE(check(*api_, api_->cuMemsetD8(out.ptr, 0, out.bytes), "cuMemsetD8").ok());
+  // The legacy stream's memset is not ordered before work on a non-blocking stream: finish it.
+  ASSERT_TRUE(check(*api_, api_->cuCtxSynchronize(), "cuCtxSynchronize").ok());
 
   int base = 7;
   void* args[] = {&out.ptr, &base};

@@ -93,14 +93,22 @@ DeviceBuffer::DeviceBuffer(const DriverApi& api, size_t bytes) : api_(api), byte
   expect_ok(check(api_, api_.cuMemAlloc(&ptr_, bytes ? bytes : 16), "cuMemAlloc"), "DeviceBuffer");
 }
 DeviceBuffer::~DeviceBuffer() { if (ptr_) api_.cuMemFree(ptr_); }
+// NOTES: cuMemsetD8 and cuMemcpyHtoD return before the device has finished them (a pageable copy
+// once it is staged), in the legacy stream, which a CU_STREAM_NON_BLOCKING stream does not wait
+// for: without the context sync a kernel could read half-uploaded inputs, or the output poison
+// could land after the kernel wrote (seen: a check's LSE reported unwritten, device call 5 of
+// session 7). Checks are not the hot path; synchronising costs nothing that matters here.
 void DeviceBuffer::upload(const void* data, size_t bytes, size_t offset) {
   expect_ok(check(api_, api_.cuMemcpyHtoD(ptr_ + offset, data, bytes), "cuMemcpyHtoD"), "upload");
+  expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "upload");
 }
 void DeviceBuffer::download(void* data, size_t bytes, size_t offset) const {
+  expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "download");
   expect_ok(check(api_, api_.cuMemcpyDtoH(data, ptr_ + offset, bytes), "cuMemcpyDtoH"), "download");
 }
 void DeviceBuffer::fill_bytes(unsigned char value) {
   expect_ok(check(api_, api_.cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8"), "fill_bytes");
+  expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "fill_bytes");
 }
 
 const char* layout_name(Layout layout) {

@@ -14,6 +14,9 @@
 namespace flashjit {
 
 // Device memory for a check (RAII; aborts on allocation failure, which a check cannot recover from).
+// upload and fill_bytes have finished when they return, and download waits for all of the
+// context's work first: the kernels under test run on non-blocking streams, which the legacy
+// stream's memset and copies do not wait for (nor those streams for them).
 class DeviceBuffer {
  public:
   DeviceBuffer(const DriverApi& api, size_t bytes);
