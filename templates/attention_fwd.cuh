@@ -43,6 +43,9 @@ struct Params {
   int q_heads_per_kv_head;
   float scale_log2;  // softmax scale * log2(e)
   int batch;
+  // The tile decode's divisors as (multiplier, shift), fitted by the host (launch/fast_divisor.hpp):
+  // query blocks per head (padded), heads_q, query heads per K/V head.
+  uint32_t div_m_blocks[2], div_heads_q[2], div_group[2];
 };
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
@@ -124,6 +127,11 @@ struct Tile {
   int m_block, head, batch;
 };
 
+// n / d for n < 2^31 by a multiply-high and a shift (divisor constants from the host; multiplier
+// 0: d = 1). NOTES: the tile decode runs at every tile boundary, where a division's twenty-odd
+// instructions cost short causal tiles 2-4 % (bench/NOTES.md, version 39).
+FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&divisor)[2]) { return divisor[0] ? __umulhi(n, divisor[0]) >> divisor[1] : n; }
+
 // Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing).
 FJ_DEVICE int padded_m_blocks(const Params& p) {
   const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
@@ -153,13 +161,14 @@ FJ_DEVICE uint32_t tile_index(const Params& p, int local) {
 // through the loop, where the d128 variant has no registers to spare (it spilled).
 FJ_DEVICE Tile tile_of(const Params& p, int local) {
   const uint32_t m_blocks = padded_m_blocks(p);
-  const uint32_t t = tile_index(p, local), rest = t / m_blocks;
-  const int pos = (int)(t % m_blocks);
+  const uint32_t t = tile_index(p, local), rest = fast_div(t, p.div_m_blocks);
+  const int pos = (int)(t - rest * m_blocks);
   const bool pairs = unit_tiles(p) == 2;
   Tile tile;
   tile.m_block = !pairs ? (int)m_blocks - 1 - pos : (pos & 1) ? pos / 2 : (int)m_blocks - 1 - pos / 2;
-  tile.head = (int)(rest % (uint32_t)p.heads_q);
-  tile.batch = (int)(rest / (uint32_t)p.heads_q);
+  const uint32_t batch = fast_div(rest, p.div_heads_q);
+  tile.head = (int)(rest - batch * (uint32_t)p.heads_q);
+  tile.batch = (int)batch;
   return tile;
 }
 
@@ -185,13 +194,13 @@ FJ_DEVICE void load_tile(const TmaDesc* map, uint32_t tile, uint32_t full, int n
 FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
   const int pos = ring + it, s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, tile.head / p.q_heads_per_kv_head, tile.batch, rank);
+  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, (int)fast_div((uint32_t)tile.head, p.div_group), tile.batch, rank);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
   const int pos = ring + it, s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, tile.head / p.q_heads_per_kv_head, tile.batch, rank);
+  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, (int)fast_div((uint32_t)tile.head, p.div_group), tile.batch, rank);
 }
 
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.

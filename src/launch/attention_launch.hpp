@@ -7,6 +7,7 @@
 #include "driver/cuda_driver.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_args.hpp"
+#include "launch/fast_divisor.hpp"
 
 namespace flashjit {
 
@@ -28,6 +29,9 @@ struct KernelParams {
   int q_heads_per_kv_head;
   float scale_log2;
   int batch;
+  // The tile decode's divisors (fast_divisor.hpp): query blocks per head (padded to whole
+  // clusters), heads_q, and query heads per K/V head.
+  FastDivisor div_m_blocks, div_heads_q, div_group;
 };
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
