@@ -129,7 +129,7 @@ struct Tile {
 
 // n / d for n < 2^31 by a multiply-high and a shift (divisor constants from the host; multiplier
 // 0: d = 1). NOTES: the tile decode runs at every tile boundary, where a division's twenty-odd
-// instructions cost short causal tiles 2-4 % (bench/NOTES.md, version 39).
+// instructions cost short tiles 1-4 % (bench/NOTES.md, version 39).
 FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&divisor)[2]) { return divisor[0] ? __umulhi(n, divisor[0]) >> divisor[1] : n; }
 
 // Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing).
