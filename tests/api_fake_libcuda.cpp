@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -537,6 +538,19 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
 }
 
 __attribute__((visibility("default"))) const FakeCudaStats* fake_cuda_stats() { return &g_stats; }
+
+// FAKE_CUDA_STATS_FILE: what a process saw, written when it unloads the fake (for tests that run
+// the flashjit tool against it in a child process).
+__attribute__((destructor)) static void fake_cuda_write_stats_file() {
+  const char* path = std::getenv("FAKE_CUDA_STATS_FILE");
+  if (!path) return;
+  if (FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "tensor_map_encodes %llu\nlaunches %llu\nlaunches_captured %llu\n",
+                 (unsigned long long)g_stats.tensor_map_encodes.load(), (unsigned long long)g_stats.launches.load(),
+                 (unsigned long long)g_stats.launches_captured.load());
+    std::fclose(f);
+  }
+}
 
 __attribute__((visibility("default"))) void fake_cuda_last_launch(FakeCudaLaunch* out) {
   std::lock_guard<std::mutex> lock(g_launch_mutex);

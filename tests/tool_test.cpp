@@ -557,5 +557,32 @@ TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
   EXPECT_FALSE(fs::exists(fs::path(cache.path()) / "tuned")) << "nothing recorded without a measurement";
 }
 
+#ifdef FLASHJIT_FAKE_LIBCUDA
+// `flashjit bench` against the fake driver (nothing runs; the fake counts what the tool asked of
+// it and writes the counts when the tool exits): the timed launches reuse parameters built once
+// per input set, as the C API's cached launches do, so the four tensor maps are encoded once per
+// set however many launches are timed (before: once per launch, 72 encodes at 3 iterations).
+TEST(Tool, BenchEncodesTensorMapsOncePerInputSet) {
+  TempDir dir;
+  const std::string stats_file = dir.sub("fake-stats.txt");
+  uint64_t launches_before = 0;
+  for (int iters : {3, 9}) {
+    ToolRun r = run_tool({"bench", "--iters", std::to_string(iters), "--spec", kSmallSpec, "--batch", "1", "--seqlen-q", "512",
+                          "--seqlen-k", "512", "--heads-q", "2", "--cache-dir", dir.sub("cache")},
+                         {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    std::map<std::string, uint64_t> counts;
+    std::ifstream in(stats_file);
+    std::string name;
+    uint64_t value = 0;
+    while (in >> name >> value) counts[name] = value;
+    // Eight input sets: the fake's 60 MB L2 three times over in 1 MB sets, capped at eight.
+    EXPECT_EQ(counts["tensor_map_encodes"], 4u * 8) << "iters " << iters;
+    EXPECT_GT(counts["launches"], launches_before) << "iters " << iters;  // more timed launches, no more encodes
+    launches_before = counts["launches"];
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace flashjit
