@@ -4,6 +4,7 @@
 // (bench/NOTES.md, version 39). The kernel's side is fast_div in templates/attention_fwd.cuh.
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 
 namespace flashjit {
@@ -13,8 +14,7 @@ using FastDivisor = std::array<uint32_t, 2>;
 
 inline FastDivisor fit_fast_divisor(uint32_t d) {
   if (d <= 1) return {0, 0};
-  uint32_t log2 = 0;  // ceil(log2(d))
-  while ((uint64_t(1) << log2) < d) ++log2;
+  const uint32_t log2 = uint32_t(std::bit_width(d - 1));  // ceil(log2(d))
   const uint64_t multiplier = ((uint64_t(1) << (31 + log2)) + d - 1) / d;  // < 2^32 since 2^log2 < 2d
   return {uint32_t(multiplier), log2 - 1};
 }
