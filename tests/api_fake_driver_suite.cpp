@@ -496,6 +496,34 @@ TEST(ApiFakeDriver, LaunchWithNewParametersAllocatesNothing) {
   EXPECT_EQ(n, 0u) << "allocations in 100 launches with new arguments";
 }
 
+// The tile decode's divisors that make_kernel_params hands the kernel (launch/fast_divisor.hpp):
+// query blocks per head padded to whole clusters (800 rows in 128-row blocks: 7, padded to 8),
+// heads_q and the GQA group. Wrong constants would decode tiles to the wrong head or block.
+TEST(ApiFakeDriver, KernelParametersCarryTheTileDecodeDivisors) {
+  const struct {
+    const char* spec;
+    int64_t seqlen_q, heads_q, heads_kv;
+    uint32_t m_blocks, group;
+  } cases[] = {{"dtype=bf16,head_dim=64,consumer_wgs=2,cluster=2", 800, 6, 2, 8, 3},
+               {"dtype=bf16,head_dim=64,consumer_wgs=2", 800, 6, 2, 7, 3},
+               {"dtype=bf16,head_dim=64,consumer_wgs=2", 300, 5, 5, 3, 1}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.spec);
+    auto config = flashjit::make_config(*flashjit::parse_spec(c.spec));
+    ASSERT_TRUE(config.ok());
+    flashjit::AttentionArgs args;
+    const flashjit_attention_args_t c_args = make_args(0x200000000ull, 3, c.seqlen_q, 200, c.heads_q, c.heads_kv);
+    ASSERT_TRUE(flashjit::api::to_attention_args(&c_args, *config, &args).ok());
+    auto params = flashjit::make_kernel_params(*fake().api, *config, args);
+    ASSERT_TRUE(params.ok()) << params.error().message;
+    for (uint32_t n = 0; n < 5000; ++n) {
+      ASSERT_EQ(flashjit::fast_div(n, params->div_m_blocks), n / c.m_blocks) << n;
+      ASSERT_EQ(flashjit::fast_div(n, params->div_heads_q), n / uint32_t(c.heads_q)) << n;
+      ASSERT_EQ(flashjit::fast_div(n, params->div_group), n / c.group) << n;
+    }
+  }
+}
+
 // A handle with a long-sequence kernel: launches that alternate between its two kernels, with
 // parameters cached or new, allocate nothing either.
 TEST(ApiFakeDriver, LaunchesAcrossBothKernelsOfAHandleAllocateNothing) {

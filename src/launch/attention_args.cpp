@@ -45,10 +45,14 @@ TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim) {
   return {int64_t(seqlen) * heads * head_dim, int64_t(heads) * head_dim, head_dim};
 }
 
-uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a) {
+uint64_t attention_query_blocks(const KernelConfig& c, const AttentionArgs& a) {
   const uint64_t m_blocks = (uint64_t(a.seqlen_q) + c.spec.block_m - 1) / c.spec.block_m;
   const uint64_t cluster = uint64_t(c.spec.cluster);
-  return (m_blocks + cluster - 1) / cluster * cluster * uint64_t(a.heads_q) * uint64_t(a.batch);
+  return (m_blocks + cluster - 1) / cluster * cluster;
+}
+
+uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a) {
+  return attention_query_blocks(c, a) * uint64_t(a.heads_q) * uint64_t(a.batch);
 }
 
 Status validate_attention_args(const KernelConfig& config, const AttentionArgs& a) {

@@ -30,8 +30,11 @@ struct AttentionArgs {
 // Contiguous [batch, seqlen, heads, head_dim] strides.
 TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim);
 
-// The kernel's tiles: query blocks, rounded up to whole clusters (a padding CTA loads its share and
-// stores nothing), x heads_q x batch. The grid walks them in one dimension.
+// Query blocks per head, rounded up to whole clusters (a padding CTA loads its share and stores
+// nothing); the kernel's padded_m_blocks.
+uint64_t attention_query_blocks(const KernelConfig& config, const AttentionArgs& args);
+
+// The kernel's tiles: query blocks x heads_q x batch. The grid walks them in one dimension.
 uint64_t attention_tile_count(const KernelConfig& config, const AttentionArgs& args);
 
 // Everything a launch needs to be safe, checked up front: errors name the field and what is allowed.

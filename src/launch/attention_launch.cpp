@@ -68,8 +68,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
-  const uint64_t head_rows = uint64_t(a.heads_q) * uint64_t(a.batch);  // > 0: validated
-  p.div_m_blocks = fit_fast_divisor(uint32_t(attention_tile_count(c, a) / head_rows));
+  p.div_m_blocks = fit_fast_divisor(uint32_t(attention_query_blocks(c, a)));
   p.div_heads_q = fit_fast_divisor(uint32_t(a.heads_q));
   p.div_group = fit_fast_divisor(uint32_t(a.heads_q / a.heads_kv));
   return p;

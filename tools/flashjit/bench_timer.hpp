@@ -1,6 +1,7 @@
 // Timing one attention cell on the GPU two ways, both with device events (shared by `bench` and
 // `tune`):
-//   idle  - one launch from an idle stream (what a caller sees: params, tensor maps, launch, kernel)
+//   idle  - one launch from an idle stream (what a caller sees with repeated arguments: launch and kernel;
+//           the parameters, tensor maps included, are built once per input set, as the C API caches them)
 //   graph - replay of a CUDA graph of launches (kernel time)
 // Median of `iters` after warm-up, rotating among input sets larger than L2 in total, random data.
 // Both ways again for a kernel that returns at once, launched with the cell's grid, block and

@@ -1,5 +1,6 @@
 // flashjit bench: times kernels on the GPU two ways per cell, both with device events:
-//   idle  - one launch from an idle stream (what a caller sees: params, tensor maps, launch, kernel)
+//   idle  - one launch from an idle stream (what a caller sees with repeated arguments: launch and kernel;
+//           the parameters, tensor maps included, are built once per input set, as the C API caches them)
 //   graph - replay of a CUDA graph of launches (kernel time)
 // Median of --iters after warm-up, rotating among input sets larger than L2 in total, random data.
 //   floor - idle minus graph time of a kernel that returns at once, launched with the cell's shape:
