@@ -40,7 +40,6 @@ struct Params {
   int seqlen_q;
   int seqlen_k;
   int heads_q;
-  int q_heads_per_kv_head;
   float scale_log2;  // softmax scale * log2(e)
   int batch;
   // The tile decode's divisors as (multiplier, shift), fitted by the host (launch/fast_divisor.hpp):

@@ -315,7 +315,6 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   EXPECT_EQ(p.seqlen_q, 300);
   EXPECT_EQ(p.seqlen_k, 200);
   EXPECT_EQ(p.heads_q, 8);
-  EXPECT_EQ(p.q_heads_per_kv_head, 4);
   EXPECT_NEAR(p.scale_log2, 1.4426950408889634 / 8.0, 1e-6);  // 1/sqrt(64) * log2(e)
   EXPECT_EQ(p.batch, 2);
   // More tiles than SMs: a persistent grid of one CTA per SM.

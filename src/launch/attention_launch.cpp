@@ -64,7 +64,6 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.seqlen_q = a.seqlen_q;
   p.seqlen_k = a.seqlen_k;
   p.heads_q = a.heads_q;
-  p.q_heads_per_kv_head = a.heads_q / a.heads_kv;
   const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;

@@ -26,7 +26,6 @@ struct KernelParams {
   int seqlen_q;
   int seqlen_k;
   int heads_q;
-  int q_heads_per_kv_head;
   float scale_log2;
   int batch;
   // The tile decode's divisors (fast_divisor.hpp): query blocks per head (padded to whole
