@@ -144,13 +144,10 @@ FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_block
 // the hold to the grid it launches (p.deal_*); on any other grid nothing is held back.
 FJ_DEVICE FastDivisor divisor(uint32_t d, const uint32_t (&constants)[2]) { return {d, constants[0], constants[1]}; }
 
-// NOTES: the CTA's coordinates are read by volatile asm, so that each tile's decode recomputes
-// the deal instead of the compiler hoisting its values out of the tile loops, where they stayed
-// live through the producer's loads (24 registers: it spilled).
 FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
-  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(d.ctas));
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(d.cta));
+  d.ctas = gridDim.x;
+  d.cta = blockIdx.x;
   d.m_blocks = (uint32_t)padded_m_blocks(p);
   d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
   d.unit = kCausal && kCluster == 1 && d.ctas < tile_count(p) ? 2 : 1;

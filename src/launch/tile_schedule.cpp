@@ -45,6 +45,7 @@ int64_t held_back_load(const Shape& s, int64_t fill, int64_t idle, int64_t i) {
 int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const AttentionSpec& spec = config.spec;
   if (!spec.causal || spec.cluster != 1 || grid_ctas == 0 || args.seqlen_k < args.seqlen_q) return 0;
+  if (config.q_buffers < 2) return 0;  // a held-back tile's Q load would wait for the last O store
   if (uint64_t(grid_ctas) >= attention_tile_count(config, args)) return 0;  // a CTA per tile: no pairs
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, 0, int64_t(args.heads_q) * args.batch, grid_ctas};
   s.m_blocks = (s.seqlen_q + s.block_m - 1) / s.block_m;
