@@ -81,6 +81,11 @@ struct SmemLayout {
   FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (2 * kQBuffers + 3 * kStages + s); }
   // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
   FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
+  // The tile in Q buffer b: (query block, head + heads_q * batch), written by the producer before
+  // the buffer's full barrier (publish_tile).
+  FJ_DEVICE uint32_t tile_words(int b) const {
+    return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + 7u) & ~7u) + 8u * b;
+  }
 };
 
 // Ring position of a K/V block (counted over all of this CTA's tiles): stage and the parity of
@@ -210,10 +215,30 @@ FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block,
   load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, batch, rank);
 }
 
+// With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
+// words instead of computing the deal: the words are written once the buffer is free and before
+// its full barrier's arrival, whose release (and the consumers' acquiring wait) orders them. After
+// the last tile it publishes kNoTile with a plain arrival. With one Q buffer, Q is released before
+// the epilogue (kStageOInKV), so the consumers decode the deal themselves.
+constexpr uint32_t kNoTile = 0xffffffffu;
+constexpr bool kPublishTiles = kQBuffers == 2;
+
+FJ_DEVICE void store_tile_words(const SmemLayout& sm, int b, uint32_t m_block, uint32_t head_index) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(sm.tile_words(b)), "r"(m_block), "r"(head_index) : "memory");
+}
+
+FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
+  const int b = q_buffer_of(local);
+  if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
+  store_tile_words(sm, b, kNoTile, 0);
+  mbar_arrive(sm.full_q(b));
+}
+
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
 FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int local) {
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
+  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, (uint32_t)(tile.head + p.heads_q * tile.batch));
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
@@ -241,13 +266,14 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
 }
 
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
-  int ring = 0;
-  for (int local = 0; has_tile(p, local); ++local) {
+  int ring = 0, local = 0;
+  for (; has_tile(p, local); ++local) {
     const Tile tile = tile_of(p, local);
     const int n_blocks = kv_block_range(p, tile.m_block).n_blocks;
     produce_tile(p, sm, tile, local, ring, n_blocks, rank);
     ring += n_blocks;
   }
+  if (kPublishTiles) publish_end(sm, local);
 }
 
 // ================================================================ consumer
@@ -694,8 +720,27 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
+// The tile in this local's Q buffer as the producer published it (after its full barrier).
+FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
+  uint32_t m_block;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(m_block) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
+  return m_block;
+}
+
+FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
+  if (!kPublishTiles) return tile_of(p, local);
+  uint32_t m_block, head_index;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(m_block), "=r"(head_index) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
+  const uint32_t batch = fast_div(head_index, divisor((uint32_t)p.heads_q, p.div_heads_q));
+  Tile tile;
+  tile.m_block = (int)m_block;
+  tile.head = (int)(head_index - batch * (uint32_t)p.heads_q);
+  tile.batch = (int)batch;
+  return tile;
+}
+
 FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int ring) {
-  const Tile tile = tile_of(p, local);
+  const Tile tile = consumer_tile(p, sm, local);
   const BlockRange range = kv_block_range(p, tile.m_block);
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u, local};
@@ -730,7 +775,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     }
   }
   asm volatile("" : "+r"(local));  // decode the tile again rather than keep it (see tile_of)
-  write_output(p, c.f, o, st, wg, t, tile_of(p, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
+  write_output(p, c.f, o, st, wg, t, consumer_tile(p, sm, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
   return range.n_blocks;
 }
 
@@ -742,7 +787,15 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
   int ring = 0;
 #pragma unroll 1
-  for (int local = 0; has_tile(p, local); ++local) ring += consume_tile(p, sm, wg, t, local, ring);
+  for (int local = 0;; ++local) {
+    if (kPublishTiles) {  // the producer's word says whether there is a tile
+      mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
+      if (published_m_block(sm, local) == kNoTile) break;
+    } else if (!has_tile(p, local)) {
+      break;
+    }
+    ring += consume_tile(p, sm, wg, t, local, ring);
+  }
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);

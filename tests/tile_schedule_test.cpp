@@ -179,8 +179,6 @@ TEST(CausalFill, ShortensTheBusiestCtaOnTheBenchmarkGrid) {
       {"dtype=bf16,head_dim=128,causal=1", 4096, 4, 16},
       {"dtype=bf16,head_dim=128,causal=1", 8192, 2, 16},
       {"dtype=bf16,head_dim=128,causal=1", 16384, 1, 16},
-      {"dtype=bf16,head_dim=256,causal=1", 8192, 2, 8},
-      {"dtype=bf16,head_dim=256,causal=1", 16384, 1, 8},
   };
   for (const Cell& cell : cells) {
     SCOPED_TRACE(std::string(cell.spec) + " seqlen " + std::to_string(cell.seqlen));
@@ -194,7 +192,12 @@ TEST(CausalFill, ShortensTheBusiestCtaOnTheBenchmarkGrid) {
   EXPECT_GT(causal_fill_blocks(config_of("dtype=bf16,head_dim=64,causal=1"), args_of(2, 4096, 4096, 16), 132), 0);
   EXPECT_GT(causal_fill_blocks(config_of("dtype=bf16,head_dim=128,causal=1"), args_of(2, 4096, 4096, 16), 132), 0);
   EXPECT_GT(causal_fill_blocks(config_of("dtype=bf16,head_dim=128,causal=1"), args_of(1, 8192, 8192, 16), 132), 0);
-  EXPECT_GT(causal_fill_blocks(config_of("dtype=bf16,head_dim=256,causal=1"), args_of(4, 4096, 4096, 8), 132), 0);
+  EXPECT_GT(causal_fill_blocks(config_of("dtype=bf16,head_dim=96,causal=1"), args_of(2, 4096, 4096, 16), 132), 0);
+  // One Q buffer (d192, d256): a held-back tile's Q would wait for the previous O store (measured
+  // 12 % slower at d256 causal 4k): nothing held back.
+  for (int seqlen : {4096, 8192, 16384}) {
+    EXPECT_EQ(causal_fill_blocks(config_of("dtype=bf16,head_dim=256,causal=1"), args_of(16384 / seqlen, seqlen, seqlen, 8), 132), 0);
+  }
   for (int seqlen : {512, 1024}) {
     EXPECT_EQ(causal_fill_blocks(config_of("dtype=bf16,head_dim=128,causal=1"), args_of(16384 / seqlen, seqlen, seqlen, 16), 132), 0);
   }
