@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   core_args.batch = core_args.heads_q = core_args.heads_kv = 1;
   core_args.seqlen_q = core_args.seqlen_k = s;
   core_args.q_strides = core_args.k_strides = core_args.v_strides = core_args.o_strides = flashjit::contiguous_bshd(s, 1, d);
-  auto params = flashjit::make_kernel_params(api, config, core_args);
+  auto params = flashjit::make_kernel_params(api, config, core_args, 0);
   if (!params) die("params", params.error().message);
   const flashjit::LaunchShape shape = flashjit::attention_launch_shape(config, core_args);
   CUlaunchConfig launch_config{};
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   };
   CUcontext owner = nullptr;
   const double stream_get_ctx = time_piece([&] { api.cuStreamGetCtx(stream, &owner); });
-  const double encode = time_piece([&] { (void)flashjit::make_kernel_params(api, config, core_args); });
+  const double encode = time_piece([&] { (void)flashjit::make_kernel_params(api, config, core_args, 0); });
   if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) die("timed runs", "a kernel failed");
 
   std::printf("host time per call, %d calls, %s on %s (batch 1, 1 head, seqlen 64)\n", options.calls, options.spec.c_str(),

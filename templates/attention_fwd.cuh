@@ -1,14 +1,13 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
 // (query block, head, batch); a persistent grid of one CTA per SM walks them (the host launches
-// one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after
-// ptx.cuh and the generated constants and wgmma shapes (kBlockM, kBlockN, kStages, kQBuffers,
-// kStageOInKV, kOverlap, kPingpong, ..., wgmma_qk, wgmma_pv, pack2).
+// one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
+// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong, ...),
+// ptx.cuh, tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
 //
-// Schedule: tiles in grid order (one head after another, so the P CTAs in flight share few heads'
-//           K/V in L2), dealt out in units: CTA i of P takes unit r * P + i in even rounds r and
-//           r * P + (P - 1 - i) in odd ones (a snake). A unit is one tile, or, causal with fewer
-//           CTAs than tiles, two: a head's heaviest and lightest remaining query blocks, so that
-//           every unit costs about the same and a static deal stays balanced.
+// Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
+//           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
+//           snake; causal tiles in pairs of equal cost, with a few light query blocks per head
+//           held back for the CTAs idle in the pairs' last round.
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
@@ -42,9 +41,11 @@ struct Params {
   int heads_q;
   float scale_log2;  // softmax scale * log2(e)
   int batch;
-  // The tile decode's divisors as (multiplier, shift), fitted by the host (launch/fast_divisor.hpp):
-  // query blocks per head (padded), heads_q, query heads per K/V head.
-  uint32_t div_m_blocks[2], div_heads_q[2], div_group[2];
+  // The tile deal (tile_schedule.cuh), fitted by the host to a grid of deal_ctas CTAs, and the
+  // tile decode's divisors as (multiplier, shift): query blocks per head (all of them, and phase
+  // 1's), heads_q x batch, heads_q, and query heads per K/V head.
+  int fill_blocks, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
+  uint32_t div_m_blocks[2], div_paired[2], div_heads[2], div_heads_q[2], div_group[2];
 };
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
@@ -79,6 +80,11 @@ struct SmemLayout {
   FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (2 * kQBuffers + 3 * kStages + s); }
   // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
   FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
+  // The tile in Q buffer b: (query block, head + heads_q * batch), written by the producer before
+  // the buffer's full barrier (publish_tile).
+  FJ_DEVICE uint32_t tile_words(int b) const {
+    return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + 7u) & ~7u) + 8u * b;
+  }
 };
 
 // Ring position of a K/V block (counted over all of this CTA's tiles): stage and the parity of
@@ -126,11 +132,6 @@ struct Tile {
   int m_block, head, batch;
 };
 
-// n / d for n < 2^31 by a multiply-high and a shift (divisor constants from the host; multiplier
-// 0: d = 1). NOTES: the tile decode runs at every tile boundary, where a division's twenty-odd
-// instructions cost short tiles 1-4 % (bench/NOTES.md, version 39).
-FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&divisor)[2]) { return divisor[0] ? __umulhi(n, divisor[0]) >> divisor[1] : n; }
-
 // Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing).
 FJ_DEVICE int padded_m_blocks(const Params& p) {
   const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
@@ -140,36 +141,49 @@ FJ_DEVICE int padded_m_blocks(const Params& p) {
 // index one round past it still fits, and 64-bit division would cost compile time for nothing.
 FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_blocks(p) * p.heads_q * p.batch; }
 
-// Causal tiles cost from one K/V block to all of them: with a persistent grid they go out in
-// pairs of equal total cost (see Schedule); with a CTA per tile the hardware balances them.
-FJ_DEVICE int unit_tiles(const Params& p) { return kCausal && kCluster == 1 && gridDim.x < tile_count(p) ? 2 : 1; }
+// The persistent grid's deal (tile_schedule.cuh) seen from this CTA. Causal tiles cost from one
+// K/V block to all of them: with fewer CTAs than tiles they go out in pairs of equal total cost,
+// the lightest p.fill_blocks query blocks of each head held back for the CTAs the pairs leave
+// idle at the end; with a CTA per tile (clusters too) the hardware balances them. The host fits
+// the hold to the grid it launches (p.deal_*); on any other grid nothing is held back.
+FJ_DEVICE FastDivisor divisor(uint32_t d, const uint32_t (&constants)[2]) { return {d, constants[0], constants[1]}; }
+// n / d from the constants alone, where the kernel needs only the quotient.
+FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&constants)[2]) { return fast_div(n, divisor(0u, constants)); }
 
-// The tile index of this CTA's local-th tile; >= tile_count once it has none left.
-FJ_DEVICE uint32_t tile_index(const Params& p, int local) {
-  const uint32_t pair = unit_tiles(p) - 1, round = (uint32_t)local >> pair;  // units of 1 or 2 tiles
-  const uint32_t unit = round * gridDim.x + ((round & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
-  return (unit << pair) + ((uint32_t)local & pair);
+FJ_DEVICE TileDeal tile_deal(const Params& p) {
+  TileDeal d;
+  d.ctas = gridDim.x;
+  d.cta = blockIdx.x;
+  d.m_blocks = (uint32_t)padded_m_blocks(p);
+  d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
+  d.unit = kCausal && kCluster == 1 && d.ctas < tile_count(p) ? 2 : 1;
+  const bool fitted = (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
+  d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
+  d.full_rounds = (uint32_t)p.deal_full_rounds;
+  d.last_units = (uint32_t)p.deal_last_units;
+  d.odd_cta = (uint32_t)p.deal_odd_cta;
+  d.by_paired = fitted ? divisor(d.m_blocks - (d.unit == 2 ? d.fill : 0u), p.div_paired) : divisor(d.m_blocks, p.div_m_blocks);
+  d.by_heads = divisor(d.heads, p.div_heads);
+  return d;
 }
 
-// Tile index t is [batch][head][position in head]. Query blocks by position: heaviest first (causal:
-// the last ones see the most keys), or with pairs heaviest, lightest, second heaviest, ... The two
-// CTAs of a cluster take neighbouring query blocks (m_block and m_block ^ 1): with clusters the
-// grid has one CTA per tile.
+FJ_DEVICE bool has_tile(const Params& p, int local) { return deal_slot(tile_deal(p), (uint32_t)local).valid; }
+
+// This CTA's local-th tile. The two CTAs of a cluster take neighbouring query blocks (m_block and
+// m_block ^ 1): with clusters the grid has one CTA per tile, dealt heaviest first.
 // NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
 // the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
 // through the loop, where the d128 variant has no registers to spare (it spilled).
-FJ_DEVICE Tile tile_of(const Params& p, int local) {
-  const uint32_t m_blocks = padded_m_blocks(p);
-  const uint32_t t = tile_index(p, local), rest = fast_div(t, p.div_m_blocks);
-  const int pos = (int)(t - rest * m_blocks);
-  const bool pairs = unit_tiles(p) == 2;
+FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   Tile tile;
-  tile.m_block = !pairs ? (int)m_blocks - 1 - pos : (pos & 1) ? pos / 2 : (int)m_blocks - 1 - pos / 2;
-  const uint32_t batch = fast_div(rest, p.div_heads_q);
-  tile.head = (int)(rest - batch * (uint32_t)p.heads_q);
+  tile.m_block = (int)dealt.m_block;
+  const uint32_t batch = fast_div(dealt.head, p.div_heads_q);
+  tile.head = (int)(dealt.head - batch * (uint32_t)p.heads_q);
   tile.batch = (int)batch;
   return tile;
 }
+
+FJ_DEVICE Tile tile_of(const Params& p, int local) { return tile_at(p, deal_tile(tile_deal(p), (uint32_t)local)); }
 
 // ================================================================ producer
 // One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
@@ -187,25 +201,45 @@ FJ_DEVICE void load_tile(const TmaDesc* map, uint32_t tile, uint32_t full, int n
   }
 }
 
-// K(it) and V(it) of one tile into the ring slot of position ring + it (ring: the K/V blocks of
-// this CTA's earlier tiles). A slot is waited for
-// only once the ring has gone round: the consumers' release of position - kStages.
-FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
-  const int pos = ring + it, s = stage_of(pos);
+// K or V block `block` into the ring slot of ring position `pos` (positions run on across this
+// CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
+// position pos - kStages.
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, int batch, uint32_t rank) {
+  const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), n_blocks - 1 - it, (int)fast_div((uint32_t)tile.head, p.div_group), tile.batch, rank);
+  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, batch, rank);
 }
 
-FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, const Tile& tile, int ring, int it, int n_blocks, uint32_t rank) {
-  const int pos = ring + it, s = stage_of(pos);
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, int batch, uint32_t rank) {
+  const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), n_blocks - 1 - it, (int)fast_div((uint32_t)tile.head, p.div_group), tile.batch, rank);
+  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, batch, rank);
+}
+
+// With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
+// words instead of computing the deal: the words are written once the buffer is free and before
+// its full barrier's arrival, whose release (and the consumers' acquiring wait) orders them. After
+// the last tile it publishes kNoTile with a plain arrival. With one Q buffer, Q is released before
+// the epilogue (kStageOInKV), so the consumers decode the deal themselves.
+constexpr uint32_t kNoTile = 0xffffffffu;
+constexpr bool kPublishTiles = kQBuffers == 2;
+
+FJ_DEVICE void store_tile_words(const SmemLayout& sm, int b, uint32_t m_block, uint32_t head_index) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(sm.tile_words(b)), "r"(m_block), "r"(head_index) : "memory");
+}
+
+FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
+  const int b = q_buffer_of(local);
+  if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
+  store_tile_words(sm, b, kNoTile, 0);
+  mbar_arrive(sm.full_q(b));
 }
 
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
 FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int local) {
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
+  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, (uint32_t)(tile.head + p.heads_q * tile.batch));
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
@@ -219,25 +253,28 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, i
 // slot's wait and load overlap that store.
 FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, int local, int ring, int n_blocks,
                             uint32_t rank) {
+  const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
+  const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block 0 (right to left)
   if (kQBuffers == 2) load_q(p, sm, tile, local);
-  if (n_blocks > 0) load_k(p, sm, tile, ring, 0, n_blocks, rank);
+  if (n_blocks > 0) load_k(p, sm, ring, n_blocks - 1, kv_head, tile.batch, rank);
   if (kQBuffers == 1) load_q(p, sm, tile, local);
-  // K(it) then V(it - 1): the order in which the overlapped consumers use them.
-  for (int it = 1; it < n_blocks; ++it) {
-    load_k(p, sm, tile, ring, it, n_blocks, rank);
-    load_v(p, sm, tile, ring, it - 1, n_blocks, rank);
+  // K(pos) then V(pos - 1): the order in which the overlapped consumers use them.
+  for (int pos = ring + 1; pos <= last; ++pos) {
+    load_k(p, sm, pos, last - pos, kv_head, tile.batch, rank);
+    load_v(p, sm, pos - 1, last - pos + 1, kv_head, tile.batch, rank);
   }
-  if (n_blocks > 0) load_v(p, sm, tile, ring, n_blocks - 1, n_blocks, rank);
+  if (n_blocks > 0) load_v(p, sm, last, 0, kv_head, tile.batch, rank);
 }
 
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
-  int ring = 0;
-  for (int local = 0; tile_index(p, local) < tile_count(p); ++local) {
+  int ring = 0, local = 0;
+  for (; has_tile(p, local); ++local) {
     const Tile tile = tile_of(p, local);
     const int n_blocks = kv_block_range(p, tile.m_block).n_blocks;
     produce_tile(p, sm, tile, local, ring, n_blocks, rank);
     ring += n_blocks;
   }
+  if (kPublishTiles) publish_end(sm, local);
 }
 
 // ================================================================ consumer
@@ -684,8 +721,27 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
+// The tile in this local's Q buffer as the producer published it (after its full barrier).
+FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
+  uint32_t m_block;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(m_block) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
+  return m_block;
+}
+
+FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
+  if (!kPublishTiles) return tile_of(p, local);
+  uint32_t m_block, head_index;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(m_block), "=r"(head_index) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
+  const uint32_t batch = fast_div(head_index, p.div_heads_q);
+  Tile tile;
+  tile.m_block = (int)m_block;
+  tile.head = (int)(head_index - batch * (uint32_t)p.heads_q);
+  tile.batch = (int)batch;
+  return tile;
+}
+
 FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int ring) {
-  const Tile tile = tile_of(p, local);
+  const Tile tile = consumer_tile(p, sm, local);
   const BlockRange range = kv_block_range(p, tile.m_block);
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u, local};
@@ -720,7 +776,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     }
   }
   asm volatile("" : "+r"(local));  // decode the tile again rather than keep it (see tile_of)
-  write_output(p, c.f, o, st, wg, t, tile_of(p, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
+  write_output(p, c.f, o, st, wg, t, consumer_tile(p, sm, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
   return range.n_blocks;
 }
 
@@ -732,7 +788,15 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
   int ring = 0;
 #pragma unroll 1
-  for (int local = 0; tile_index(p, local) < tile_count(p); ++local) ring += consume_tile(p, sm, wg, t, local, ring);
+  for (int local = 0;; ++local) {
+    if (kPublishTiles) {  // the producer's word says whether there is a tile
+      mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
+      if (published_m_block(sm, local) == kNoTile) break;
+    } else if (!has_tile(p, local)) {
+      break;
+    }
+    ring += consume_tile(p, sm, wg, t, local, ring);
+  }
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);

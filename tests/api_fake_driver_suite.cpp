@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/launch_args.hpp"
+#include "../templates/tile_schedule.cuh"
 #include "api_fake_libcuda.hpp"
 #include "config/kernel_config.hpp"
 #include "driver/cuda_driver.hpp"
@@ -483,7 +484,7 @@ TEST(ApiFakeDriver, LaunchWithNewParametersAllocatesNothing) {
     ASSERT_TRUE(flashjit::api::to_attention_args(&c_args, *config, &core_args).ok());
     t_allocations = 0;
     t_count_allocations = true;
-    (void)flashjit::make_kernel_params(*fake().api, *config, core_args);
+    (void)flashjit::make_kernel_params(*fake().api, *config, core_args, 132);
     t_count_allocations = false;
     core += t_allocations;
   }
@@ -495,7 +496,8 @@ TEST(ApiFakeDriver, LaunchWithNewParametersAllocatesNothing) {
   EXPECT_EQ(n, 0u) << "allocations in 100 launches with new arguments";
 }
 
-// The tile decode's divisors that make_kernel_params hands the kernel (launch/fast_divisor.hpp):
+// The tile decode's divisors that make_kernel_params hands the kernel (FastDivisor in
+// templates/tile_schedule.cuh):
 // query blocks per head padded to whole clusters (800 rows in 128-row blocks: 7, padded to 8),
 // heads_q and the GQA group. Wrong constants would decode tiles to the wrong head or block.
 TEST(ApiFakeDriver, KernelParametersCarryTheTileDecodeDivisors) {
@@ -513,12 +515,13 @@ TEST(ApiFakeDriver, KernelParametersCarryTheTileDecodeDivisors) {
     flashjit::AttentionArgs args;
     const flashjit_attention_args_t c_args = make_args(0x200000000ull, 3, c.seqlen_q, 200, c.heads_q, c.heads_kv);
     ASSERT_TRUE(flashjit::api::to_attention_args(&c_args, *config, &args).ok());
-    auto params = flashjit::make_kernel_params(*fake().api, *config, args);
+    auto params = flashjit::make_kernel_params(*fake().api, *config, args, 132);
     ASSERT_TRUE(params.ok()) << params.error().message;
+    const auto quotient = [](uint32_t n, const uint32_t (&constants)[2]) { return fast_div(n, FastDivisor{0, constants[0], constants[1]}); };
     for (uint32_t n = 0; n < 5000; ++n) {
-      ASSERT_EQ(flashjit::fast_div(n, params->div_m_blocks), n / c.m_blocks) << n;
-      ASSERT_EQ(flashjit::fast_div(n, params->div_heads_q), n / uint32_t(c.heads_q)) << n;
-      ASSERT_EQ(flashjit::fast_div(n, params->div_group), n / c.group) << n;
+      ASSERT_EQ(quotient(n, params->div_m_blocks), n / c.m_blocks) << n;
+      ASSERT_EQ(quotient(n, params->div_heads_q), n / uint32_t(c.heads_q)) << n;
+      ASSERT_EQ(quotient(n, params->div_group), n / c.group) << n;
     }
   }
 }

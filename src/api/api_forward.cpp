@@ -88,7 +88,7 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
   if (ApiStatus st = check_stream_context(kernel, stream); !st.ok()) return st;
   // 4. New arguments: encode the four tensor maps, and remember them.
   if (!cached) {
-    auto built = make_kernel_params(*kernel.api, variant.config(), args);
+    auto built = make_kernel_params(*kernel.api, variant.config(), args, kernel.sm_count);
     if (!built) return as_args_error(built.take_error());
     params = *built;
     variant.params.store(key, params);

@@ -5,7 +5,8 @@
 //
 // Invariants:
 //  - a hit returns exactly what make_kernel_params returned for equal arguments (the key holds
-//    every input of make_kernel_params other than the kernel's config, which is fixed per cache);
+//    every input of make_kernel_params other than the kernel's config and SM count, both fixed
+//    per cache);
 //  - no allocation, ever: a fixed array of slots inside the kernel object, filled in place;
 //  - no waiting: one spinlock guards the slots, taken with try-lock only. A thread that finds it
 //    busy builds its parameters itself and does not store them; correctness never depends on the

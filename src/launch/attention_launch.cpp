@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "driver/tensor_map.hpp"
+#include "launch/tile_schedule.hpp"
 
 namespace flashjit {
 namespace {
@@ -27,6 +28,18 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 }  // namespace
 
+void set_tile_deal(KernelParams& p, const TileDealParams& deal) {
+  p.fill_blocks = deal.fill_blocks;
+  p.deal_ctas = deal.ctas;
+  p.deal_full_rounds = deal.full_rounds;
+  p.deal_last_units = deal.last_units;
+  p.deal_odd_cta = deal.odd_cta;
+  const std::pair<uint32_t*, TileDealParams::Divisor> divisors[] = {
+      {p.div_m_blocks, deal.m_blocks}, {p.div_paired, deal.paired}, {p.div_heads, deal.heads},
+      {p.div_heads_q, deal.heads_q},   {p.div_group, deal.group}};
+  for (const auto& [to, from] : divisors) to[0] = from[0], to[1] = from[1];
+}
+
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   LaunchShape shape;
   // Persistent (config.persistent): at most one CTA per SM, each walking several tiles (the
@@ -42,7 +55,7 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
   return shape;
 }
 
-Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a) {
+Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   if (Status st = validate_attention_args(c, a); !st) return st.take_error();
   KernelParams p{};
   // Q loads kBlockM rows, K and V kBlockN rows (split among the CTAs of a cluster), and each consumer warpgroup stores 64 rows of O.
@@ -67,15 +80,14 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
-  p.div_m_blocks = fit_fast_divisor(uint32_t(attention_query_blocks(c, a)));
-  p.div_heads_q = fit_fast_divisor(uint32_t(a.heads_q));
-  p.div_group = fit_fast_divisor(uint32_t(a.heads_q / a.heads_kv));
+  const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
+  set_tile_deal(p, tile_deal_params(c, a, grid_ctas, causal_fill_blocks(c, a, grid_ctas)));
   return p;
 }
 
 Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& c, const AttentionArgs& a,
                         CUstream stream, int max_ctas) {
-  auto params = make_kernel_params(api, c, a);
+  auto params = make_kernel_params(api, c, a, max_ctas);
   if (!params) return params.take_error();
   void* args[] = {&*params};
   return launch_kernel(api, function, attention_launch_shape(c, a, max_ctas), stream, args);

@@ -7,7 +7,7 @@
 #include "driver/cuda_driver.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_args.hpp"
-#include "launch/fast_divisor.hpp"
+#include "launch/tile_schedule.hpp"
 
 namespace flashjit {
 
@@ -28,9 +28,10 @@ struct KernelParams {
   int heads_q;
   float scale_log2;
   int batch;
-  // The tile decode's divisors (fast_divisor.hpp): query blocks per head (padded to whole
-  // clusters), heads_q, and query heads per K/V head.
-  FastDivisor div_m_blocks, div_heads_q, div_group;
+  // The tile deal (templates/tile_schedule.cuh), fitted to a grid of deal_ctas CTAs, and the tile
+  // decode's divisors as (multiplier, shift): see TileDealParams.
+  int fill_blocks, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
+  uint32_t div_m_blocks[2], div_paired[2], div_heads[2], div_heads_q[2], div_group[2];
 };
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
@@ -39,8 +40,14 @@ struct KernelParams {
 // one CTA per tile.
 LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
 
-// Validates the args and encodes the tensor maps.
-Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args);
+// Validates the args, encodes the tensor maps and fits the tile deal to the grid that
+// attention_launch_shape gives for the same max_ctas.
+// The deal is fitted to that grid only: a launch on another grid holds nothing back.
+Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args,
+                                        int max_ctas);
+
+// Puts a tile deal into the parameters (make_kernel_params fits its own; tests force others).
+void set_tile_deal(KernelParams& params, const TileDealParams& deal);
 
 // make_kernel_params + launch_kernel on `stream` (max_ctas as for attention_launch_shape).
 Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& config,

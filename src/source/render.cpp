@@ -59,10 +59,11 @@ std::string_view embedded_template(std::string_view name) {
 }
 
 std::string render_attention_source(const KernelConfig& config) {
-  // Order matters: constants, PTX wrappers, the wgmma shapes this variant uses, the kernel.
+  // Order matters: constants, PTX wrappers, the tile deal, the wgmma shapes this variant uses, the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
+  out += embedded_template("tile_schedule.cuh");
   out += render_wgmma_shapes(config);
   out += embedded_template("attention_fwd.cuh");
   return out;

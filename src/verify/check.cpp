@@ -221,7 +221,15 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.v_strides = to_args(pl.v);
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
-  if (Status st = launch_attention(api, function, config, args, device.stream, device.max_ctas); !st) {
+  auto params = make_kernel_params(api, config, args, device.max_ctas);
+  if (!params) {
+    result.error = "launch: " + params.error().message;
+    return result;
+  }
+  const LaunchShape shape = attention_launch_shape(config, args, device.max_ctas);
+  if (device.fill_blocks >= 0) set_tile_deal(*params, tile_deal_params(config, args, shape.grid_x, device.fill_blocks));
+  void* kernel_args[] = {&*params};
+  if (Status st = launch_kernel(api, function, shape, device.stream, kernel_args); !st) {
     result.error = "launch: " + st.error().message;
     return result;
   }

@@ -48,7 +48,8 @@ struct CheckDevice {
   const DriverApi* api = nullptr;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
-  int max_ctas = 0;  // persistent grid size (the SM count), 0: one CTA per tile
+  int max_ctas = 0;      // persistent grid size (the SM count), 0: one CTA per tile
+  int fill_blocks = -1;  // causal blocks held back by the tile deal; -1: what the launch picks
 };
 
 struct CheckResult {

@@ -56,7 +56,8 @@ struct Case {
   Problem problem;  // dtype, head_dim and causal must agree with the spec
   Layout layout = Layout::kContiguous;
   bool with_lse = true;
-  int max_ctas = -1;  // persistent grid size; -1: the device's SM count, 0: one CTA per tile
+  int max_ctas = -1;     // persistent grid size; -1: the device's SM count, 0: one CTA per tile
+  int fill_blocks = -1;  // causal blocks the tile deal holds back; -1: what the launch picks
   std::string describe() const;
 };
 

@@ -77,7 +77,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   // encoding in them.
   std::vector<KernelParams> params;
   for (const AttentionArgs& a : args) {
-    auto built = make_kernel_params(api, config, a);
+    auto built = make_kernel_params(api, config, a, sm_count);
     if (!built) { t.error = built.error().message; return t; }
     params.push_back(*built);
   }

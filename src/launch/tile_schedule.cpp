@@ -1,0 +1,118 @@
+#include "launch/tile_schedule.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+// The kernel's deal itself, compiled here as host code: the host fits phase 1's rounds with it.
+#include "../../templates/tile_schedule.cuh"
+
+namespace flashjit {
+namespace {
+
+// NOTES: the model. A tile costs its K/V blocks plus one block's worth for its Q load and O store
+// (the persistent grid overlaps most of both). Phase 1 deals pairs of about equal cost B, so its
+// busiest CTA takes ceil(units / P) of them; each CTA idle in the last round takes its held-back
+// blocks on top of its full rounds. The estimate is exact for equal pairs (block_n divides
+// block_m) up to rounding; block_n = 80 (d256) pairs differ by a block, hence `slack`.
+constexpr int kTileOverheadBlocks = 1;
+constexpr int kMaxFill = 128;        // deeper holds never paid in the model (fill ~ m_blocks / 3 at most)
+constexpr int64_t kMaxFillRows = 16;  // snake rows of held-back blocks per idle CTA worth modelling
+
+struct Shape {
+  int64_t block_m, block_n, seqlen_q, seqlen_k, m_blocks, heads, ctas;
+  // The kernel's causal_block_count (bottom-right aligned mask) plus the per-tile overhead.
+  int64_t cost(int64_t m_block) const {
+    const int64_t n_all = (seqlen_k + block_n - 1) / block_n;
+    const int64_t last_col = (m_block + 1) * block_m - 1 + seqlen_k - seqlen_q;
+    return (last_col < 0 ? 0 : std::min(n_all, last_col / block_n + 1)) + kTileOverheadBlocks;
+  }
+};
+
+// The load of the idle CTA at position i (of `idle`) once the n held-back blocks (heaviest first,
+// query block fill - 1 of every head, then fill - 2, ...) have gone round the idle CTAs in a snake.
+int64_t held_back_load(const Shape& s, int64_t fill, int64_t idle, int64_t i) {
+  const int64_t n = fill * s.heads, rows = (n + idle - 1) / idle;
+  int64_t load = 0;
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t f = j * idle + ((j & 1) ? idle - 1 - i : i);
+    if (f < n) load += s.cost(fill - 1 - f / s.heads);
+  }
+  return load;
+}
+
+}  // namespace
+
+int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
+  const AttentionSpec& spec = config.spec;
+  if (!spec.causal || spec.cluster != 1 || grid_ctas == 0 || args.seqlen_k < args.seqlen_q) return 0;
+  if (config.q_buffers < 2) return 0;  // a held-back tile's Q load would wait for the last O store
+  if (uint64_t(grid_ctas) >= attention_tile_count(config, args)) return 0;  // a CTA per tile: no pairs
+  Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, 0, int64_t(args.heads_q) * args.batch, grid_ctas};
+  s.m_blocks = (s.seqlen_q + s.block_m - 1) / s.block_m;
+  const int64_t slack = s.block_m % s.block_n ? 1 : 0;
+  // Total cost, every head alike.
+  int64_t per_head = 0;
+  for (int64_t i = 0; i < s.m_blocks; ++i) per_head += s.cost(i);
+  const double total = double(per_head) * double(s.heads);
+
+  // Phase 1 alone; over an odd number of query blocks some pairs straddle two heads: a quarter pair more.
+  const int64_t units0 = (s.m_blocks * s.heads + 1) / 2;
+  const double pair0 = total / double(units0);
+  const double alone = double((units0 + s.ctas - 1) / s.ctas) * pair0 + double(slack) + (s.m_blocks % 2 ? pair0 / 4 : 0);
+
+  double best = alone;
+  int best_fill = 0;
+  int64_t held_per_head = 0;  // cost of the held-back blocks of one head
+  const int64_t max_fill = std::min<int64_t>(s.m_blocks, kMaxFill);
+  for (int64_t fill = 1; fill < max_fill; ++fill) {
+    held_per_head += s.cost(fill - 1);
+    const int64_t paired = s.m_blocks - fill;
+    if (paired % 2) continue;  // whole pairs per head only
+    const int64_t units = paired * s.heads / 2, full_rounds = units / s.ctas, last_units = units % s.ctas;
+    const double pair = (total - double(held_per_head) * double(s.heads)) / double(units);
+    // Stop once a CTA has no full round or the held-back blocks are no longer light; skip holds
+    // that would pile up on few idle CTAs.
+    const int64_t idle = s.ctas - last_units;
+    if (full_rounds < 1 || 4.0 * double(s.cost(fill - 1)) > pair) break;
+    if ((fill * s.heads + idle - 1) / idle > kMaxFillRows) continue;
+    const double busiest_paired = double(full_rounds + (last_units > 0)) * pair + double(slack);
+    const double busiest_idle = double(full_rounds) * pair + double(slack) +
+                                double(std::max(held_back_load(s, fill, idle, 0), held_back_load(s, fill, idle, idle - 1)));
+    const double estimate = std::max(busiest_paired, busiest_idle);
+    if (estimate < best) best = estimate, best_fill = int(fill);
+  }
+  return best < 0.99 * alone ? best_fill : 0;
+}
+
+namespace {
+TileDealParams::Divisor constants_of(uint32_t d) {
+  const FastDivisor f = fit_divisor(d > 0 ? d : 1);
+  return {f.mul, f.shift};
+}
+}  // namespace
+
+TileDealParams tile_deal_params(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas, int fill_blocks) {
+  TileDealParams out;
+  const uint64_t tiles = attention_tile_count(config, args);
+  TileDeal d{};
+  d.ctas = grid_ctas > 0 ? grid_ctas : 1;
+  d.m_blocks = uint32_t(attention_query_blocks(config, args));  // padded to whole clusters
+  d.heads = uint32_t(args.heads_q) * uint32_t(args.batch);
+  // The kernel's tile_deal: pairs where causal tiles outnumber the CTAs (no clusters).
+  d.unit = config.spec.causal && config.spec.cluster == 1 && uint64_t(d.ctas) < tiles ? 2 : 1;
+  d.fill = uint32_t(std::clamp<int64_t>(fill_blocks, 0, d.m_blocks));
+  fit_tile_deal(d);
+  out.fill_blocks = int(d.fill);
+  out.ctas = int(grid_ctas);
+  out.full_rounds = int(d.full_rounds);
+  out.last_units = int(d.last_units);
+  out.odd_cta = int(d.odd_cta);
+  out.m_blocks = constants_of(d.m_blocks);
+  out.paired = {d.by_paired.mul, d.by_paired.shift};
+  out.heads = {d.by_heads.mul, d.by_heads.shift};
+  out.heads_q = constants_of(uint32_t(args.heads_q));
+  out.group = constants_of(args.heads_kv > 0 ? uint32_t(args.heads_q / args.heads_kv) : 1);
+  return out;
+}
+
+}  // namespace flashjit
