@@ -55,11 +55,12 @@ class Flashjit:
             self.kernels[spec] = k
         return self.kernels[spec]
 
-    def forward_fn(self, spec, q, k, v, o):
+    def forward_fn(self, spec, q, k, v, o, pdl=False):
         """A zero-argument callable launching flashjit on torch tensors laid out [b, s, h, d]."""
         kern = self.kernel(spec)
         args = AttentionArgs()
         args.struct_size = ctypes.sizeof(AttentionArgs)
+        args.flags = FLAG_PDL if pdl else 0
         args.window_left = args.window_right = -1
         args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         args.batch, args.seqlen_q, args.heads_q = q.shape[0], q.shape[1], q.shape[2]
@@ -73,6 +74,9 @@ class Flashjit:
             if status[0] != 0:
                 self.check(status[0], "attention_forward")
         return call
+
+
+FLAG_PDL = 1  # FLASHJIT_ATTENTION_FLAG_PDL
 
 
 # ---- timing --------------------------------------------------------------------------------------
@@ -156,6 +160,7 @@ def main():
     ap.add_argument("--grid", default="all")
     ap.add_argument("--reps", type=int, default=30, help="timed calls (idle) and graph replays per cell; median reported")
     ap.add_argument("--per-graph", type=int, default=10, help="calls captured per graph replay (10: sustained load, 1: one call at a time)")
+    ap.add_argument("--pdl", action="store_true", help="also time ours launched with PDL (column 'ours_pdl')")
     ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
                                                         "h200-fa3-vs-cudnn-2026-11-29.json"))
     args = ap.parse_args()
@@ -178,6 +183,8 @@ def main():
         kv_bytes = 2.0 * 2 * c["b"] * c["hkv"] * c["sk"] * c["d"]
         row = dict(c)
         fns = {"ours": fj.forward_fn(spec, q, k, v, o)}
+        if args.pdl:
+            fns["ours_pdl"] = fj.forward_fn(spec, q, k, v, o, pdl=True)
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # SDPA's [b, h, s, d] view
         for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def sdpa(backend=backend):
@@ -206,7 +213,8 @@ def main():
         rfmt = lambda x: f"{x:7.2f}" if x else f"{'-':>7}"
         print(f"{c['group']:6} {c['dtype']:4} {c['d']:3} {int(c['causal']):1} {c['b']:3} {c['sq']:6} {c['sk']:6} "
               f"{fmt(row.get('ours'))} {fmt(row.get('cudnn'))} {fmt(row.get('fa2'))} {fmt(row.get('fa3'))} "
-              f"{rfmt(ratio_cudnn)} {rfmt(ratio_fa3)[1:]} {row.get('ours_idle_us', 0):9.1f}/{row.get('cudnn_idle_us', 0):<9.1f}", flush=True)
+              f"{rfmt(ratio_cudnn)} {rfmt(ratio_fa3)[1:]} {row.get('ours_idle_us', 0):9.1f}/{row.get('cudnn_idle_us', 0):<9.1f}"
+              + (f" pdl {fmt(row.get('ours_pdl'))}" if args.pdl else ""), flush=True)
         del q, k, v, o
         torch.cuda.empty_cache()
     # Geometric means over the cells where both exist.
@@ -222,6 +230,9 @@ def main():
     if best:
         print(f"geomean vs the better of cuDNN (same run) and FA3 (baseline): "
               f"{math.exp(sum(map(math.log, best)) / len(best)):.3f} over {len(best)} cells")
+    pdl = [r["ours_pdl"] / r["ours"] for r in rows if r.get("ours_pdl") and r.get("ours")]
+    if pdl:  # the same kernel launched with FLASHJIT_ATTENTION_FLAG_PDL, back to back in the graph
+        print(f"geomean ours with PDL / ours: {math.exp(sum(map(math.log, pdl)) / len(pdl)):.3f} over {len(pdl)} cells")
     json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "cudnn": torch.backends.cudnn.version(),
                "reps": REPS, "per_graph": PER_GRAPH, "rows": rows}, open(args.out, "w"), indent=1)

@@ -829,6 +829,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd
   // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
   // barriers must be initialised before our multicasts reach them.
   if (kCluster == 1) __syncthreads(); else cluster_sync();
+  // With PDL (a launch flag) this CTA may start while the previous kernel in the stream still
+  // runs: only the set-up above overlaps it. Every thread waits here, before any global read or
+  // write (a tile that loads no K/V block still writes O); the next PDL kernel may then start its
+  // own set-up on the SMs this grid frees.
+  griddep_wait();
+  griddep_launch_dependents();
 
   const int wg = tid / 128;
   if (wg == 0) {

@@ -47,6 +47,11 @@ FJ_DEVICE void report_hang(uint32_t bar, uint32_t parity) {
 FJ_DEVICE void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }
+// Programmatic dependent launch (PDL). wait: until the grids this one depends on have completed
+// and their memory is visible (returns at once without PDL); launch_dependents: the next grid
+// launched with PDL may start (it waits in turn before touching memory).
+FJ_DEVICE void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+FJ_DEVICE void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 FJ_DEVICE void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 FJ_DEVICE void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");

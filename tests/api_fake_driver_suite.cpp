@@ -649,6 +649,30 @@ TEST(ApiFakeDriver, ForwardCanBeCapturedAndReplayedWithoutCaptureUnsafeCalls) {
   flashjit_context_destroy(ctx);
 }
 
+// FLASHJIT_ATTENTION_FLAG_PDL launches with programmatic stream serialization, per call (the
+// flag is not part of the cached parameters); without it, a plain launch; unknown bits are refused.
+TEST(ApiFakeDriver, PdlFlagLaunchesWithProgrammaticSerializationPerCall) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx);
+  CUstream stream = make_stream(cu_context_of(ctx));
+  flashjit_attention_args_t a = make_args(0x700000000ull);
+  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_FALSE(last_launch().programmatic);
+  a.flags = FLASHJIT_ATTENTION_FLAG_PDL;
+  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_TRUE(last_launch().programmatic);
+  a.flags = 0;
+  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_FALSE(last_launch().programmatic) << "the flag of an earlier call with the same tensors";
+  a.flags = FLASHJIT_ATTENTION_FLAG_PDL | 2u;
+  const uint64_t before = launches();
+  EXPECT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flashjit_last_error_message()).find("args.flags: 0x2"), std::string::npos) << flashjit_last_error_message();
+  EXPECT_EQ(launches(), before);
+  flashjit_kernel_release(k);
+  flashjit_context_destroy(ctx);
+}
+
 TEST(ApiFakeDriver, KernelKeepsItsContextAliveAndTheLastOneTearsItDown) {
   const uint64_t unloads = fake().stats->module_unloads, releases = fake().stats->primary_releases;
   flashjit_context_t ctx = make_context();

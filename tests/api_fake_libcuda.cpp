@@ -330,6 +330,10 @@ void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** p
   out->shared_bytes = c->sharedMemBytes;
   out->stream = c->hStream;
   out->function = f;
+  out->programmatic = false;
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      out->programmatic = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
   const unsigned n = g_param_bytes.load();
   std::memset(out->params, 0, sizeof(out->params));
   if (params && params[0] && n) std::memcpy(out->params, params[0], n < sizeof(out->params) ? n : sizeof(out->params));

@@ -19,6 +19,7 @@ struct FakeCudaLaunch {
   unsigned shared_bytes;
   void* stream;
   void* function;
+  bool programmatic;  // the programmatic stream serialization attribute (PDL) was set
   unsigned char params[1024];  // the first fake_cuda_set_param_bytes() bytes of parameter 0
 };
 

@@ -79,12 +79,16 @@ struct ApiProblem {
   }
 
   // O and LSE (after the launch has finished) against the float64 reference on the same inputs.
-  CheckResult compare(const CheckDevice& device) const {
+  CheckResult compare(const CheckDevice& device) const { return compare(device, q->ptr(), k->ptr(), v->ptr(), *o); }
+
+  // The same for a launch that read Q, K, V at other addresses (same layouts) and wrote O into `out`.
+  CheckResult compare(const CheckDevice& device, CUdeviceptr q_at, CUdeviceptr k_at, CUdeviceptr v_at,
+                      const DeviceBuffer& out) const {
     CheckResult r;
-    Reference ref = gpu_reference(device, p, q->ptr(), qs, k->ptr(), ks, v->ptr(), ks, &r.error);
+    Reference ref = gpu_reference(device, p, q_at, qs, k_at, ks, v_at, ks, &r.error);
     if (!r.error.empty()) return r;
     std::vector<uint16_t> raw(q_elements());
-    o->download(raw.data(), raw.size() * 2);
+    out.download(raw.data(), raw.size() * 2);
     std::vector<double> got(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
       got[i] = half_bits_to_float(raw[i], p.bf16);
@@ -279,6 +283,73 @@ TEST(ApiGpu, CapturedForwardReplaysWithNewDataInTheSameBuffers) {
     expect_ok_cu(api, api.cuStreamSynchronize(stream), "replay");
     const CheckResult r = t.compare({&api, env->context->get(), stream});
     EXPECT_TRUE(r.passed(p.bf16)) << describe_result(r);
+  }
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
+  api.cuStreamDestroy(stream);
+  flashjit_kernel_release(kernel);
+  flashjit_context_destroy(ctx);
+}
+
+// FLASHJIT_ATTENTION_FLAG_PDL: three kernels back to back on one stream, each allowed to start
+// before the previous one has finished. B reads A's O as its Q (read after write), C writes its O
+// over B's K (write after read). A kernel that touched memory before griddepcontrol.wait would
+// read poison, or corrupt B's keys. Launched directly and replayed from a captured graph.
+TEST(ApiGpu, PdlLaunchesWaitForThePreviousKernelsMemory) {
+  FLASHJIT_REQUIRE_GPU(env);
+  const DriverApi& api = *env->api;
+  flashjit_context_t ctx = device_context();
+  // Long enough that the next kernel's CTAs start in this one's last round.
+  const Problem p = make_problem(true, 128, false, 2, 4000, 4000, 8, 8);
+  flashjit_kernel_t kernel = nullptr;
+  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+  ApiProblem a(api, p), b(api, p), c(api, p);
+  DeviceBuffer b_keys(api, b.kv_elements() * 2);  // B's K as B must see it, for the reference
+  std::mt19937_64 rng(21);
+  CUstream stream = nullptr;
+  expect_ok_cu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  flashjit_attention_args_t args[3] = {a.args(), b.args(), c.args()};
+  args[1].q = a.o->ptr();
+  args[2].o = b.k->ptr();
+  for (flashjit_attention_args_t& x : args) x.flags = FLASHJIT_ATTENTION_FLAG_PDL;
+  auto launch_all = [&] {
+    for (const flashjit_attention_args_t& x : args) ASSERT_EQ(flashjit_attention_forward(kernel, &x, stream), FLASHJIT_SUCCESS) << last_message();
+  };
+  auto check_all = [&] {
+    const CheckDevice device{&api, env->context->get(), stream};
+    const CheckResult ra = a.compare(device);
+    EXPECT_TRUE(ra.passed(p.bf16)) << "A: " << describe_result(ra);
+    const CheckResult rb = b.compare(device, a.o->ptr(), b_keys.ptr(), b.v->ptr(), *b.o);
+    EXPECT_TRUE(rb.passed(p.bf16)) << "B (Q = A's O): " << describe_result(rb);
+    const CheckResult rc = c.compare(device, c.q->ptr(), c.k->ptr(), c.v->ptr(), *b.k);
+    EXPECT_TRUE(rc.passed(p.bf16)) << "C (O over B's K): " << describe_result(rc);
+  };
+  auto fresh_inputs = [&] {
+    for (ApiProblem* t : {&a, &b, &c}) t->randomize(api, rng);
+    std::vector<uint16_t> keys(b.kv_elements());
+    b.k->download(keys.data(), keys.size() * 2);
+    b_keys.upload(keys.data(), keys.size() * 2);
+    api.cuCtxSynchronize();
+  };
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("direct launches, round " + std::to_string(round));
+    fresh_inputs();
+    launch_all();
+    expect_ok_cu(api, api.cuStreamSynchronize(stream), "launches");
+    check_all();
+  }
+  expect_ok_cu(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  launch_all();
+  CUgraph graph = nullptr;
+  expect_ok_cu(api, api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture (the capture stayed valid)");
+  CUgraphExec exec = nullptr;
+  expect_ok_cu(api, api.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  for (int replay = 0; replay < 3; ++replay) {
+    SCOPED_TRACE("graph replay " + std::to_string(replay));
+    fresh_inputs();
+    expect_ok_cu(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    expect_ok_cu(api, api.cuStreamSynchronize(stream), "replay");
+    check_all();
   }
   api.cuGraphExecDestroy(exec);
   api.cuGraphDestroy(graph);

@@ -11,6 +11,7 @@ struct SeenLaunch {
   int calls = 0;
   CUlaunchConfig config{};
   CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[4]{};
   CUfunction function = nullptr;
   void** args = nullptr;
   void** extra = nullptr;
@@ -22,6 +23,7 @@ CUresult fake_launch(const CUlaunchConfig* config, CUfunction function, void** a
   ++g_seen.calls;
   g_seen.config = *config;
   if (config->numAttrs > 0) g_seen.attribute = config->attrs[0];
+  for (unsigned i = 0; i < config->numAttrs && i < 4; ++i) g_seen.attributes[i] = config->attrs[i];
   g_seen.function = function;
   g_seen.args = args;
   g_seen.extra = extra;
@@ -89,6 +91,27 @@ TEST(Launch, ClusterAddsTheClusterAttribute) {
   ASSERT_TRUE(launch_kernel(fake_driver(), kFunction, shape, nullptr, nullptr).ok());
   ASSERT_EQ(g_seen.config.numAttrs, 1u);
   EXPECT_EQ(g_seen.attribute.value.clusterDim.y, 3u);
+}
+
+// PDL is an attribute of its own, alone or beside the cluster's.
+TEST(Launch, ProgrammaticAddsTheStreamSerializationAttribute) {
+  g_seen = SeenLaunch{};
+  LaunchShape shape;
+  shape.grid_x = 8;
+  shape.block_x = 128;
+  shape.programmatic = true;
+  ASSERT_TRUE(launch_kernel(fake_driver(), kFunction, shape, nullptr, nullptr).ok());
+  ASSERT_EQ(g_seen.config.numAttrs, 1u);
+  EXPECT_EQ(g_seen.attributes[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  EXPECT_EQ(g_seen.attributes[0].value.programmaticStreamSerializationAllowed, 1);
+
+  shape.cluster_x = 2;
+  ASSERT_TRUE(launch_kernel(fake_driver(), kFunction, shape, nullptr, nullptr).ok());
+  ASSERT_EQ(g_seen.config.numAttrs, 2u);
+  EXPECT_EQ(g_seen.attributes[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_EQ(g_seen.attributes[0].value.clusterDim.x, 2u);
+  EXPECT_EQ(g_seen.attributes[1].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  EXPECT_EQ(g_seen.attributes[1].value.programmaticStreamSerializationAllowed, 1);
 }
 
 TEST(Launch, BadShapesAreRejectedBeforeTheDriver) {

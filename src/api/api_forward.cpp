@@ -96,8 +96,9 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
   // 5. One launch on the caller's stream.
   CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
   void* kernel_args[] = {&params};
-  return launch_kernel(*kernel.api, variant.function, attention_launch_shape(variant.config(), args, kernel.sm_count), stream,
-                       kernel_args);
+  LaunchShape shape = attention_launch_shape(variant.config(), args, kernel.sm_count);
+  shape.programmatic = (in->flags & FLASHJIT_ATTENTION_FLAG_PDL) != 0;
+  return launch_kernel(*kernel.api, variant.function, shape, stream, kernel_args);
 }
 
 // The checks forward() makes on new arguments, for the kernel a handle for this spec would run at

@@ -57,8 +57,8 @@ ApiStatus check_extent(const char* field, int64_t value, int64_t max_value, int*
 
 // Features that have a field but no kernel yet: each must be off.
 ApiStatus check_reserved_features(const flashjit_attention_args_t& a) {
-  if (a.flags != 0) {
-    return invalid_argument("args.flags", "args.flags: " + hex(a.flags) + " is set; no flags are defined yet (must be 0)");
+  if (const uint32_t unknown = a.flags & ~FLASHJIT_ATTENTION_FLAG_PDL; unknown != 0) {
+    return invalid_argument("args.flags", "args.flags: " + hex(unknown) + " is not a defined flag (allowed: FLASHJIT_ATTENTION_FLAG_PDL = 0x1)");
   }
   if (a.softcap != 0.0f) return not_supported_yet("softcap", std::to_string(a.softcap), "a logit soft cap", "0");
   if (a.window_left != -1) return not_supported_yet("window_left", std::to_string(a.window_left), "a sliding window", "-1");

@@ -38,7 +38,7 @@ Status launch_kernel(const DriverApi& api, CUfunction function, const LaunchShap
 
   // NOTES: the attribute array lives on this stack frame; cuLaunchKernelEx reads it during the
   // call only, so nothing needs to outlive it (no static array shared between threads).
-  CUlaunchAttribute attributes[1] = {};
+  CUlaunchAttribute attributes[2] = {};
   CUlaunchConfig config = {};
   config.gridDimX = shape.grid_x;
   config.gridDimY = shape.grid_y;
@@ -48,16 +48,21 @@ Status launch_kernel(const DriverApi& api, CUfunction function, const LaunchShap
   config.blockDimZ = 1;
   config.sharedMemBytes = shape.dynamic_smem_bytes;
   config.hStream = stream;
-  config.attrs = nullptr;
-  config.numAttrs = 0;
+  unsigned n = 0;
   if (shape.has_cluster()) {
-    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[0].value.clusterDim.x = shape.cluster_x;
-    attributes[0].value.clusterDim.y = shape.cluster_y;
-    attributes[0].value.clusterDim.z = shape.cluster_z;
-    config.attrs = attributes;
-    config.numAttrs = 1;
+    attributes[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[n].value.clusterDim.x = shape.cluster_x;
+    attributes[n].value.clusterDim.y = shape.cluster_y;
+    attributes[n].value.clusterDim.z = shape.cluster_z;
+    ++n;
   }
+  if (shape.programmatic) {
+    attributes[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  config.attrs = n > 0 ? attributes : nullptr;
+  config.numAttrs = n;
   return check(api, api.cuLaunchKernelEx(&config, function, args, nullptr), "cuLaunchKernelEx");
 }
 

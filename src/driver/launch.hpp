@@ -9,6 +9,9 @@ struct LaunchShape {
   unsigned block_x = 1;                        // threads per block (1-D blocks)
   unsigned dynamic_smem_bytes = 0;             // must not exceed what the kernel was loaded with
   unsigned cluster_x = 1, cluster_y = 1, cluster_z = 1;  // thread-block cluster; 1x1x1 = none
+  // Programmatic dependent launch: the kernel may start before the previous kernel in the stream
+  // completes; it must wait (griddepcontrol.wait) before it touches memory that kernel uses.
+  bool programmatic = false;
 
   bool has_cluster() const { return cluster_x > 1 || cluster_y > 1 || cluster_z > 1; }
 };
@@ -18,7 +21,8 @@ struct LaunchShape {
 Status validate_launch_shape(const LaunchShape& shape);
 
 // Launches `function` on `stream` with `args` (one pointer per kernel parameter, as cuLaunchKernelEx
-// takes them). The cluster attribute is passed only when the cluster has more than one block.
+// takes them). The cluster attribute is passed only when the cluster has more than one block, the
+// programmatic stream serialization attribute only when shape.programmatic.
 Status launch_kernel(const DriverApi& api, CUfunction function, const LaunchShape& shape, CUstream stream,
                      void** args);
 

@@ -81,7 +81,8 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     if (!built) { t.error = built.error().message; return t; }
     params.push_back(*built);
   }
-  const LaunchShape shape = attention_launch_shape(config, args[0], sm_count);
+  LaunchShape shape = attention_launch_shape(config, args[0], sm_count);
+  shape.programmatic = pdl;
   auto launch = [&](int i) {
     void* kernel_args[] = {&params[size_t(i % sets)]};
     return launch_kernel(api, fn, shape, stream, kernel_args);

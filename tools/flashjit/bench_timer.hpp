@@ -41,6 +41,7 @@ struct Bench {
   int iters = 30;  // timed runs per method; the median is reported
   int sm_count = 0;  // persistent grid size
   bool launch_floor = true;  // also time the empty kernel (Timing::floor_*); tune does without
+  bool pdl = false;          // launch with programmatic dependent launch (FLASHJIT_ATTENTION_FLAG_PDL)
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);

@@ -35,6 +35,8 @@ static cl::opt<int> BHeadsQ("heads-q", cl::desc("Query heads (with --spec)"), cl
 static cl::opt<int> BHeadsKv("heads-kv", cl::desc("KV heads (with --spec; default heads-q)"), cl::init(0), cl::sub(bench_command()));
 static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (median reported)"), cl::init(30), cl::sub(bench_command()));
 static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(bench_command()));
+static cl::opt<bool> BPdl("pdl", cl::desc("Launch with programmatic dependent launch (the C API's FLASHJIT_ATTENTION_FLAG_PDL)"),
+                          cl::init(false), cl::sub(bench_command()));
 
 namespace {
 
@@ -108,6 +110,7 @@ int run_bench() {
   if (!context) return fail(context.error());
   (*api)->cuCtxSetCurrent(context->get());
   Bench bench{**api, context->get(), nullptr, nullptr, nullptr, size_t(info->l2_bytes), Iters, info->sm_count};
+  bench.pdl = BPdl;
   (*api)->cuStreamCreate(&bench.stream, CU_STREAM_NON_BLOCKING);
   (*api)->cuEventCreate(&bench.start, CU_EVENT_DEFAULT);
   (*api)->cuEventCreate(&bench.stop, CU_EVENT_DEFAULT);
