@@ -81,14 +81,15 @@ struct ApiProblem {
   // O and LSE (after the launch has finished) against the float64 reference on the same inputs.
   CheckResult compare(const CheckDevice& device) const { return compare(device, q->ptr(), k->ptr(), v->ptr(), *o); }
 
-  // The same for a launch that read Q, K, V at other addresses (same layouts) and wrote O into `out`.
+  // The same for a launch that read Q, K, V at other addresses (same layouts) and wrote O into
+  // `out` from byte `out_offset` on.
   CheckResult compare(const CheckDevice& device, CUdeviceptr q_at, CUdeviceptr k_at, CUdeviceptr v_at,
-                      const DeviceBuffer& out) const {
+                      const DeviceBuffer& out, size_t out_offset = 0) const {
     CheckResult r;
     Reference ref = gpu_reference(device, p, q_at, qs, k_at, ks, v_at, ks, &r.error);
     if (!r.error.empty()) return r;
     std::vector<uint16_t> raw(q_elements());
-    out.download(raw.data(), raw.size() * 2);
+    out.download(raw.data(), raw.size() * 2, out_offset);
     std::vector<double> got(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
       got[i] = half_bits_to_float(raw[i], p.bf16);
@@ -292,43 +293,49 @@ TEST(ApiGpu, CapturedForwardReplaysWithNewDataInTheSameBuffers) {
 }
 
 // FLASHJIT_ATTENTION_FLAG_PDL: three kernels back to back on one stream, each allowed to start
-// before the previous one has finished. B reads A's O as its Q (read after write), C writes its O
-// over B's K (write after read). A kernel that touched memory before griddepcontrol.wait would
-// read poison, or corrupt B's keys. Launched directly and replayed from a captured graph.
+// before the previous one has finished. A is long, on a persistent grid whose last round leaves
+// SMs free, where B and C (one short tile per head) can start early. B's Q is the rows of A's O
+// that A writes in its last round (read after write); C writes its O over the rows of A's K that
+// A's last tiles read last (write after read; A's K/V loop runs right to left). Without
+// griddepcontrol.wait before any global access B reads poison or A reads C's output (checked
+// with such a kernel). Launched directly, then replayed from a captured graph.
 TEST(ApiGpu, PdlLaunchesWaitForThePreviousKernelsMemory) {
   FLASHJIT_REQUIRE_GPU(env);
   const DriverApi& api = *env->api;
   flashjit_context_t ctx = device_context();
-  // Long enough that the next kernel's CTAs start in this one's last round.
-  const Problem p = make_problem(true, 128, false, 2, 4000, 4000, 8, 8);
+  // A: 2 x 8 heads x 32 query blocks = 512 tiles on 132 CTAs; its last round holds batch 1's
+  // heads 4-7, whose query block 0 (rows 0-127) comes last in each head (heaviest first).
+  const Problem pa = make_problem(true, 128, false, 2, 4000, 4000, 8, 8);
+  const Problem pb = make_problem(true, 128, false, 1, 128, 128, 8, 8);
   flashjit_kernel_t kernel = nullptr;
-  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
-  ApiProblem a(api, p), b(api, p), c(api, p);
-  DeviceBuffer b_keys(api, b.kv_elements() * 2);  // B's K as B must see it, for the reference
+  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(pa).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+  ApiProblem a(api, pa), b(api, pb), c(api, pb);
+  DeviceBuffer a_keys(api, a.kv_elements() * 2);  // A's K as A must see it, for the reference
+  const size_t batch1 = size_t(a.qs.batch) * 2;    // bytes to batch 1 of A's O (and of its K: same layout)
   std::mt19937_64 rng(21);
   CUstream stream = nullptr;
   expect_ok_cu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   flashjit_attention_args_t args[3] = {a.args(), b.args(), c.args()};
-  args[1].q = a.o->ptr();
-  args[2].o = b.k->ptr();
+  args[1].q = a.o->ptr() + batch1;  // B's rows, heads and strides match A's batch 1
+  args[2].o = a.k->ptr() + batch1;
   for (flashjit_attention_args_t& x : args) x.flags = FLASHJIT_ATTENTION_FLAG_PDL;
   auto launch_all = [&] {
     for (const flashjit_attention_args_t& x : args) ASSERT_EQ(flashjit_attention_forward(kernel, &x, stream), FLASHJIT_SUCCESS) << last_message();
   };
   auto check_all = [&] {
     const CheckDevice device{&api, env->context->get(), stream};
-    const CheckResult ra = a.compare(device);
-    EXPECT_TRUE(ra.passed(p.bf16)) << "A: " << describe_result(ra);
-    const CheckResult rb = b.compare(device, a.o->ptr(), b_keys.ptr(), b.v->ptr(), *b.o);
-    EXPECT_TRUE(rb.passed(p.bf16)) << "B (Q = A's O): " << describe_result(rb);
-    const CheckResult rc = c.compare(device, c.q->ptr(), c.k->ptr(), c.v->ptr(), *b.k);
-    EXPECT_TRUE(rc.passed(p.bf16)) << "C (O over B's K): " << describe_result(rc);
+    const CheckResult ra = a.compare(device, a.q->ptr(), a_keys.ptr(), a.v->ptr(), *a.o);
+    EXPECT_TRUE(ra.passed(pa.bf16)) << "A (its K overwritten by C afterwards): " << describe_result(ra);
+    const CheckResult rb = b.compare(device, a.o->ptr() + batch1, b.k->ptr(), b.v->ptr(), *b.o);
+    EXPECT_TRUE(rb.passed(pb.bf16)) << "B (Q = A's O): " << describe_result(rb);
+    const CheckResult rc = c.compare(device, c.q->ptr(), c.k->ptr(), c.v->ptr(), *a.k, batch1);
+    EXPECT_TRUE(rc.passed(pb.bf16)) << "C (O over A's K): " << describe_result(rc);
   };
   auto fresh_inputs = [&] {
     for (ApiProblem* t : {&a, &b, &c}) t->randomize(api, rng);
-    std::vector<uint16_t> keys(b.kv_elements());
-    b.k->download(keys.data(), keys.size() * 2);
-    b_keys.upload(keys.data(), keys.size() * 2);
+    std::vector<uint16_t> keys(a.kv_elements());
+    a.k->download(keys.data(), keys.size() * 2);
+    a_keys.upload(keys.data(), keys.size() * 2);
     api.cuCtxSynchronize();
   };
   for (int round = 0; round < 3; ++round) {
