@@ -81,7 +81,7 @@ struct SmemLayout {
   // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
   FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
   // The tile in Q buffer b: (query block, head + heads_q * batch), written by the producer before
-  // the buffer's full barrier (publish_tile).
+  // the buffer's full barrier (load_q; publish_end after the last tile).
   FJ_DEVICE uint32_t tile_words(int b) const {
     return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + 7u) & ~7u) + 8u * b;
   }
@@ -719,8 +719,6 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   }
 }
 
-// One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
-// its first K/V block; returns how many it used.
 // The tile in this local's Q buffer as the producer published it (after its full barrier).
 FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
   uint32_t m_block;
@@ -740,6 +738,8 @@ FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
   return tile;
 }
 
+// One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
+// its first K/V block; returns how many it used.
 FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int ring) {
   const Tile tile = consumer_tile(p, sm, local);
   const BlockRange range = kv_block_range(p, tile.m_block);

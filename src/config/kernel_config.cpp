@@ -75,7 +75,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // stored), the K/V ring, and the mbarriers (full and empty per Q buffer, full and empty for K
   // and for V per stage), 8 bytes each, then one 4-byte order word per consumer warpgroup (see
   // pin_wait_below in the template), then, 8-byte aligned, two words per Q buffer: the tile the
-  // producer loaded into it (see publish_tile in the template).
+  // producer loaded into it (see tile_words in the template).
   const auto smem_with = [&](int q_buffers) {
     const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, 8) + 8 * q_buffers;
     return 1024 + q_buffers * c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);

@@ -41,8 +41,8 @@ struct KernelParams {
 LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
 
 // Validates the args, encodes the tensor maps and fits the tile deal to the grid that
-// attention_launch_shape gives for the same max_ctas.
-// The deal is fitted to that grid only: a launch on another grid holds nothing back.
+// attention_launch_shape gives for the same max_ctas (no default: a launch on another grid is
+// correct but holds nothing back).
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args,
                                         int max_ctas);
 
