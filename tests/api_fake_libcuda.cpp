@@ -341,6 +341,9 @@ void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** p
 
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void**) {
   if (!c || !live(f)) return CUDA_ERROR_INVALID_HANDLE;
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && c->attrs[i].value.programmaticStreamSerializationAllowed)
+      g_stats.launches_programmatic++;
   CUresult error = CUDA_SUCCESS;
   FakeContext* stream_ctx = context_of(c->hStream, &error);
   if (error != CUDA_SUCCESS) return error;
@@ -549,9 +552,9 @@ __attribute__((destructor)) static void fake_cuda_write_stats_file() {
   const char* path = std::getenv("FAKE_CUDA_STATS_FILE");
   if (!path) return;
   if (FILE* f = std::fopen(path, "w")) {
-    std::fprintf(f, "tensor_map_encodes %llu\nlaunches %llu\nlaunches_captured %llu\n",
+    std::fprintf(f, "tensor_map_encodes %llu\nlaunches %llu\nlaunches_captured %llu\nlaunches_programmatic %llu\n",
                  (unsigned long long)g_stats.tensor_map_encodes.load(), (unsigned long long)g_stats.launches.load(),
-                 (unsigned long long)g_stats.launches_captured.load());
+                 (unsigned long long)g_stats.launches_captured.load(), (unsigned long long)g_stats.launches_programmatic.load());
     std::fclose(f);
   }
 }

@@ -27,6 +27,7 @@ struct FakeCudaStats {
   std::atomic<uint64_t> tensor_map_encodes;
   std::atomic<uint64_t> launches;           // executed (direct or by a graph replay)
   std::atomic<uint64_t> launches_captured;  // recorded into a capture instead
+  std::atomic<uint64_t> launches_programmatic;  // of those (executed or captured), launched with PDL
   std::atomic<uint64_t> stream_get_ctx;
   std::atomic<uint64_t> module_loads;
   std::atomic<uint64_t> module_unloads;

@@ -582,6 +582,31 @@ TEST(Tool, BenchEncodesTensorMapsOncePerInputSet) {
     launches_before = counts["launches"];
   }
 }
+
+// bench --pdl launches with PDL, direct and captured launches alike, the attention kernel and the
+// launch-floor kernel (timed with the cell's launch shape, attributes included); without it, none.
+TEST(Tool, BenchPdlLaunchesWithProgrammaticSerialization) {
+  TempDir dir;
+  const std::string stats_file = dir.sub("fake-stats.txt");
+  for (bool pdl : {false, true}) {
+    std::vector<std::string> args = {"bench", "--iters", "3", "--spec", kSmallSpec, "--batch", "1", "--seqlen-q", "512",
+                                     "--seqlen-k", "512", "--heads-q", "2", "--cache-dir", dir.sub("cache")};
+    if (pdl) args.push_back("--pdl");
+    ToolRun r = run_tool(args, {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    std::map<std::string, uint64_t> counts;
+    std::ifstream in(stats_file);
+    std::string name;
+    uint64_t value = 0;
+    while (in >> name >> value) counts[name] = value;
+    if (pdl) {
+      // Each kernel: 5 warm-up + 3 idle + 10 captured.
+      EXPECT_EQ(counts["launches_programmatic"], 2u * (5u + 3u + 10u));
+    } else {
+      EXPECT_EQ(counts["launches_programmatic"], 0u);
+    }
+  }
+}
 #endif
 
 }  // namespace

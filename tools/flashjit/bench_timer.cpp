@@ -94,7 +94,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   if (Status st = check(api, api.cuStreamSynchronize(stream), "warm-up"); !st) { t.error = st.error().message; return t; }
   if (Status st = time_two_ways(launch, t.idle_ms, t.graph_ms); !st) { t.error = st.error().message; return t; }
   if (!launch_floor) return t;
-  // The same launch shape with a kernel that returns at once: what launching alone costs here.
+  // The same launch shape (PDL too) with a kernel that returns at once: what launching alone costs here.
   auto empty = launch_floor_kernel().load(api, context);
   if (!empty) { t.error = empty.error().message; return t; }
   auto launch_empty = [&](int) { return launch_kernel(api, (*empty)->function(), shape, stream, nullptr); };
