@@ -63,6 +63,11 @@ TEST(ApiCpp, ArgsBuilderMatchesTheCHelpers) {
   EXPECT_EQ(c.window_left, -1);
   EXPECT_EQ(c.window_right, -1);
   EXPECT_FLOAT_EQ(c.softmax_scale, 0.125f);
+  EXPECT_EQ(c.flags, 0u);
+  auto with_pdl = args;
+  EXPECT_EQ(with_pdl.pdl().c().flags, FLASHJIT_ATTENTION_FLAG_PDL);
+  EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", with_pdl));
+  EXPECT_EQ(with_pdl.pdl(false).c().flags, 0u);
   EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", args)) << flashjit::validate("dtype=bf16,head_dim=128", args).error().message();
   const flashjit::Status wrong_dim = flashjit::validate("dtype=bf16,head_dim=64", args);
   ASSERT_FALSE(wrong_dim);

@@ -148,6 +148,11 @@ class AttentionArgs {
     args_.softmax_scale = scale;
     return *this;
   }
+  // Programmatic dependent launch (FLASHJIT_ATTENTION_FLAG_PDL); off by default.
+  AttentionArgs& pdl(bool on = true) {
+    args_.flags = on ? (args_.flags | FLASHJIT_ATTENTION_FLAG_PDL) : (args_.flags & ~FLASHJIT_ATTENTION_FLAG_PDL);
+    return *this;
+  }
 
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
