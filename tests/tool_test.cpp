@@ -558,6 +558,16 @@ TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
 }
 
 #ifdef FLASHJIT_FAKE_LIBCUDA
+// The counts the fake libcuda wrote at the tool's exit (FAKE_CUDA_STATS_FILE): "name value" lines.
+std::map<std::string, uint64_t> read_fake_stats(const std::string& path) {
+  std::map<std::string, uint64_t> counts;
+  std::ifstream in(path);
+  std::string name;
+  uint64_t value = 0;
+  while (in >> name >> value) counts[name] = value;
+  return counts;
+}
+
 // `flashjit bench` against the fake driver (nothing runs; the fake counts what the tool asked of
 // it and writes the counts when the tool exits): the timed launches reuse parameters built once
 // per input set, as the C API's cached launches do, so the four tensor maps are encoded once per
@@ -571,11 +581,7 @@ TEST(Tool, BenchEncodesTensorMapsOncePerInputSet) {
                           "--seqlen-k", "512", "--heads-q", "2", "--cache-dir", dir.sub("cache")},
                          {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
     ASSERT_EQ(r.exit_code, 0) << r;
-    std::map<std::string, uint64_t> counts;
-    std::ifstream in(stats_file);
-    std::string name;
-    uint64_t value = 0;
-    while (in >> name >> value) counts[name] = value;
+    std::map<std::string, uint64_t> counts = read_fake_stats(stats_file);
     // Eight input sets: the fake's 60 MB L2 three times over in 1 MB sets, capped at eight.
     EXPECT_EQ(counts["tensor_map_encodes"], 4u * 8) << "iters " << iters;
     EXPECT_GT(counts["launches"], launches_before) << "iters " << iters;  // more timed launches, no more encodes
@@ -594,11 +600,7 @@ TEST(Tool, BenchPdlLaunchesWithProgrammaticSerialization) {
     if (pdl) args.push_back("--pdl");
     ToolRun r = run_tool(args, {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
     ASSERT_EQ(r.exit_code, 0) << r;
-    std::map<std::string, uint64_t> counts;
-    std::ifstream in(stats_file);
-    std::string name;
-    uint64_t value = 0;
-    while (in >> name >> value) counts[name] = value;
+    std::map<std::string, uint64_t> counts = read_fake_stats(stats_file);
     if (pdl) {
       // Each kernel: 5 warm-up + 3 idle + 10 captured.
       EXPECT_EQ(counts["launches_programmatic"], 2u * (5u + 3u + 10u));
