@@ -1,10 +1,15 @@
 #include "launch/attention_launch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "driver/tensor_map.hpp"
 #include "launch/tile_schedule.hpp"
+
+// The kernel's deal and divisors, compiled here as host code: the host fits them with it.
+#include "../../templates/tile_schedule.cuh"
 
 namespace flashjit {
 namespace {
@@ -28,16 +33,27 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 }  // namespace
 
-void set_tile_deal(KernelParams& p, const TileDealParams& deal) {
-  p.fill_blocks = deal.fill_blocks;
-  p.deal_ctas = deal.ctas;
-  p.deal_full_rounds = deal.full_rounds;
-  p.deal_last_units = deal.last_units;
-  p.deal_odd_cta = deal.odd_cta;
-  const std::pair<uint32_t*, TileDealParams::Divisor> divisors[] = {
-      {p.div_m_blocks, deal.m_blocks}, {p.div_paired, deal.paired}, {p.div_heads, deal.heads},
-      {p.div_heads_q, deal.heads_q},   {p.div_group, deal.group}};
-  for (const auto& [to, from] : divisors) to[0] = from[0], to[1] = from[1];
+void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, int fill_blocks) {
+  // The kernel's tile_deal as the kernel builds it on this grid: pairs where causal tiles
+  // outnumber the CTAs (no clusters); phase 1's rounds fitted by the deal itself.
+  TileDeal d{};
+  d.ctas = grid_ctas > 0 ? grid_ctas : 1;
+  d.m_blocks = uint32_t(attention_query_blocks(c, a));  // padded to whole clusters
+  d.heads = uint32_t(a.heads_q) * uint32_t(a.batch);
+  d.unit = c.spec.causal && c.spec.cluster == 1 && uint64_t(d.ctas) < attention_tile_count(c, a) ? 2 : 1;
+  d.fill = uint32_t(std::clamp<int64_t>(fill_blocks, 0, d.m_blocks));
+  fit_tile_deal(d);
+  p.fill_blocks = int(d.fill);
+  p.deal_ctas = int(grid_ctas);
+  p.deal_full_rounds = int(d.full_rounds);
+  p.deal_last_units = int(d.last_units);
+  p.deal_odd_cta = int(d.odd_cta);
+  // (multiplier, shift) pairs for the kernel's fast_div.
+  const std::pair<uint32_t*, FastDivisor> divisors[] = {
+      {p.div_m_blocks, fit_divisor(d.m_blocks)},         {p.div_paired, d.by_paired},
+      {p.div_heads, d.by_heads},                          {p.div_heads_q, fit_divisor(uint32_t(a.heads_q))},
+      {p.div_group, fit_divisor(uint32_t(a.heads_q / a.heads_kv))}};
+  for (const auto& [to, from] : divisors) to[0] = from.mul, to[1] = from.shift;
 }
 
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
@@ -81,7 +97,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
-  set_tile_deal(p, tile_deal_params(c, a, grid_ctas, causal_fill_blocks(c, a, grid_ctas)));
+  set_tile_deal(p, c, a, grid_ctas, causal_fill_blocks(c, a, grid_ctas));
   return p;
 }
 

@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 
-// The kernel's deal itself, compiled here as host code: the host fits phase 1's rounds with it.
-#include "../../templates/tile_schedule.cuh"
-
 namespace flashjit {
 namespace {
 
@@ -47,8 +44,8 @@ int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, un
   if (!spec.causal || spec.cluster != 1 || grid_ctas == 0 || args.seqlen_k < args.seqlen_q) return 0;
   if (config.q_buffers < 2) return 0;  // a held-back tile's Q load would wait for the last O store
   if (uint64_t(grid_ctas) >= attention_tile_count(config, args)) return 0;  // a CTA per tile: no pairs
-  Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, 0, int64_t(args.heads_q) * args.batch, grid_ctas};
-  s.m_blocks = (s.seqlen_q + s.block_m - 1) / s.block_m;
+  Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
+          int64_t(args.heads_q) * args.batch, grid_ctas};
   const int64_t slack = s.block_m % s.block_n ? 1 : 0;
   // Total cost, every head alike.
   int64_t per_head = 0;
@@ -82,37 +79,6 @@ int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, un
     if (estimate < best) best = estimate, best_fill = int(fill);
   }
   return best < 0.99 * alone ? best_fill : 0;
-}
-
-namespace {
-TileDealParams::Divisor constants_of(uint32_t d) {
-  const FastDivisor f = fit_divisor(d > 0 ? d : 1);
-  return {f.mul, f.shift};
-}
-}  // namespace
-
-TileDealParams tile_deal_params(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas, int fill_blocks) {
-  TileDealParams out;
-  const uint64_t tiles = attention_tile_count(config, args);
-  TileDeal d{};
-  d.ctas = grid_ctas > 0 ? grid_ctas : 1;
-  d.m_blocks = uint32_t(attention_query_blocks(config, args));  // padded to whole clusters
-  d.heads = uint32_t(args.heads_q) * uint32_t(args.batch);
-  // The kernel's tile_deal: pairs where causal tiles outnumber the CTAs (no clusters).
-  d.unit = config.spec.causal && config.spec.cluster == 1 && uint64_t(d.ctas) < tiles ? 2 : 1;
-  d.fill = uint32_t(std::clamp<int64_t>(fill_blocks, 0, d.m_blocks));
-  fit_tile_deal(d);
-  out.fill_blocks = int(d.fill);
-  out.ctas = int(grid_ctas);
-  out.full_rounds = int(d.full_rounds);
-  out.last_units = int(d.last_units);
-  out.odd_cta = int(d.odd_cta);
-  out.m_blocks = constants_of(d.m_blocks);
-  out.paired = {d.by_paired.mul, d.by_paired.shift};
-  out.heads = {d.by_heads.mul, d.by_heads.shift};
-  out.heads_q = constants_of(uint32_t(args.heads_q));
-  out.group = constants_of(args.heads_kv > 0 ? uint32_t(args.heads_q / args.heads_kv) : 1);
-  return out;
 }
 
 }  // namespace flashjit
