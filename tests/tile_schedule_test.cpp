@@ -10,6 +10,7 @@
 
 #include "../templates/tile_schedule.cuh"
 #include "config/kernel_config.hpp"
+#include "launch/attention_launch.hpp"
 #include "launch/tile_schedule.hpp"
 #include "spec/attention_spec.hpp"
 
@@ -138,6 +139,55 @@ int64_t busiest(const KernelConfig& c, const AttentionArgs& a, uint32_t ctas, ui
     most = std::max(most, load);
   }
   return most;
+}
+
+// set_tile_deal (what make_kernel_params hands the kernel): the deal the kernel rebuilds from the
+// parameters, as tile_deal() in templates/attention_fwd.cuh does, walks every tile exactly once,
+// holds back what was asked (clamped to the query blocks), and every divisor divides by its own
+// number. A field or divisor swapped, or phase 1 fitted for another hold, fails here.
+TEST(TileDeal, KernelParametersCarryTheFittedDeal) {
+  const KernelConfig config = config_of("dtype=bf16,head_dim=128,causal=1");
+  AttentionArgs a = args_of(2, 4000, 4000, 6);  // 32 query blocks, 12 heads x batch, 384 tiles
+  a.heads_kv = 2;
+  const auto quotient = [](uint32_t n, const uint32_t (&c)[2]) { return fast_div(n, FastDivisor{0, c[0], c[1]}); };
+  for (unsigned ctas : {7u, 132u})
+    for (int fill : {0, 3, 100}) {
+      SCOPED_TRACE("ctas " + std::to_string(ctas) + " fill " + std::to_string(fill));
+      KernelParams p{};
+      set_tile_deal(p, config, a, ctas, fill);
+      const uint32_t m_blocks = 32, heads = 12, held = uint32_t(std::min(fill, 32));
+      EXPECT_EQ(p.fill_blocks, int(held));
+      EXPECT_EQ(p.deal_ctas, int(ctas));
+      for (uint32_t n = 0; n < 3000; ++n) {
+        ASSERT_EQ(quotient(n, p.div_m_blocks), n / m_blocks) << n;
+        if (held < m_blocks) ASSERT_EQ(quotient(n, p.div_paired), n / (m_blocks - held)) << n;
+        ASSERT_EQ(quotient(n, p.div_heads), n / heads) << n;
+        ASSERT_EQ(quotient(n, p.div_heads_q), n / 6) << n;
+        ASSERT_EQ(quotient(n, p.div_group), n / 3) << n;
+      }
+      // The kernel's side: its deal from the parameters alone, on the grid they were fitted to.
+      TileDeal d{};
+      d.ctas = ctas;
+      d.m_blocks = m_blocks;
+      d.heads = heads;
+      d.unit = 2;
+      d.fill = uint32_t(p.fill_blocks);
+      d.full_rounds = uint32_t(p.deal_full_rounds);
+      d.last_units = uint32_t(p.deal_last_units);
+      d.odd_cta = uint32_t(p.deal_odd_cta);
+      d.by_paired = {m_blocks - d.fill, p.div_paired[0], p.div_paired[1]};
+      d.by_heads = {heads, p.div_heads[0], p.div_heads[1]};
+      std::vector<int> seen(size_t(m_blocks) * heads, 0);
+      for (d.cta = 0; d.cta < ctas; ++d.cta)
+        for (uint32_t local = 0;; ++local) {
+          const DealtTile t = deal_tile(d, local);
+          if (!t.valid) break;
+          ASSERT_LT(t.m_block, m_blocks);
+          ASSERT_LT(t.head, heads);
+          ++seen[size_t(t.head) * m_blocks + t.m_block];
+        }
+      for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i;
+    }
 }
 
 TEST(CausalFill, NothingHeldBackWherePairsAreNotDealt) {
