@@ -150,6 +150,14 @@ FJ_DEVICE FastDivisor divisor(uint32_t d, const uint32_t (&constants)[2]) { retu
 // n / d from the constants alone, where the kernel needs only the quotient.
 FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&constants)[2]) { return fast_div(n, divisor(0u, constants)); }
 
+// With two Q buffers the producer decodes each tile and publishes it beside Q (see load_q); with
+// one, Q is released before the epilogue (kStageOInKV), so the consumers decode the deal
+// themselves, and nothing is held back (launch/tile_schedule.cpp): a held-back tile's Q would
+// wait for the previous O store. NOTES: with kHoldBack false at compile time the consumers' decode
+// is phase 1's alone; the deal's second phase cost 2-6 % in the decode (version 38).
+constexpr bool kPublishTiles = kQBuffers == 2;
+constexpr bool kHoldBack = kPublishTiles;
+
 FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
   d.ctas = gridDim.x;
@@ -157,7 +165,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.m_blocks = (uint32_t)padded_m_blocks(p);
   d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
   d.unit = kCausal && kCluster == 1 && d.ctas < tile_count(p) ? 2 : 1;
-  const bool fitted = (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
+  const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
   d.full_rounds = (uint32_t)p.deal_full_rounds;
   d.last_units = (uint32_t)p.deal_last_units;
@@ -219,10 +227,8 @@ FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block,
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
 // words instead of computing the deal: the words are written once the buffer is free and before
 // its full barrier's arrival, whose release (and the consumers' acquiring wait) orders them. After
-// the last tile it publishes kNoTile with a plain arrival. With one Q buffer, Q is released before
-// the epilogue (kStageOInKV), so the consumers decode the deal themselves.
+// the last tile it publishes kNoTile with a plain arrival (kPublishTiles: two Q buffers).
 constexpr uint32_t kNoTile = 0xffffffffu;
-constexpr bool kPublishTiles = kQBuffers == 2;
 
 FJ_DEVICE void store_tile_words(const SmemLayout& sm, int b, uint32_t m_block, uint32_t head_index) {
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(sm.tile_words(b)), "r"(m_block), "r"(head_index) : "memory");
