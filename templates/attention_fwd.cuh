@@ -764,12 +764,18 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   if (range.n_blocks > 0) {
     c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
+    // NOTES: only the step instances a variant can need, for compile time (each is a copy of the
+    // GEMMs and the softmax): without the causal mask only the first block can be masked, and a
+    // causal tile's first block is the diagonal's, always masked but where seqlen_k runs far past
+    // seqlen_q (then its mask passes everything). Not at d256 causal, where ptxas spilled 8 bytes
+    // without the unmasked first block.
+    constexpr bool kFirstBlockMasked = kCausal && kVCols < 256;
     if constexpr (kOverlap) {
       float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
-      if (range.n_masked > 0) c.first_block<true>(probs, st); else c.first_block<false>(probs, st);
+      if (kFirstBlockMasked || range.n_masked > 0) c.first_block<true>(probs, st); else c.first_block<false>(probs, st);
       int it = 1;
 #pragma unroll 1
-      for (; it < range.n_masked; ++it) c.overlapped_block<true>(it, o, probs, pending, st);
+      for (; kCausal && it < range.n_masked; ++it) c.overlapped_block<true>(it, o, probs, pending, st);
 #pragma unroll 1
       for (; it < range.n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
       c.last_pv(o, probs, pending);
