@@ -164,7 +164,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.cta = blockIdx.x;
   d.m_blocks = (uint32_t)padded_m_blocks(p);
   d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
-  d.unit = kCausal && kCluster == 1 && d.ctas < tile_count(p) ? 2 : 1;
+  d.unit = deal_unit(kCausal, kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
   d.full_rounds = (uint32_t)p.deal_full_rounds;
@@ -734,14 +734,9 @@ FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
 
 FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
   if (!kPublishTiles) return tile_of(p, local);
-  uint32_t m_block, head_index;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(m_block), "=r"(head_index) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
-  const uint32_t batch = fast_div(head_index, p.div_heads_q);
-  Tile tile;
-  tile.m_block = (int)m_block;
-  tile.head = (int)(head_index - batch * (uint32_t)p.heads_q);
-  tile.batch = (int)batch;
-  return tile;
+  DealtTile published = {true, 0, 0};
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(published.m_block), "=r"(published.head) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
+  return tile_at(p, published);
 }
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of

@@ -61,6 +61,12 @@ struct TileDeal {
   FastDivisor by_paired, by_heads;
 };
 
+// Tiles per phase-1 unit: causal pairs where a persistent grid has fewer CTAs than tiles (no
+// clusters: with them every tile gets its own CTA and the hardware balances them); else one.
+FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t tiles) {
+  return causal && cluster == 1 && ctas < tiles ? 2u : 1u;
+}
+
 FJ_DEVICE uint32_t phase1_blocks_per_head(const TileDeal& d) { return d.m_blocks - (d.unit == 2 ? d.fill : 0); }
 
 FJ_DEVICE void fit_tile_deal(TileDeal& d) {

@@ -320,6 +320,13 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type,
   return CUDA_SUCCESS;
 }
 
+// The launch asks for programmatic stream serialization (PDL).
+bool is_programmatic(const CUlaunchConfig* c) {
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) return c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  return false;
+}
+
 void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** params) {
   out->grid[0] = c->gridDimX;
   out->grid[1] = c->gridDimY;
@@ -330,10 +337,7 @@ void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** p
   out->shared_bytes = c->sharedMemBytes;
   out->stream = c->hStream;
   out->function = f;
-  out->programmatic = false;
-  for (unsigned i = 0; i < c->numAttrs; ++i)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-      out->programmatic = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  out->programmatic = is_programmatic(c);
   const unsigned n = g_param_bytes.load();
   std::memset(out->params, 0, sizeof(out->params));
   if (params && params[0] && n) std::memcpy(out->params, params[0], n < sizeof(out->params) ? n : sizeof(out->params));
@@ -341,9 +345,7 @@ void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** p
 
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void**) {
   if (!c || !live(f)) return CUDA_ERROR_INVALID_HANDLE;
-  for (unsigned i = 0; i < c->numAttrs; ++i)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION && c->attrs[i].value.programmaticStreamSerializationAllowed)
-      g_stats.launches_programmatic++;
+  if (is_programmatic(c)) g_stats.launches_programmatic++;
   CUresult error = CUDA_SUCCESS;
   FakeContext* stream_ctx = context_of(c->hStream, &error);
   if (error != CUDA_SUCCESS) return error;

@@ -34,13 +34,13 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 }  // namespace
 
 void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, int fill_blocks) {
-  // The kernel's tile_deal as the kernel builds it on this grid: pairs where causal tiles
-  // outnumber the CTAs (no clusters); phase 1's rounds fitted by the deal itself.
+  // The kernel's tile_deal as the kernel builds it on this grid; phase 1's rounds fitted by the
+  // deal itself.
   TileDeal d{};
   d.ctas = grid_ctas > 0 ? grid_ctas : 1;
   d.m_blocks = uint32_t(attention_query_blocks(c, a));  // padded to whole clusters
   d.heads = uint32_t(a.heads_q) * uint32_t(a.batch);
-  d.unit = c.spec.causal && c.spec.cluster == 1 && uint64_t(d.ctas) < attention_tile_count(c, a) ? 2 : 1;
+  d.unit = deal_unit(c.spec.causal, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
   d.fill = uint32_t(std::clamp<int64_t>(fill_blocks, 0, d.m_blocks));
   fit_tile_deal(d);
   p.fill_blocks = int(d.fill);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
+// deal_unit: the rule the kernel deals by.
+#include "../../templates/tile_schedule.cuh"
+
 namespace flashjit {
 namespace {
 
@@ -41,9 +44,10 @@ int64_t held_back_load(const Shape& s, int64_t fill, int64_t idle, int64_t i) {
 
 int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const AttentionSpec& spec = config.spec;
-  if (!spec.causal || spec.cluster != 1 || grid_ctas == 0 || args.seqlen_k < args.seqlen_q) return 0;
+  const uint32_t tiles = uint32_t(attention_tile_count(config, args));  // below 2^31: validated
+  if (grid_ctas == 0 || deal_unit(spec.causal, spec.cluster, grid_ctas, tiles) != 2) return 0;  // no pairs dealt
+  if (args.seqlen_k < args.seqlen_q) return 0;
   if (config.q_buffers < 2) return 0;  // a held-back tile's Q load would wait for the last O store
-  if (uint64_t(grid_ctas) >= attention_tile_count(config, args)) return 0;  // a CTA per tile: no pairs
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
           int64_t(args.heads_q) * args.batch, grid_ctas};
   const int64_t slack = s.block_m % s.block_n ? 1 : 0;
