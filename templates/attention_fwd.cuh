@@ -450,8 +450,10 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // NOTES: the verdict is the whole warpgroup's (a named-barrier vote, not a warp vote): the
 // recompute is a wgmma, which all four warps must issue together (a warp-level verdict hung the
 // causal kernels, whose first unmasked block often moves a max set by a few keys).
-// Not at head dim 256, where O takes 128 registers and the recompute path spilled 132-180 bytes.
-constexpr bool kExpAgainstRunningMax = kVCols < 256;
+// At head dim 256 (O takes 128 registers) the recompute path spilled 60-72 bytes until it hid its
+// operands' addresses (see recompute_scores_and_probs); there it runs without the causal mask only:
+// on the H200 it gained 0-3 % without the mask and lost up to 1 % with it (bench/NOTES.md, 51).
+constexpr bool kExpAgainstRunningMax = kVCols < 256 || !kCausal;
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2,
                                          float (&correction)[2], int wg) {
   float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
@@ -549,9 +551,18 @@ struct Consumer {
   // S(it) again from K(it), still in its slot (out of turn, and waiting for the PV in flight too),
   // then the full softmax. The max moves to the block's own (no slack), so that the blocks after
   // it, like it, take the short path again.
+  // NOTES: at head dim 256 the operands' addresses are hidden from ptxas here, else it keeps this
+  // path's descriptors live through the whole loop and spills five loop-invariant words there.
   FJ_DEVICE void recompute_scores_and_probs(int it, float (&probs)[kBlockN / 2], SoftmaxState& st,
                                             float (&pending)[2]) const {
-    issue_scores(probs, q, sm.k_stage(stage(it)));
+    if constexpr (kVCols >= 256) {
+      uint32_t k_tile = sm.k_stage(stage(it));
+      QOperand q_again = q;
+      asm volatile("" : "+r"(k_tile), "+r"(q_again.slice));
+      issue_scores(probs, q_again, k_tile);
+    } else {
+      issue_scores(probs, q, sm.k_stage(stage(it)));
+    }
     wgmma_wait<0>();
     fence_registers(probs);
     online_softmax<false>(probs, st, p.scale_log2, pending, 0.f);
