@@ -452,7 +452,7 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // causal kernels, whose first unmasked block often moves a max set by a few keys).
 // At head dim 256 (O takes 128 registers) the recompute path spilled 60-72 bytes until it hid its
 // operands' addresses (see recompute_scores_and_probs); there it runs without the causal mask only:
-// on the H200 it gained 0-3 % without the mask and lost up to 1 % with it (bench/NOTES.md, 51).
+// on the H200 it gained 0-3 % without the mask and was level with it (bench/NOTES.md, 51).
 constexpr bool kExpAgainstRunningMax = kVCols < 256 || !kCausal;
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2,
                                          float (&correction)[2], int wg) {
