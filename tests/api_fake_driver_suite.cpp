@@ -376,6 +376,40 @@ TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
   flashjit_context_destroy(ctx);
 }
 
+// A d256 causal spec left at auto holds two kernels: the persistent grid, and 2-CTA clusters (one
+// CTA per tile, config/length_choice.hpp) where seqlen_q and seqlen_k are both at least 16384. The
+// launch shows which ran: the cluster attribute and a grid of every (padded) tile, or the SMs.
+TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1");
+  ASSERT_NE(k, nullptr);
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
+  ASSERT_NE(info.long_seqlen_spec, nullptr);
+  EXPECT_NE(std::string(info.long_seqlen_spec).find("cluster=2"), std::string::npos) << info.long_seqlen_spec;
+  EXPECT_EQ(info.long_seqlen_min, 16384);
+  CUstream stream = make_stream(cu_context_of(ctx));
+  const auto launch_at = [&](int64_t sq, int64_t sk) {
+    const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, 8, 8, 256);
+    EXPECT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+    const FakeCudaLaunch l = last_launch();
+    return std::pair{l.cluster_x, l.grid[0]};
+  };
+  EXPECT_EQ(launch_at(16384, 16384), (std::pair{2u, 128u * 8u}));  // 128 query blocks x 8 heads
+  EXPECT_EQ(launch_at(16500, 20000), (std::pair{2u, 130u * 8u}));  // 129 blocks, padded to a pair
+  EXPECT_EQ(launch_at(16383, 16384), (std::pair{1u, 132u}));       // persistent: one CTA per SM
+  EXPECT_EQ(launch_at(16384, 16383), (std::pair{1u, 132u}));
+  EXPECT_EQ(launch_at(16384, 16384), (std::pair{2u, 128u * 8u})) << "again, from its parameter cache";
+  flashjit_kernel_release(k);
+
+  flashjit_kernel_t one = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1,cluster=1");
+  ASSERT_EQ(flashjit_kernel_describe(one, &info), FLASHJIT_SUCCESS) << last_message();
+  EXPECT_EQ(info.long_seqlen_spec, nullptr);
+  flashjit_kernel_release(one);
+  flashjit_context_destroy(ctx);
+}
+
 TEST(ApiFakeDriver, InvalidArgumentsAreRefusedBeforeAnyDriverCall) {
   flashjit_context_t ctx = make_context();
   flashjit_kernel_t k = get_kernel(ctx);

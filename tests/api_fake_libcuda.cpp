@@ -327,6 +327,13 @@ bool is_programmatic(const CUlaunchConfig* c) {
   return false;
 }
 
+// The cluster's x extent the launch asks for (1 without the attribute).
+unsigned cluster_x(const CUlaunchConfig* c) {
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return c->attrs[i].value.clusterDim.x;
+  return 1;
+}
+
 void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** params) {
   out->grid[0] = c->gridDimX;
   out->grid[1] = c->gridDimY;
@@ -338,6 +345,7 @@ void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** p
   out->stream = c->hStream;
   out->function = f;
   out->programmatic = is_programmatic(c);
+  out->cluster_x = cluster_x(c);
   const unsigned n = g_param_bytes.load();
   std::memset(out->params, 0, sizeof(out->params));
   if (params && params[0] && n) std::memcpy(out->params, params[0], n < sizeof(out->params) ? n : sizeof(out->params));

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "flashjit/flashjit.h"
@@ -181,6 +182,29 @@ TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
       SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 4096 && sk >= 4096 ? " | long-sequence kernel" : ""));
       expect_forward_matches_reference(*env, kernel, p, rng);
     }
+    flashjit_kernel_release(kernel);
+  }
+  flashjit_context_destroy(ctx);
+}
+
+// A d192 or d256 causal handle holds the persistent kernel and, for launches whose lengths both
+// reach 16384, 2-CTA clusters (config/length_choice.hpp): one launch each side of the threshold,
+// against float64 (one head: the reference is a plain kernel).
+TEST(ApiGpu, LongCausalClusterKernelMatchesTheFloat64Reference) {
+  FLASHJIT_REQUIRE_GPU(env);
+  flashjit_context_t ctx = device_context();
+  std::mt19937_64 rng(13);
+  for (auto [bf16, d, sq, sk] : {std::tuple{true, 256, 16384, 16384}, {false, 192, 16385, 16500}, {true, 256, 16383, 16384}}) {
+    Problem p = make_problem(bf16, d, true, 1, sq, sk, 1, 1);
+    flashjit_kernel_t kernel = nullptr;
+    ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+    flashjit_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    ASSERT_EQ(flashjit_kernel_describe(kernel, &info), FLASHJIT_SUCCESS) << last_message();
+    ASSERT_NE(info.long_seqlen_spec, nullptr);
+    EXPECT_EQ(info.long_seqlen_min, 16384);
+    SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 16384 && sk >= 16384 ? " | cluster kernel" : ""));
+    expect_forward_matches_reference(*env, kernel, p, rng);
     flashjit_kernel_release(kernel);
   }
   flashjit_context_destroy(ctx);

@@ -157,7 +157,8 @@ TEST(AttentionGpu, PersistentGridOfAnySize) {
   std::vector<Case> cases;
   const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "overlap=0"},
                                                   {128, "cluster=2"}, {128, "stages=3"}, {192, ""},      {256, ""},
-                                                  {256, "overlap=0"}, {256, "consumer_wgs=1"}};
+                                                  {256, "overlap=0"}, {256, "consumer_wgs=1"}, {192, "cluster=2"},
+                                                  {256, "cluster=2"}};
   for (auto [d, extra] : variants)
     for (bool causal : {false, true})
       for (int ctas : {1, 3, 7, 0})

@@ -3,6 +3,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "compile/ptxas_report.hpp"
 #include "config/kernel_config.hpp"
+#include "config/length_choice.hpp"
 #include "source/render.hpp"
 
 namespace flashjit {
@@ -57,8 +58,8 @@ TEST(Compile, FailureIsTypedAndCarriesLog) {
   EXPECT_NE(result.error().log.find("error"), std::string::npos);
 }
 
-// Every default variant: compiles for sm_90a, zero spills, no local memory, setmaxnreg honoured and
-// within the register budget.
+// Every default variant (the default specs and their long-sequence kernels): compiles for sm_90a,
+// zero spills, no local memory, setmaxnreg honoured and within the register budget.
 class DefaultVariant : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DefaultVariant, CompilesWithoutSpills) {
@@ -80,8 +81,10 @@ std::vector<std::string> default_specs() {
   std::vector<std::string> out;
   for (const char* dtype : {"fp16", "bf16"})
     for (int d : {64, 96, 128, 192, 256})
-      for (int causal : {0, 1})
+      for (int causal : {0, 1}) {
         out.push_back(std::string("dtype=") + dtype + ",head_dim=" + std::to_string(d) + ",causal=" + std::to_string(causal));
+        if (auto variant = long_sequence_variant(*parse_spec(out.back()))) out.push_back(to_string(variant->spec));
+      }
   return out;
 }
 

@@ -182,8 +182,9 @@ typedef struct flashjit_kernel_info {
   int32_t static_smem_bytes;
   flashjit_kernel_source_t source;          /* where flashjit_kernel_get found it */
   /* Appended in 0.1 (a caller with the 80-byte layout gets the fields above only). A spec that leaves
-   * the warpgroup count at auto may run a second kernel for long sequences (head dim <= 64 with a
-   * causal mask): launches whose seqlen_q and seqlen_k are both at least long_seqlen_min run it.
+   * the warpgroup count at auto may run a second kernel for long sequences (with a causal mask: head
+   * dim <= 64, and head dims 192 and 256 with the cluster at auto too): launches whose seqlen_q and
+   * seqlen_k are both at least long_seqlen_min run it.
    * The fields above describe the other kernel, which runs every other launch. */
   const char* long_seqlen_spec;             /* its resolved spec; NULL when one kernel runs at every length */
   int64_t long_seqlen_min;                  /* 0 when long_seqlen_spec is NULL */

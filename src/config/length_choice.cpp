@@ -3,17 +3,39 @@
 #include "config/kernel_config.hpp"
 
 namespace flashjit {
+namespace {
 
-std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& asked) {
-  // NOTES: measured on the H200 (bench/NOTES.md, versions 14, 19a and 22): with a causal mask at
-  // head dim <= 64, three consumer warpgroups (192-row tiles) beat two by 5-8 % at 4k, 8 % at 8k
-  // and 11 % at 16k, and lose 20 % at 512-2k, where 192-row tiles waste much of the short diagonal.
-  // Without a mask three win at every length (the table's default), above 64 they do not fit.
-  if (asked.consumer_wgs != 0 || asked.block_m != 0) return std::nullopt;
-  if (!asked.causal || asked.head_dim > 64) return std::nullopt;
+// NOTES: measured on the H200 (bench/NOTES.md, versions 14, 19a and 22): with a causal mask at
+// head dim <= 64, three consumer warpgroups (192-row tiles) beat two by 5-8 % at 4k, 8 % at 8k
+// and 11 % at 16k, and lose 20 % at 512-2k, where 192-row tiles waste much of the short diagonal.
+// Without a mask three win at every length (the table's default), above 64 they do not fit.
+std::optional<LongSequenceVariant> three_warpgroups(const AttentionSpec& asked) {
   LongSequenceVariant variant{asked, 4096};
   variant.spec.consumer_wgs = 3;
-  if (!make_config(variant.spec).ok()) return std::nullopt;  // explicit stages or block_n that do not fit
+  return variant;
+}
+
+// NOTES: measured on the H200 (bench/NOTES.md, version 55): with a causal mask and one Q buffer
+// (head dims 192 and 256) the persistent grid's causal pairs hold nothing back for the CTAs its
+// last round leaves idle, while 2-CTA clusters (one CTA per tile, K/V multicast) let the hardware
+// balance the tiles: +4-6 % at 16k and 32k, +7 % at 14k, but -3 to -4 % at 8k and 12k (one CTA per
+// tile pays each tile's start where tiles are short) and -9 to -14 % at 2k-4k.
+std::optional<LongSequenceVariant> clusters(const AttentionSpec& asked) {
+  LongSequenceVariant variant{asked, 16384};
+  variant.spec.cluster = 2;
+  return variant;
+}
+
+}  // namespace
+
+std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& asked) {
+  if (asked.consumer_wgs != 0 || asked.block_m != 0 || !asked.causal) return std::nullopt;
+  const Result<KernelConfig> config = make_config(asked);
+  if (!config.ok()) return std::nullopt;
+  std::optional<LongSequenceVariant> variant;
+  if (asked.head_dim <= 64) variant = three_warpgroups(asked);
+  else if (asked.cluster == 0 && asked.head_dim > 128 && config->q_buffers == 1) variant = clusters(asked);
+  if (variant && !make_config(variant->spec).ok()) return std::nullopt;  // explicit stages or block_n that do not fit
   return variant;
 }
 

@@ -5,7 +5,8 @@
 // long-sequence variant, a complete spec of its own. Everything that prepares kernels for a spec
 // (flashjit_kernel_get, prewarm, cache export, `flashjit bench`) prepares both; a launch runs the
 // variant when seqlen_q and seqlen_k are both at least min_seqlen (one comparison on the hot path).
-// A spec with the warpgroups or block_m set, or with a `flashjit tune` winner, runs one kernel.
+// A spec with the warpgroups or block_m set (or the field a variant would change), or with a
+// `flashjit tune` winner, runs one kernel.
 #pragma once
 #include <cstdint>
 #include <optional>
