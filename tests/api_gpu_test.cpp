@@ -317,8 +317,9 @@ TEST(ApiGpu, CapturedForwardReplaysWithNewDataInTheSameBuffers) {
 }
 
 // FLASHJIT_ATTENTION_FLAG_PDL: three kernels back to back on one stream, each allowed to start
-// before the previous one has finished. A is long, on a persistent grid whose last round leaves
-// SMs free, where B and C (one short tile per head) can start early. B's Q is the rows of A's O
+// before the previous one has finished. A leaves SMs free while it runs (a persistent grid's last
+// round; with clusters, a grid of fewer CTAs than SMs), where B and C (one short tile per head)
+// can start early. B's Q is the rows of A's O
 // that A writes in its last round (read after write); C writes its O over the rows of A's K that
 // A's last tiles read last (write after read; A's K/V loop runs right to left). Without
 // griddepcontrol.wait before any global access B reads poison or A reads C's output (checked
@@ -327,65 +328,70 @@ TEST(ApiGpu, PdlLaunchesWaitForThePreviousKernelsMemory) {
   FLASHJIT_REQUIRE_GPU(env);
   const DriverApi& api = *env->api;
   flashjit_context_t ctx = device_context();
-  // A: 2 x 8 heads x 32 query blocks = 512 tiles on 132 CTAs; its last round holds batch 1's
-  // heads 4-7, whose query block 0 (rows 0-127) comes last in each head (heaviest first).
-  const Problem pa = make_problem(true, 128, false, 2, 4000, 4000, 8, 8);
-  const Problem pb = make_problem(true, 128, false, 1, 128, 128, 8, 8);
-  flashjit_kernel_t kernel = nullptr;
-  ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(pa).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
-  ApiProblem a(api, pa), b(api, pb), c(api, pb);
-  DeviceBuffer a_keys(api, a.kv_elements() * 2);  // A's K as A must see it, for the reference
-  const size_t batch1 = size_t(a.qs.batch) * 2;    // bytes to batch 1 of A's O (and of its K: same layout)
-  std::mt19937_64 rng(21);
-  CUstream stream = nullptr;
-  expect_ok_cu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  flashjit_attention_args_t args[3] = {a.args(), b.args(), c.args()};
-  args[1].q = a.o->ptr() + batch1;  // B's rows, heads and strides match A's batch 1
-  args[2].o = a.k->ptr() + batch1;
-  for (flashjit_attention_args_t& x : args) x.flags = FLASHJIT_ATTENTION_FLAG_PDL;
-  auto launch_all = [&] {
-    for (const flashjit_attention_args_t& x : args) ASSERT_EQ(flashjit_attention_forward(kernel, &x, stream), FLASHJIT_SUCCESS) << last_message();
-  };
-  auto check_all = [&] {
-    const CheckDevice device{&api, env->context->get(), stream};
-    const CheckResult ra = a.compare(device, a.q->ptr(), a_keys.ptr(), a.v->ptr(), *a.o);
-    EXPECT_TRUE(ra.passed(pa.bf16)) << "A (its K overwritten by C afterwards): " << describe_result(ra);
-    const CheckResult rb = b.compare(device, a.o->ptr() + batch1, b.k->ptr(), b.v->ptr(), *b.o);
-    EXPECT_TRUE(rb.passed(pb.bf16)) << "B (Q = A's O): " << describe_result(rb);
-    const CheckResult rc = c.compare(device, c.q->ptr(), c.k->ptr(), c.v->ptr(), *a.k, batch1);
-    EXPECT_TRUE(rc.passed(pb.bf16)) << "C (O over A's K): " << describe_result(rc);
-  };
-  auto fresh_inputs = [&] {
-    for (ApiProblem* t : {&a, &b, &c}) t->randomize(api, rng);
-    std::vector<uint16_t> keys(a.kv_elements());
-    a.k->download(keys.data(), keys.size() * 2);
-    a_keys.upload(keys.data(), keys.size() * 2);
-    api.cuCtxSynchronize();
-  };
-  for (int round = 0; round < 3; ++round) {
-    SCOPED_TRACE("direct launches, round " + std::to_string(round));
-    fresh_inputs();
+  // Persistent: A is 2 x 8 heads x 32 query blocks = 512 tiles on 132 CTAs; its last round holds
+  // batch 1's heads 4-7, whose query block 0 (rows 0-127) comes last in each head (heaviest
+  // first). Clusters (the long causal kernel at d256, here by its spec): one CTA per tile, 128,
+  // query block 0 last in each head, and the SMs A leaves free take B's and C's tiles early.
+  for (auto [d, causal, sq, extra] : {std::tuple{128, false, 4000, ""}, {256, true, 1000, ",cluster=2"}}) {
+    const Problem pa = make_problem(true, d, causal, 2, sq, sq, 8, 8);
+    const Problem pb = make_problem(true, d, causal, 1, 128, 128, 8, 8);
+    SCOPED_TRACE(spec_of(pa) + extra);
+    flashjit_kernel_t kernel = nullptr;
+    ASSERT_EQ(flashjit_kernel_get(ctx, (spec_of(pa) + extra).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
+    ApiProblem a(api, pa), b(api, pb), c(api, pb);
+    DeviceBuffer a_keys(api, a.kv_elements() * 2);  // A's K as A must see it, for the reference
+    const size_t batch1 = size_t(a.qs.batch) * 2;    // bytes to batch 1 of A's O (and of its K: same layout)
+    std::mt19937_64 rng(21);
+    CUstream stream = nullptr;
+    expect_ok_cu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    flashjit_attention_args_t args[3] = {a.args(), b.args(), c.args()};
+    args[1].q = a.o->ptr() + batch1;  // B's rows, heads and strides match A's batch 1
+    args[2].o = a.k->ptr() + batch1;
+    for (flashjit_attention_args_t& x : args) x.flags = FLASHJIT_ATTENTION_FLAG_PDL;
+    auto launch_all = [&] {
+      for (const flashjit_attention_args_t& x : args) ASSERT_EQ(flashjit_attention_forward(kernel, &x, stream), FLASHJIT_SUCCESS) << last_message();
+    };
+    auto check_all = [&] {
+      const CheckDevice device{&api, env->context->get(), stream};
+      const CheckResult ra = a.compare(device, a.q->ptr(), a_keys.ptr(), a.v->ptr(), *a.o);
+      EXPECT_TRUE(ra.passed(pa.bf16)) << "A (its K overwritten by C afterwards): " << describe_result(ra);
+      const CheckResult rb = b.compare(device, a.o->ptr() + batch1, b.k->ptr(), b.v->ptr(), *b.o);
+      EXPECT_TRUE(rb.passed(pb.bf16)) << "B (Q = A's O): " << describe_result(rb);
+      const CheckResult rc = c.compare(device, c.q->ptr(), c.k->ptr(), c.v->ptr(), *a.k, batch1);
+      EXPECT_TRUE(rc.passed(pb.bf16)) << "C (O over A's K): " << describe_result(rc);
+    };
+    auto fresh_inputs = [&] {
+      for (ApiProblem* t : {&a, &b, &c}) t->randomize(api, rng);
+      std::vector<uint16_t> keys(a.kv_elements());
+      a.k->download(keys.data(), keys.size() * 2);
+      a_keys.upload(keys.data(), keys.size() * 2);
+      api.cuCtxSynchronize();
+    };
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE("direct launches, round " + std::to_string(round));
+      fresh_inputs();
+      launch_all();
+      expect_ok_cu(api, api.cuStreamSynchronize(stream), "launches");
+      check_all();
+    }
+    expect_ok_cu(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
     launch_all();
-    expect_ok_cu(api, api.cuStreamSynchronize(stream), "launches");
-    check_all();
+    CUgraph graph = nullptr;
+    expect_ok_cu(api, api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture (the capture stayed valid)");
+    CUgraphExec exec = nullptr;
+    expect_ok_cu(api, api.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+    for (int replay = 0; replay < 3; ++replay) {
+      SCOPED_TRACE("graph replay " + std::to_string(replay));
+      fresh_inputs();
+      expect_ok_cu(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+      expect_ok_cu(api, api.cuStreamSynchronize(stream), "replay");
+      check_all();
+    }
+    api.cuGraphExecDestroy(exec);
+    api.cuGraphDestroy(graph);
+    api.cuStreamDestroy(stream);
+    flashjit_kernel_release(kernel);
   }
-  expect_ok_cu(api, api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-  launch_all();
-  CUgraph graph = nullptr;
-  expect_ok_cu(api, api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture (the capture stayed valid)");
-  CUgraphExec exec = nullptr;
-  expect_ok_cu(api, api.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
-  for (int replay = 0; replay < 3; ++replay) {
-    SCOPED_TRACE("graph replay " + std::to_string(replay));
-    fresh_inputs();
-    expect_ok_cu(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    expect_ok_cu(api, api.cuStreamSynchronize(stream), "replay");
-    check_all();
-  }
-  api.cuGraphExecDestroy(exec);
-  api.cuGraphDestroy(graph);
-  api.cuStreamDestroy(stream);
-  flashjit_kernel_release(kernel);
   flashjit_context_destroy(ctx);
 }
 
