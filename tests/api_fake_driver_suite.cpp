@@ -328,6 +328,17 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   flashjit_context_destroy(ctx);
 }
 
+// The second kernel of handle k as describe names it: its spec holds `fields`, and launches whose
+// lengths both reach min_seqlen run it.
+void expect_long_kernel(flashjit_kernel_t k, const char* fields, int64_t min_seqlen) {
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
+  ASSERT_NE(info.long_seqlen_spec, nullptr);
+  EXPECT_NE(std::string(info.long_seqlen_spec).find(fields), std::string::npos) << info.long_seqlen_spec;
+  EXPECT_EQ(info.long_seqlen_min, min_seqlen);
+}
+
 // A d64 causal spec left at auto holds two kernels (config/length_choice.hpp): three consumer
 // warpgroups (512 threads) where seqlen_q and seqlen_k are both at least long_seqlen_min, two (384)
 // below, each with its own parameters; describe names both. A spec with the warpgroups set holds one.
@@ -335,13 +346,11 @@ TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
   flashjit_context_t ctx = make_context();
   flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=64,causal=1");
   ASSERT_NE(k, nullptr);
+  expect_long_kernel(k, "consumer_wgs=3,block_m=192", 4096);
   flashjit_kernel_info_t info{};
   info.struct_size = sizeof(info);
   ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
   EXPECT_EQ(info.threads_per_block, 384);
-  ASSERT_NE(info.long_seqlen_spec, nullptr);
-  EXPECT_NE(std::string(info.long_seqlen_spec).find("consumer_wgs=3,block_m=192"), std::string::npos) << info.long_seqlen_spec;
-  EXPECT_EQ(info.long_seqlen_min, 4096);
   // An 80-byte (older) info struct gets the fields it knows and nothing past them.
   struct Older {
     unsigned char bytes[80];
@@ -383,12 +392,7 @@ TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   flashjit_context_t ctx = make_context();
   flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1");
   ASSERT_NE(k, nullptr);
-  flashjit_kernel_info_t info{};
-  info.struct_size = sizeof(info);
-  ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
-  ASSERT_NE(info.long_seqlen_spec, nullptr);
-  EXPECT_NE(std::string(info.long_seqlen_spec).find("cluster=2"), std::string::npos) << info.long_seqlen_spec;
-  EXPECT_EQ(info.long_seqlen_min, 16384);
+  expect_long_kernel(k, "cluster=2", 16384);
   CUstream stream = make_stream(cu_context_of(ctx));
   const auto launch_at = [&](int64_t sq, int64_t sk) {
     const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, 8, 8, 256);
@@ -404,6 +408,8 @@ TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   flashjit_kernel_release(k);
 
   flashjit_kernel_t one = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1,cluster=1");
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
   ASSERT_EQ(flashjit_kernel_describe(one, &info), FLASHJIT_SUCCESS) << last_message();
   EXPECT_EQ(info.long_seqlen_spec, nullptr);
   flashjit_kernel_release(one);

@@ -159,6 +159,14 @@ TEST(ApiGpu, ForwardMatchesTheFloat64Reference) {
   flashjit_context_destroy(ctx);
 }
 
+// Where handle k's long-sequence kernel starts (both lengths at least this), 0 when it has none.
+int64_t long_seqlen_min_of(flashjit_kernel_t k) {
+  flashjit_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
+  return info.long_seqlen_spec ? info.long_seqlen_min : 0;
+}
+
 // A d64 causal handle holds two kernels (config/length_choice.hpp); the long-sequence one (three
 // consumer warpgroups) runs from 4096 on, both lengths, including ones that are not tile multiples
 // and a bottom-right causal mask. Each launch against float64, and the handle's two kernels named.
@@ -170,11 +178,7 @@ TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
     const Problem base = make_problem(bf16, 64, true, 1, 64, 64, 2, 1);
     flashjit_kernel_t kernel = nullptr;
     ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(base).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
-    flashjit_kernel_info_t info{};
-    info.struct_size = sizeof(info);
-    ASSERT_EQ(flashjit_kernel_describe(kernel, &info), FLASHJIT_SUCCESS) << last_message();
-    ASSERT_NE(info.long_seqlen_spec, nullptr);
-    EXPECT_EQ(info.long_seqlen_min, 4096);
+    EXPECT_EQ(long_seqlen_min_of(kernel), 4096);
     for (auto [sq, sk] : {std::pair{4096, 4096}, {4100, 4100}, {4097, 6001}, {4095, 4095}, {5000, 4096}}) {
       Problem p = base;
       p.seqlen_q = sq;
@@ -198,11 +202,7 @@ TEST(ApiGpu, LongCausalClusterKernelMatchesTheFloat64Reference) {
     Problem p = make_problem(bf16, d, true, 1, sq, sk, 1, 1);
     flashjit_kernel_t kernel = nullptr;
     ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
-    flashjit_kernel_info_t info{};
-    info.struct_size = sizeof(info);
-    ASSERT_EQ(flashjit_kernel_describe(kernel, &info), FLASHJIT_SUCCESS) << last_message();
-    ASSERT_NE(info.long_seqlen_spec, nullptr);
-    EXPECT_EQ(info.long_seqlen_min, 16384);
+    EXPECT_EQ(long_seqlen_min_of(kernel), 16384);
     SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 16384 && sk >= 16384 ? " | cluster kernel" : ""));
     expect_forward_matches_reference(*env, kernel, p, rng);
     flashjit_kernel_release(kernel);
