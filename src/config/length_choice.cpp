@@ -9,7 +9,7 @@ namespace {
 // head dim <= 64, three consumer warpgroups (192-row tiles) beat two by 5-8 % at 4k, 8 % at 8k
 // and 11 % at 16k, and lose 20 % at 512-2k, where 192-row tiles waste much of the short diagonal.
 // Without a mask three win at every length (the table's default), above 64 they do not fit.
-std::optional<LongSequenceVariant> three_warpgroups(const AttentionSpec& asked) {
+LongSequenceVariant three_warpgroups(const AttentionSpec& asked) {
   LongSequenceVariant variant{asked, 4096};
   variant.spec.consumer_wgs = 3;
   return variant;
@@ -20,7 +20,7 @@ std::optional<LongSequenceVariant> three_warpgroups(const AttentionSpec& asked) 
 // last round leaves idle, while 2-CTA clusters (one CTA per tile, K/V multicast) let the hardware
 // balance the tiles: +4-6 % at 16k and 32k, +7 % at 14k, but -3 to -4 % at 8k and 12k (one CTA per
 // tile pays each tile's start where tiles are short) and -9 to -14 % at 2k-4k.
-std::optional<LongSequenceVariant> clusters(const AttentionSpec& asked) {
+LongSequenceVariant clusters(const AttentionSpec& asked) {
   LongSequenceVariant variant{asked, 16384};
   variant.spec.cluster = 2;
   return variant;
