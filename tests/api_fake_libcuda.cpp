@@ -320,18 +320,23 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type,
   return CUDA_SUCCESS;
 }
 
+// The launch's attribute `id`, or null when it sets none.
+const CUlaunchAttribute* find_attribute(const CUlaunchConfig* c, CUlaunchAttributeID id) {
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == id) return &c->attrs[i];
+  return nullptr;
+}
+
 // The launch asks for programmatic stream serialization (PDL).
 bool is_programmatic(const CUlaunchConfig* c) {
-  for (unsigned i = 0; i < c->numAttrs; ++i)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) return c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
-  return false;
+  const CUlaunchAttribute* a = find_attribute(c, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  return a && a->value.programmaticStreamSerializationAllowed != 0;
 }
 
 // The cluster's x extent the launch asks for (1 without the attribute).
 unsigned cluster_x(const CUlaunchConfig* c) {
-  for (unsigned i = 0; i < c->numAttrs; ++i)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return c->attrs[i].value.clusterDim.x;
-  return 1;
+  const CUlaunchAttribute* a = find_attribute(c, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  return a ? a->value.clusterDim.x : 1;
 }
 
 void record(FakeCudaLaunch* out, const CUlaunchConfig* c, CUfunction f, void** params) {
