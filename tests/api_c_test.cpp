@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -129,7 +130,9 @@ TEST(ApiC, EnumsAreFixedWidthAndStructLayoutsAreTheAbi) {
   EXPECT_EQ(sizeof(flashjit_attention_args_t), 256u);
   EXPECT_EQ(sizeof(flashjit_context_options_t), 40u);
   EXPECT_EQ(sizeof(flashjit_context_info_t), 40u);
-  EXPECT_EQ(sizeof(flashjit_kernel_info_t), 96u);  // 80 until long_seqlen_spec and _min were appended
+  EXPECT_EQ(sizeof(flashjit_kernel_info_t), 112u);  // 80 in 0.0, 96 in 0.1: appended fields only
+  EXPECT_EQ(offsetof(flashjit_kernel_info_t, long_seqlen_spec), 80u);
+  EXPECT_EQ(offsetof(flashjit_kernel_info_t, long_seqlen_min_uneven), 96u);
 }
 
 TEST(ApiC, LastErrorIsClearedBySuccessAndIsPerThread) {
@@ -275,6 +278,10 @@ TEST(ApiC, EveryNullPointerArgumentIsNamed) {
   check("kernel_describe(kernel)", flashjit_kernel_describe(nullptr, &kernel_info), "kernel");
   check("attention_forward(kernel)", flashjit_attention_forward(nullptr, &args, nullptr), "kernel");
   check("attention_forward(kernel, args)", flashjit_attention_forward(nullptr, nullptr, nullptr), "kernel");
+  const char* launch_spec = "unset";
+  check("kernel_launch_spec(spec)", flashjit_kernel_launch_spec(nullptr, &args, nullptr), "spec");
+  check("kernel_launch_spec(kernel)", flashjit_kernel_launch_spec(nullptr, &args, &launch_spec), "kernel");
+  EXPECT_EQ(launch_spec, nullptr) << "reset on failure";
   check("validate(spec)", flashjit_validate_attention_args(nullptr, &args), "spec");
   check("validate(args)", flashjit_validate_attention_args(kSpec, nullptr), "args");
   check("supported(spec)", flashjit_supported(nullptr, nullptr, 0), "spec");
@@ -356,6 +363,22 @@ TEST(ApiC, LengthsOutOfRangeAreNamed) {
   a.batch = 16385;
   EXPECT_EQ(flashjit_validate_attention_args(pairs, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(field(), "args.batch") << message();
+  // d256 causal at auto runs its cluster kernel from 6144 where the device's SM count decides
+  // (flashjit_kernel_info_t), so validation without a GPU applies both kernels' checks there:
+  // 448 x 65535 heads of 73 query blocks fit the grid, padded to 74 they do not.
+  const char* d256 = "dtype=bf16,head_dim=256,causal=1";
+  a.batch = 448;
+  a.heads_q = 65535;
+  a.heads_kv = 1;
+  for (int64_t seqlen : {int64_t(6143), int64_t(9300)}) {
+    a.seqlen_q = a.seqlen_k = seqlen;
+    a.q_strides = a.o_strides = flashjit_contiguous_bshd(seqlen, 65535, 256);
+    a.k_strides = a.v_strides = flashjit_contiguous_bshd(seqlen, 1, 256);
+    const flashjit_status_t expected = seqlen >= 6144 ? FLASHJIT_ERROR_INVALID_ARGUMENT : FLASHJIT_SUCCESS;
+    EXPECT_EQ(flashjit_validate_attention_args(d256, &a), expected) << seqlen << ": " << message();
+    EXPECT_EQ(flashjit_validate_attention_args("dtype=bf16,head_dim=256,causal=1,cluster=1", &a), FLASHJIT_SUCCESS) << message();
+  }
+  EXPECT_EQ(field(), "") << "the last call succeeded";
 }
 
 TEST(ApiC, StridesOutOfRangeAreNamed) {

@@ -328,15 +328,18 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   flashjit_context_destroy(ctx);
 }
 
-// The second kernel of handle k as describe names it: its spec holds `fields`, and launches whose
-// lengths both reach min_seqlen run it.
-void expect_long_kernel(flashjit_kernel_t k, const char* fields, int64_t min_seqlen) {
+// The second kernel of handle k as describe names it: its spec holds `fields`, launches whose
+// lengths both reach min_seqlen run it, and so do those from uneven_min whose deal is uneven.
+void expect_long_kernel(flashjit_kernel_t k, const char* fields, int64_t min_seqlen, int64_t uneven_min = 0,
+                        int uneven_use_percent = 0) {
   flashjit_kernel_info_t info{};
   info.struct_size = sizeof(info);
   ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
   ASSERT_NE(info.long_seqlen_spec, nullptr);
   EXPECT_NE(std::string(info.long_seqlen_spec).find(fields), std::string::npos) << info.long_seqlen_spec;
   EXPECT_EQ(info.long_seqlen_min, min_seqlen);
+  EXPECT_EQ(info.long_seqlen_min_uneven, uneven_min);
+  EXPECT_EQ(info.long_uneven_use_percent, uneven_use_percent);
 }
 
 // A d64 causal spec left at auto holds two kernels (config/length_choice.hpp): three consumer
@@ -386,25 +389,50 @@ TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
 }
 
 // A d256 causal spec left at auto holds two kernels: the persistent grid, and 2-CTA clusters (one
-// CTA per tile, config/length_choice.hpp) where seqlen_q and seqlen_k are both at least 16384. The
-// launch shows which ran: the cluster attribute and a grid of every (padded) tile, or the SMs.
+// CTA per tile, config/length_choice.hpp) where seqlen_q and seqlen_k are both at least 16384, or
+// both at least 6144 where the persistent grid's pairs (on the fake device's 132 SMs) would use
+// less than 88 % of their rounds. The launch shows which ran: the cluster attribute and a grid
+// of every (padded) tile, or the SMs; flashjit_kernel_launch_spec says the same without launching.
 TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   flashjit_context_t ctx = make_context();
   flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1");
   ASSERT_NE(k, nullptr);
-  expect_long_kernel(k, "cluster=2", 16384);
+  expect_long_kernel(k, "cluster=2", 16384, 6144, 88);
   CUstream stream = make_stream(cu_context_of(ctx));
-  const auto launch_at = [&](int64_t sq, int64_t sk) {
-    const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, 8, 8, 256);
+  const auto launch_at = [&](int64_t sq, int64_t sk, int64_t heads = 8) {
+    const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, heads, heads, 256);
+    const char* spec = nullptr;
+    EXPECT_EQ(flashjit_kernel_launch_spec(k, &a, &spec), FLASHJIT_SUCCESS) << last_message();
     EXPECT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
     const FakeCudaLaunch l = last_launch();
+    EXPECT_NE(std::string(spec ? spec : "").find(l.cluster_x == 2 ? "cluster=2" : "cluster=1"), std::string::npos) << spec;
     return std::pair{l.cluster_x, l.grid[0]};
   };
   EXPECT_EQ(launch_at(16384, 16384), (std::pair{2u, 128u * 8u}));  // 128 query blocks x 8 heads
   EXPECT_EQ(launch_at(16500, 20000), (std::pair{2u, 130u * 8u}));  // 129 blocks, padded to a pair
-  EXPECT_EQ(launch_at(16383, 16384), (std::pair{1u, 132u}));       // persistent: one CTA per SM
+  EXPECT_EQ(launch_at(16383, 16384), (std::pair{1u, 132u}));       // 512 pairs in 4 rounds: 96 % used
   EXPECT_EQ(launch_at(16384, 16383), (std::pair{1u, 132u}));
   EXPECT_EQ(launch_at(16384, 16384), (std::pair{2u, 128u * 8u})) << "again, from its parameter cache";
+  EXPECT_EQ(launch_at(9216, 9216), (std::pair{2u, 72u * 8u}));       // 288 pairs in 3 rounds: 72 %
+  EXPECT_EQ(launch_at(10240, 10240, 16), (std::pair{1u, 132u}));     // 640 in 5: 96 %
+  EXPECT_EQ(launch_at(6144, 6144, 12), (std::pair{2u, 48u * 12u}));  // 288 in 3
+  EXPECT_EQ(launch_at(6143, 6144, 12), (std::pair{1u, 132u}));       // below the range
+  // Arguments forward would refuse are refused here too, naming the field, with no spec.
+  flashjit_attention_args_t bad = make_args(0x100000000ull, 1, 9216, 9216, 8, 3, 256);
+  const char* spec = "unset";
+  EXPECT_EQ(flashjit_kernel_launch_spec(k, &bad, &spec), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(spec, nullptr);
+  EXPECT_STREQ(flashjit_last_error_field(), "args.heads_kv");
+  // A caller with the 96-byte layout (0.1) gets the fields it knows and nothing past them.
+  struct Older {
+    unsigned char bytes[96];
+    uint64_t canary;
+  } older{};
+  older.canary = 0x5555;
+  *reinterpret_cast<uint32_t*>(older.bytes) = 96;
+  ASSERT_EQ(flashjit_kernel_describe(k, reinterpret_cast<flashjit_kernel_info_t*>(older.bytes)), FLASHJIT_SUCCESS);
+  EXPECT_EQ(older.canary, 0x5555u);
+  EXPECT_EQ(reinterpret_cast<const flashjit_kernel_info_t*>(older.bytes)->long_seqlen_min, 16384);
   flashjit_kernel_release(k);
 
   flashjit_kernel_t one = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1,cluster=1");

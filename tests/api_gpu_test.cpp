@@ -134,10 +134,17 @@ std::string spec_of(const Problem& p) {
 }
 
 // One flashjit_attention_forward on env's stream, fresh inputs and poisoned outputs, against float64.
-void expect_forward_matches_reference(GpuEnv& env, flashjit_kernel_t kernel, const Problem& p, std::mt19937_64& rng) {
+// ran: where given, the resolved spec of the kernel the launch ran (flashjit_kernel_launch_spec).
+void expect_forward_matches_reference(GpuEnv& env, flashjit_kernel_t kernel, const Problem& p, std::mt19937_64& rng,
+                                      std::string* ran = nullptr) {
   ApiProblem t(*env.api, p);
   t.randomize(*env.api, rng);
   const flashjit_attention_args_t a = t.args();
+  if (ran) {
+    const char* spec = nullptr;
+    ASSERT_EQ(flashjit_kernel_launch_spec(kernel, &a, &spec), FLASHJIT_SUCCESS) << last_message();
+    *ran = spec;
+  }
   ASSERT_EQ(flashjit_attention_forward(kernel, &a, env.stream), FLASHJIT_SUCCESS) << last_message();
   expect_ok_cu(*env.api, env.api->cuStreamSynchronize(env.stream), "forward");
   const CheckResult r = t.compare(env.device());
@@ -191,22 +198,41 @@ TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
   flashjit_context_destroy(ctx);
 }
 
-// A d192 or d256 causal handle holds the persistent kernel and, for launches whose lengths both
-// reach 16384, 2-CTA clusters (config/length_choice.hpp): one launch each side of the threshold,
-// against float64 (one head: the reference is a plain kernel).
+// A d192 or d256 causal handle holds the persistent kernel and 2-CTA clusters (config/length_choice.hpp)
+// for launches whose lengths both reach 16384, and both reach 6144 where the persistent grid's
+// causal pairs would use less than 88 % of their rounds: launches each side of both, against
+// float64 (few heads: the reference is a plain kernel), each checked to run the kernel the rule
+// names on this device (restated here: tiles = query blocks x heads, pairs dealt where tiles
+// outnumber the SMs).
 TEST(ApiGpu, LongCausalClusterKernelMatchesTheFloat64Reference) {
   FLASHJIT_REQUIRE_GPU(env);
   flashjit_context_t ctx = device_context();
   std::mt19937_64 rng(13);
-  for (auto [bf16, d, sq, sk] : {std::tuple{true, 256, 16384, 16384}, {false, 192, 16385, 16500}, {true, 256, 16383, 16384}}) {
-    Problem p = make_problem(bf16, d, true, 1, sq, sk, 1, 1);
+  const struct {
+    bool bf16;
+    int d, sq, sk, heads;
+  } cases[] = {{true, 256, 16384, 16384, 1}, {false, 192, 16385, 16500, 1}, {true, 256, 16383, 16384, 1},
+               {true, 256, 6144, 6144, 3},   // 144 tiles, 72 pairs: on 132 SMs one round, 54 % used
+               {false, 192, 6200, 6144, 5},  // 245 tiles, 123 pairs: 93 %
+               {true, 256, 6143, 7000, 3}};
+  int clusters_below = 0;
+  for (const auto& c : cases) {
+    Problem p = make_problem(c.bf16, c.d, true, 1, c.sq, c.sk, c.heads, 1);
     flashjit_kernel_t kernel = nullptr;
     ASSERT_EQ(flashjit_kernel_get(ctx, spec_of(p).c_str(), &kernel), FLASHJIT_SUCCESS) << last_message();
     EXPECT_EQ(long_seqlen_min_of(kernel), 16384);
-    SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (sq >= 16384 && sk >= 16384 ? " | cluster kernel" : ""));
-    expect_forward_matches_reference(*env, kernel, p, rng);
+    const int64_t tiles = (c.sq + 127) / 128 * c.heads, pairs = (tiles + 1) / 2;
+    const int64_t rounds = (pairs + env->sm_count - 1) / env->sm_count;
+    const bool uneven = tiles > env->sm_count && pairs * 100 < 88 * rounds * env->sm_count;
+    const bool clusters = (c.sq >= 16384 && c.sk >= 16384) || (c.sq >= 6144 && c.sk >= 6144 && uneven);
+    clusters_below += clusters && c.sq < 16384;
+    SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (clusters ? " | cluster kernel" : ""));
+    std::string ran;
+    expect_forward_matches_reference(*env, kernel, p, rng, &ran);
+    EXPECT_NE(ran.find(clusters ? "cluster=2" : "cluster=1"), std::string::npos) << ran;
     flashjit_kernel_release(kernel);
   }
+  EXPECT_GT(clusters_below, 0) << "no launch below 16384 ran the cluster kernel on " << env->sm_count << " SMs";
   flashjit_context_destroy(ctx);
 }
 

@@ -136,29 +136,31 @@ TEST(Config, OStagingAndPersistentGrid) {
 
 // Long-sequence kernels, only with a causal mask and the warpgroups left at auto: up to head dim 64
 // a three-warpgroup spec from 4096, and where the table's tiles leave one Q buffer (head dims 192
-// and 256) a 2-CTA cluster spec from 16384, unless the cluster is set. Each keeps every other
-// field (hang_trap, block_n); both lengths must reach it.
+// and 256) a 2-CTA cluster spec from 16384, and from 6144 where the deal is uneven (its pairs
+// using less than 88 % of their rounds: tests/tile_schedule_test.cpp applies the rule), unless
+// the cluster is set. Each keeps every
+// other field (hang_trap, block_n).
 TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
   const struct {
     const char* spec;
     const char* long_spec;
-    int64_t min_seqlen;
+    LongSequenceRule rule;
   } cases[] = {
-      {"dtype=bf16,head_dim=64,causal=1", "dtype=bf16,head_dim=64,causal=1,consumer_wgs=3", 4096},
-      {"dtype=fp16,head_dim=32,causal=1,hang_trap=1", "dtype=fp16,head_dim=32,causal=1,consumer_wgs=3,hang_trap=1", 4096},
-      {"head_dim=64,causal=1,block_n=64", "head_dim=64,causal=1,consumer_wgs=3,block_n=64", 4096},
-      {"head_dim=64,causal=1,cluster=2", "head_dim=64,causal=1,consumer_wgs=3,cluster=2", 4096},
-      {"dtype=bf16,head_dim=256,causal=1", "dtype=bf16,head_dim=256,causal=1,cluster=2", 16384},
-      {"dtype=fp16,head_dim=192,causal=1,hang_trap=1", "dtype=fp16,head_dim=192,causal=1,cluster=2,hang_trap=1", 16384},
-      {"head_dim=256,causal=1,block_n=64", "head_dim=256,causal=1,cluster=2,block_n=64", 16384},
-      {"head_dim=64", nullptr, 0},                          // three warpgroups already, at every length
-      {"head_dim=96,causal=1", nullptr, 0},                 // three do not fit above 64; two Q buffers
-      {"head_dim=128,causal=1", nullptr, 0},                // two Q buffers: the deal holds light tiles back
-      {"head_dim=256", nullptr, 0},                         // no mask: every tile costs the same
-      {"head_dim=256,causal=1,cluster=1", nullptr, 0},      // set by the caller
-      {"head_dim=64,causal=1,consumer_wgs=2", nullptr, 0},  // set by the caller
-      {"head_dim=256,causal=1,consumer_wgs=2", nullptr, 0},
-      {"head_dim=64,causal=1,block_m=128", nullptr, 0}};
+      {"dtype=bf16,head_dim=64,causal=1", "dtype=bf16,head_dim=64,causal=1,consumer_wgs=3", {4096}},
+      {"dtype=fp16,head_dim=32,causal=1,hang_trap=1", "dtype=fp16,head_dim=32,causal=1,consumer_wgs=3,hang_trap=1", {4096}},
+      {"head_dim=64,causal=1,block_n=64", "head_dim=64,causal=1,consumer_wgs=3,block_n=64", {4096}},
+      {"head_dim=64,causal=1,cluster=2", "head_dim=64,causal=1,consumer_wgs=3,cluster=2", {4096}},
+      {"dtype=bf16,head_dim=256,causal=1", "dtype=bf16,head_dim=256,causal=1,cluster=2", {16384, 6144, 88}},
+      {"dtype=fp16,head_dim=192,causal=1,hang_trap=1", "dtype=fp16,head_dim=192,causal=1,cluster=2,hang_trap=1", {16384, 6144, 88}},
+      {"head_dim=256,causal=1,block_n=64", "head_dim=256,causal=1,cluster=2,block_n=64", {16384, 6144, 88}},
+      {"head_dim=64", nullptr, {}},                          // three warpgroups already, at every length
+      {"head_dim=96,causal=1", nullptr, {}},                 // three do not fit above 64; two Q buffers
+      {"head_dim=128,causal=1", nullptr, {}},                // two Q buffers: the deal holds light tiles back
+      {"head_dim=256", nullptr, {}},                         // no mask: every tile costs the same
+      {"head_dim=256,causal=1,cluster=1", nullptr, {}},      // set by the caller
+      {"head_dim=64,causal=1,consumer_wgs=2", nullptr, {}},  // set by the caller
+      {"head_dim=256,causal=1,consumer_wgs=2", nullptr, {}},
+      {"head_dim=64,causal=1,block_m=128", nullptr, {}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.spec);
     auto spec = parse_spec(c.spec);
@@ -167,14 +169,15 @@ TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
     ASSERT_EQ(variant.has_value(), c.long_spec != nullptr);
     if (!variant) continue;
     EXPECT_EQ(variant->spec, *parse_spec(c.long_spec));
-    EXPECT_EQ(variant->min_seqlen, c.min_seqlen);
+    EXPECT_EQ(variant->rule.min_seqlen, c.rule.min_seqlen);
+    EXPECT_EQ(variant->rule.uneven_min_seqlen, c.rule.uneven_min_seqlen);
+    EXPECT_EQ(variant->rule.uneven_use_percent, c.rule.uneven_use_percent);
     EXPECT_TRUE(make_config(variant->spec).ok());
   }
-  EXPECT_TRUE(runs_long_variant(4096, 4096, 4096));
-  EXPECT_TRUE(runs_long_variant(4096, 16384, 5000));
-  EXPECT_FALSE(runs_long_variant(4096, 4095, 16384));
-  EXPECT_FALSE(runs_long_variant(4096, 1, 32768));  // decode
-  EXPECT_FALSE(runs_long_variant(4096, 16384, 4095));
+  EXPECT_TRUE(both_at_least(4096, 4096, 4096));
+  EXPECT_TRUE(both_at_least(4096, 16384, 5000));
+  EXPECT_FALSE(both_at_least(4096, 4095, 16384));
+  EXPECT_FALSE(both_at_least(4096, 16384, 4095));
 }
 
 // The grid: 1-D over query blocks (padded to whole clusters) x heads x batch; capped at max_ctas

@@ -1,5 +1,6 @@
-// The persistent grid's tile deal (templates/tile_schedule.cuh, compiled here as host code) and
-// the host's choice of how many light causal blocks it holds back (launch/tile_schedule.hpp).
+// The persistent grid's tile deal (templates/tile_schedule.cuh, compiled here as host code), the
+// host's choice of how many light causal blocks it holds back (launch/tile_schedule.hpp), and the
+// choice between a spec's kernels that depends on the deal (launch/kernel_choice.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "../templates/tile_schedule.cuh"
 #include "config/kernel_config.hpp"
 #include "launch/attention_launch.hpp"
+#include "launch/kernel_choice.hpp"
 #include "launch/tile_schedule.hpp"
 #include "spec/attention_spec.hpp"
 
@@ -264,6 +266,87 @@ TEST(CausalFill, RandomShapesGainOnAverageAndNeverLoseMuch) {
   ASSERT_GT(shapes, 200);
   EXPECT_GT(std::exp(log_gain / shapes), 1.01);
   EXPECT_GT(worst, 0.93);
+}
+
+// How much of their rounds the pairs use, against the kernel's own deal walked tile by tile: the
+// rounds are the most units any CTA gets, the units half the tiles dealt (a lone last tile is one).
+TEST(PairsRoundUse, IsTheUnitsDealtOverRoundsTimesCtas) {
+  const KernelConfig c = config_of("dtype=bf16,head_dim=256,causal=1");
+  const struct {
+    int batch, seqlen, heads;
+    unsigned ctas;
+  } shapes[] = {{1, 9216, 8, 132}, {1, 10240, 16, 132}, {2, 8192, 8, 132}, {1, 11264, 6, 132},  // 72, 96, 96, 100 %
+                {1, 9300, 7, 132}, {3, 6144, 10, 132},  {1, 8192, 10, 160}, {1, 8192, 10, 100}, {2, 5000, 9, 77},
+                {1, 6700, 5, 132}};  // 265 tiles: the 133rd unit is a lone tile, alone in its round: 50 %
+  for (const auto& s : shapes) {
+    SCOPED_TRACE("b" + std::to_string(s.batch) + " L" + std::to_string(s.seqlen) + " h" + std::to_string(s.heads) +
+                 " ctas " + std::to_string(s.ctas));
+    const AttentionArgs a = args_of(s.batch, s.seqlen, s.seqlen, s.heads);
+    TileDeal d{};
+    d.ctas = s.ctas;
+    d.m_blocks = uint32_t(attention_query_blocks(c, a));
+    d.heads = uint32_t(s.batch * s.heads);
+    d.unit = 2;
+    size_t rounds = 0, tiles = 0;
+    for (const auto& dealt : walk(d)) rounds = std::max(rounds, (dealt.size() + 1) / 2), tiles += dealt.size();
+    ASSERT_EQ(tiles, size_t(d.m_blocks) * d.heads);
+    EXPECT_EQ(pairs_round_use_percent(c, a, s.ctas), int((tiles + 1) / 2 * 100 / (rounds * s.ctas)));
+  }
+  // No pairs dealt: without the mask, with clusters, or a CTA per tile.
+  const AttentionArgs a = args_of(1, 9216, 9216, 8);
+  EXPECT_EQ(pairs_round_use_percent(config_of("dtype=bf16,head_dim=256,causal=0"), a, 132), 100);
+  EXPECT_EQ(pairs_round_use_percent(config_of("dtype=bf16,head_dim=256,causal=1,cluster=2"), a, 132), 100);
+  EXPECT_EQ(pairs_round_use_percent(c, a, 72 * 8), 100);
+  EXPECT_EQ(pairs_round_use_percent(c, a, 0), 100);
+  EXPECT_EQ(pairs_round_use_percent(c, a, 132), 72);  // 288 pairs in 3 rounds of 132
+}
+
+// d192/d256 causal at auto (config/length_choice.hpp): the cluster kernel from 16384 always, and
+// from 6144 where the persistent grid's pairs would use less than 88 % of their rounds, which
+// depends on the batch, the heads and the device's SMs. The d64 kernel's rule is the lengths alone.
+TEST(KernelChoice, UnevenDealsRunTheClusterKernelBelowItsLength) {
+  const KernelConfig main = config_of("dtype=bf16,head_dim=256,causal=1");
+  const auto variant = long_sequence_variant(*parse_spec("dtype=bf16,head_dim=256,causal=1"));
+  ASSERT_TRUE(variant.has_value());
+  const LongSequenceRule rule = variant->rule;
+  const struct {
+    int batch, seqlen_q, seqlen_k, heads, sm_count;
+    bool clusters;
+  } cases[] = {
+      {1, 16384, 16384, 8, 132, true},    // 512 pairs in 4 rounds of 132, 96 % used: long enough anyway
+      {1, 16384, 40000, 2, 132, true},
+      {1, 9216, 9216, 8, 132, true},      // 2.18 rounds' worth in 3: 72 %
+      {1, 9216, 9216, 6, 132, true},      // 1.64 in 2: 81 %
+      {3, 9216, 9216, 6, 132, false},     // 4.91 in 5: 98 %
+      {1, 10240, 10240, 16, 132, false},  // 4.85 in 5: 96 %
+      {1, 12288, 12288, 12, 132, true},   // 4.36 in 5: 87 %, the last percent with
+      {1, 11264, 11264, 10, 132, true},   // 3.33 in 4: 83 %
+      {1, 11264, 11264, 8, 132, false},   // 2.67 in 3: 88 %, the first percent without
+      {1, 11264, 11264, 6, 132, false},   // 2.00 in 2: whole rounds
+      {1, 6144, 6144, 12, 132, true},     // 2.18 in 3: 72 %
+      {1, 6143, 6143, 12, 132, false},    // shorter than the rule's range
+      {1, 6144, 6143, 12, 132, false},
+      {1, 20000, 6144, 2, 132, true},     // seqlen_q sets the tiles: 157 x 2 / 2 = 157 pairs in 2 rounds, 59 %
+      {1, 8192, 8192, 10, 132, true},     // 2.42 in 3: 80 %
+      {1, 8192, 8192, 10, 160, false},    // on 160 SMs 2.00: whole
+      {1, 9216, 9216, 8, 0, false},       // SM count unknown: one CTA per tile, no pairs
+      {1, 6144, 6144, 2, 132, false},     // 96 tiles: a CTA each, no pairs
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("b" + std::to_string(c.batch) + " sq" + std::to_string(c.seqlen_q) + " sk" + std::to_string(c.seqlen_k) +
+                 " h" + std::to_string(c.heads) + " sms " + std::to_string(c.sm_count));
+    EXPECT_EQ(runs_long_variant(rule, main, args_of(c.batch, c.seqlen_q, c.seqlen_k, c.heads), c.sm_count), c.clusters);
+  }
+  // d64: three warpgroups from 4096, whatever the deal.
+  const KernelConfig d64 = config_of("dtype=bf16,head_dim=64,causal=1");
+  const auto d64_variant = long_sequence_variant(*parse_spec("dtype=bf16,head_dim=64,causal=1"));
+  ASSERT_TRUE(d64_variant.has_value());
+  const LongSequenceRule d64_rule = d64_variant->rule;
+  EXPECT_TRUE(runs_long_variant(d64_rule, d64, args_of(1, 4096, 4096, 8), 132));
+  EXPECT_TRUE(runs_long_variant(d64_rule, d64, args_of(1, 16384, 5000, 8), 0));
+  EXPECT_FALSE(runs_long_variant(d64_rule, d64, args_of(9, 4095, 16384, 37), 132));
+  EXPECT_FALSE(runs_long_variant(d64_rule, d64, args_of(1, 1, 32768, 8), 132));  // decode
+  EXPECT_FALSE(runs_long_variant(d64_rule, d64, args_of(1, 16384, 4095, 8), 132));
 }
 
 }  // namespace

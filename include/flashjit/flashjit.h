@@ -12,7 +12,7 @@
  *   may allocate host memory / touch the disk: every function except the hot path below.
  *   hot path: flashjit_attention_forward. It never allocates (host or device), never synchronises,
  *       never copies from the host, never compiles or loads; it picks the handle's kernel for the
- *       lengths (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
+ *       shape (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
  *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
  *       call on the caller's stream. It is safe to capture in a CUDA graph: a replay reruns the
  *       kernel with the arguments given at capture (the same device addresses, new data in them).
@@ -64,7 +64,7 @@ extern "C" {
 /* ---- versions ---------------------------------------------------------------------------------- */
 
 #define FLASHJIT_VERSION_MAJOR 0
-#define FLASHJIT_VERSION_MINOR 1
+#define FLASHJIT_VERSION_MINOR 2
 #define FLASHJIT_VERSION_PATCH 0
 /* Packed as major * 10000 + minor * 100 + patch (0.1.0 -> 100). */
 #define FLASHJIT_MAKE_VERSION(major, minor, patch) ((uint32_t)((major) * 10000 + (minor) * 100 + (patch)))
@@ -184,10 +184,20 @@ typedef struct flashjit_kernel_info {
   /* Appended in 0.1 (a caller with the 80-byte layout gets the fields above only). A spec that leaves
    * the warpgroup count at auto may run a second kernel for long sequences (with a causal mask: head
    * dim <= 64, and head dims 192 and 256 with the cluster at auto too): launches whose seqlen_q and
-   * seqlen_k are both at least long_seqlen_min run it.
-   * The fields above describe the other kernel, which runs every other launch. */
+   * seqlen_k are both at least long_seqlen_min run it, and so do the shorter ones that the fields
+   * appended in 0.2 describe. The fields above describe the other kernel, which runs every other
+   * launch. flashjit_kernel_launch_spec names the kernel that given arguments run. */
   const char* long_seqlen_spec;             /* its resolved spec; NULL when one kernel runs at every length */
   int64_t long_seqlen_min;                  /* 0 when long_seqlen_spec is NULL */
+  /* Appended in 0.2 (a caller with the 96-byte layout gets the fields above only). Launches whose
+   * lengths are both at least long_seqlen_min_uneven (and not both at least long_seqlen_min) run
+   * the long-sequence kernel where the other kernel's persistent grid, one CTA per SM of the
+   * device, would use less than long_uneven_use_percent percent of the rounds its causal tile
+   * pairs take: pairs = ceil(tiles / 2) with tiles = batch x heads_q x ceil(seqlen_q / block_m),
+   * rounds = ceil(pairs / SMs), used = pairs / (rounds x SMs), rounded down to a whole percent. */
+  int64_t long_seqlen_min_uneven;           /* 0 when no such launches */
+  int32_t long_uneven_use_percent;          /* 0 when no such launches */
+  int32_t reserved1;                        /* 0 */
 } flashjit_kernel_info_t;
 
 /* Element strides of a [batch, seqlen, heads, head_dim] tensor whose head_dim is contiguous. Each
@@ -318,6 +328,12 @@ FLASHJIT_API flashjit_status_t flashjit_kernel_get(flashjit_context_t context, c
 /* NULL is a no-op. */
 FLASHJIT_API flashjit_status_t flashjit_kernel_release(flashjit_kernel_t kernel);
 FLASHJIT_API flashjit_status_t flashjit_kernel_describe(flashjit_kernel_t kernel, flashjit_kernel_info_t* info);
+
+/* The resolved spec of the kernel flashjit_attention_forward would launch for args (the handle's
+ * own or its long-sequence kernel: flashjit_kernel_info_t), after the same checks; launches nothing.
+ * *spec is owned by the kernel and lives as long as it; NULL on failure. */
+FLASHJIT_API flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t kernel, const flashjit_attention_args_t* args,
+                                                           const char** spec);
 
 /* Launches the kernel on stream (a CUstream of the kernel's CUDA context; NULL = the legacy default
  * stream of the current context). The hot path: see LIFECYCLE CONTRACT. A stream of another context

@@ -178,6 +178,10 @@ struct KernelInfo {
   flashjit_kernel_source_t source = FLASHJIT_KERNEL_FROM_MEMORY;
   std::string long_seqlen_spec;  // empty: one kernel at every length
   int64_t long_seqlen_min = 0;   // launches with both lengths at least this run long_seqlen_spec
+  // ...and those with both at least this whose persistent grid would use less than
+  // long_uneven_use_percent % of its causal pairs' rounds (flashjit_kernel_info_t); 0: none.
+  int64_t long_seqlen_min_uneven = 0;
+  int long_uneven_use_percent = 0;
 };
 
 // A kernel loaded in its context (which it keeps alive). Move-only.
@@ -227,7 +231,18 @@ class Kernel {
     info.source = c.source;
     if (c.long_seqlen_spec) info.long_seqlen_spec = c.long_seqlen_spec;
     info.long_seqlen_min = c.long_seqlen_min;
+    info.long_seqlen_min_uneven = c.long_seqlen_min_uneven;
+    info.long_uneven_use_percent = c.long_uneven_use_percent;
     return info;
+  }
+
+  // The resolved spec of the kernel forward(args, ...) would launch, after forward's checks.
+  Expected<std::string> launch_spec(const AttentionArgs& args) const {
+    const char* spec = nullptr;
+    if (flashjit_status_t code = flashjit_kernel_launch_spec(handle_, &args.c(), &spec); code != FLASHJIT_SUCCESS) {
+      return Error::last(code);
+    }
+    return std::string(spec);
   }
 
   flashjit_kernel_t get() const { return handle_; }

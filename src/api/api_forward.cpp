@@ -1,4 +1,5 @@
-// Exported: flashjit_attention_forward (the hot path) and flashjit_validate_attention_args.
+// Exported: flashjit_attention_forward (the hot path), flashjit_kernel_launch_spec and
+// flashjit_validate_attention_args.
 //
 // One launch, in steps: read and check the C arguments -> the handle's kernel for their lengths ->
 // parameters from that kernel's cache, or validated (before any driver call) -> check the stream
@@ -13,10 +14,10 @@
 #include "api/api_status.hpp"
 #include "api/kernel.hpp"
 #include "api/launch_args.hpp"
+#include "config/length_choice.hpp"
 #include "driver/context.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
-#include "config/length_choice.hpp"
 #include "spec/attention_spec.hpp"
 
 using namespace flashjit;
@@ -75,7 +76,7 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
   //    hold differ only in tiles, so the conversion's checks hold for either).
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, kernel.config(), &args); !st.ok()) return st;
-  KernelVariant& variant = kernel.variant_for(args.seqlen_q, args.seqlen_k);
+  KernelVariant& variant = kernel.variant_for(args);
   // 2. Arguments seen before have their parameters cached; new ones get the core checks, before
   //    any driver call.
   const ParamsKey key = ParamsKey::of(args);
@@ -102,7 +103,8 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
 }
 
 // The checks forward() makes on new arguments, for the kernel a handle for this spec would run at
-// these lengths (a `flashjit tune` winner aside: this needs no cache).
+// these lengths (a `flashjit tune` winner aside: this needs no cache). Where the device's SM count
+// would decide (length_choice's rule for uneven deals), both kernels' checks.
 ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args_t* in) {
   auto spec = parse_spec(spec_text);
   if (!spec) return spec.take_error();
@@ -110,11 +112,26 @@ ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args
   if (!config) return config.take_error();
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
-  if (auto variant = long_sequence_variant(*spec); variant && runs_long_variant(variant->min_seqlen, args.seqlen_q, args.seqlen_k)) {
-    config = make_config(variant->spec);
-    if (!config) return config.take_error();
+  const auto variant = long_sequence_variant(*spec);
+  const LongSequenceRule rule = variant ? variant->rule : LongSequenceRule{};
+  const bool always_long = variant && both_at_least(rule.min_seqlen, args.seqlen_q, args.seqlen_k);
+  const bool maybe_long = variant && rule.uneven_min_seqlen && both_at_least(rule.uneven_min_seqlen, args.seqlen_q, args.seqlen_k);
+  if (!always_long) {
+    if (ApiStatus st = validate_launch_args(*config, args); !st.ok() || !maybe_long) return st;
   }
-  return validate_launch_args(*config, args);
+  auto long_config = make_config(variant->spec);
+  if (!long_config) return long_config.take_error();
+  return validate_launch_args(*long_config, args);
+}
+
+// The resolved spec of the kernel forward() would launch for these arguments, after its checks.
+ApiStatus launch_spec(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in, const char** spec) {
+  AttentionArgs args;
+  if (ApiStatus st = to_attention_args(in, kernel.config(), &args); !st.ok()) return st;
+  const KernelVariant& variant = kernel.variant_for(args);
+  if (ApiStatus st = validate_launch_args(variant.config(), args); !st.ok()) return st;
+  *spec = variant.resolved_spec.c_str();
+  return {};
 }
 
 }  // namespace
@@ -126,6 +143,16 @@ flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const fla
     if (!kernel) return null_argument("kernel");
     if (!args) return null_argument("args");
     return forward(*kernel, args, static_cast<CUstream>(stream));
+  });
+}
+
+flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t kernel, const flashjit_attention_args_t* args, const char** spec) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!spec) return null_argument("spec");
+    *spec = nullptr;
+    if (!kernel) return null_argument("kernel");
+    if (!args) return null_argument("args");
+    return launch_spec(*kernel, args, spec);
   });
 }
 

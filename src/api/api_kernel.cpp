@@ -9,7 +9,7 @@ using namespace flashjit::api;
 
 namespace {
 
-static_assert(sizeof(flashjit_kernel_info_t) == 96);
+static_assert(sizeof(flashjit_kernel_info_t) == 112);
 constexpr uint32_t kKernelInfoMinSize = 80;
 
 flashjit_kernel_source_t source_of(CacheLookup::Source source) {
@@ -50,7 +50,7 @@ ApiStatus get_kernel(const std::shared_ptr<ContextState>& context, const char* s
   if (family->long_sequences) {
     kernel->long_sequences = std::make_unique<KernelVariant>();
     if (ApiStatus st = load_variant(*context, std::move(*family->long_sequences), kernel->long_sequences.get()); !st.ok()) return st;
-    kernel->long_min_seqlen = family->min_seqlen;
+    kernel->long_rule = family->long_rule;
   }
   // 3. The handle, with everything the launch path reads resolved now.
   kernel->context = context;
@@ -83,7 +83,11 @@ flashjit_kernel_info_t describe(const flashjit_kernel_s& k) {
   info.static_smem_bytes = compiled.report.static_smem_bytes;
   info.source = source_of(main.prepared.source);
   info.long_seqlen_spec = k.long_sequences ? k.long_sequences->resolved_spec.c_str() : nullptr;
-  info.long_seqlen_min = k.long_sequences ? k.long_min_seqlen : 0;
+  if (k.long_sequences) {
+    info.long_seqlen_min = k.long_rule.min_seqlen;
+    info.long_seqlen_min_uneven = k.long_rule.uneven_min_seqlen;
+    info.long_uneven_use_percent = k.long_rule.uneven_use_percent;
+  }
   return info;
 }
 

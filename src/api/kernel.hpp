@@ -9,6 +9,7 @@
 #include "api/context.hpp"
 #include "api/params_cache.hpp"
 #include "driver/module.hpp"
+#include "launch/kernel_choice.hpp"
 #include "runtime/engine.hpp"
 
 namespace flashjit::api {
@@ -30,15 +31,15 @@ struct flashjit_kernel_s {
   std::shared_ptr<flashjit::api::ContextState> context;  // keeps the CUDA context and engine alive
   flashjit::api::KernelVariant main;
   std::unique_ptr<flashjit::api::KernelVariant> long_sequences;  // null: `main` runs at every length
-  int64_t long_min_seqlen = 0;
+  flashjit::LongSequenceRule long_rule;
   // Resolved once, read on every launch.
   const flashjit::DriverApi* api = nullptr;
   CUcontext cu_context = nullptr;
   int sm_count = 0;  // the device's SMs: the persistent grid (0 if unknown: one CTA per tile)
 
   const flashjit::KernelConfig& config() const { return main.config(); }
-  // The kernel a launch of these lengths runs.
-  flashjit::api::KernelVariant& variant_for(int64_t seqlen_q, int64_t seqlen_k) {
-    return long_sequences && flashjit::runs_long_variant(long_min_seqlen, seqlen_q, seqlen_k) ? *long_sequences : main;
+  // The kernel a launch of these (converted, not yet validated) arguments runs.
+  flashjit::api::KernelVariant& variant_for(const flashjit::AttentionArgs& args) {
+    return long_sequences && flashjit::runs_long_variant(long_rule, main.config(), args, sm_count) ? *long_sequences : main;
   }
 };

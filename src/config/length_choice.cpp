@@ -10,18 +10,20 @@ namespace {
 // and 11 % at 16k, and lose 20 % at 512-2k, where 192-row tiles waste much of the short diagonal.
 // Without a mask three win at every length (the table's default), above 64 they do not fit.
 LongSequenceVariant three_warpgroups(const AttentionSpec& asked) {
-  LongSequenceVariant variant{asked, 4096};
+  LongSequenceVariant variant{asked, {.min_seqlen = 4096}};
   variant.spec.consumer_wgs = 3;
   return variant;
 }
 
-// NOTES: measured on the H200 (bench/NOTES.md, version 55): with a causal mask and one Q buffer
-// (head dims 192 and 256) the persistent grid's causal pairs hold nothing back for the CTAs its
-// last round leaves idle, while 2-CTA clusters (one CTA per tile, K/V multicast) let the hardware
-// balance the tiles: +4-6 % at 16k and 32k, +7 % at 14k, but -3 to -4 % at 8k and 12k (one CTA per
-// tile pays each tile's start where tiles are short) and -9 to -14 % at 2k-4k.
+// NOTES: measured on the H200 (bench/NOTES.md, versions 55 and 56): with a causal mask and one Q
+// buffer (head dims 192 and 256) the persistent grid's causal pairs hold nothing back for the CTAs
+// its last round leaves idle, while 2-CTA clusters (one CTA per tile, K/V multicast) let the
+// hardware balance the tiles but pay each tile's start. From 16k they won at every shape measured
+// (+1-9 %). From 6k to 16k they won at all 18 shapes whose pairs used at most 87 % of their rounds
+// (pairs / (rounds x SMs); +2.8-15 %), and above that they won or lost by up to 11 % with no rule
+// the data would support (4-5k: +19 % at 55 % used, -4 % to +2 % at 81 %, -9 % at 97 %).
 LongSequenceVariant clusters(const AttentionSpec& asked) {
-  LongSequenceVariant variant{asked, 16384};
+  LongSequenceVariant variant{asked, {.min_seqlen = 16384, .uneven_min_seqlen = 6144, .uneven_use_percent = 88}};
   variant.spec.cluster = 2;
   return variant;
 }

@@ -4,9 +4,9 @@
 // Contract: a spec that leaves the consumer warpgroups and block_m at auto may name one
 // long-sequence variant, a complete spec of its own. Everything that prepares kernels for a spec
 // (flashjit_kernel_get, prewarm, cache export, `flashjit bench`) prepares both; a launch runs the
-// variant when seqlen_q and seqlen_k are both at least min_seqlen (one comparison on the hot path).
-// A spec with the warpgroups or block_m set (or the field a variant would change), or with a
-// `flashjit tune` winner, runs one kernel.
+// variant when its lengths meet the variant's rule (launch/kernel_choice.hpp applies it: a few
+// integer operations on the hot path). A spec with the warpgroups or block_m set (or the field a
+// variant would change), or with a `flashjit tune` winner, runs one kernel.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,15 +15,25 @@
 
 namespace flashjit {
 
+// Which launches run the variant; "both lengths" means seqlen_q and seqlen_k.
+struct LongSequenceRule {
+  int64_t min_seqlen = 0;  // both lengths at least this: always
+  // Both lengths at least uneven_min_seqlen (0: no such rule) and below min_seqlen: where the main
+  // kernel's persistent grid on the launch's device would use less than uneven_use_percent % of
+  // the rounds its causal tile pairs take (launch/tile_schedule.hpp: pairs_round_use_percent).
+  int64_t uneven_min_seqlen = 0;
+  int uneven_use_percent = 0;
+};
+
 struct LongSequenceVariant {
   AttentionSpec spec;
-  int64_t min_seqlen = 0;  // launches with seqlen_q and seqlen_k both at least this run `spec`
+  LongSequenceRule rule;
 };
 
 std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& asked);
 
-// Whether a launch of these lengths runs the variant whose min_seqlen is given.
-inline bool runs_long_variant(int64_t min_seqlen, int64_t seqlen_q, int64_t seqlen_k) {
+// Whether both lengths are at least `min_seqlen`.
+inline bool both_at_least(int64_t min_seqlen, int64_t seqlen_q, int64_t seqlen_k) {
   return seqlen_q >= min_seqlen && seqlen_k >= min_seqlen;
 }
 

@@ -85,4 +85,13 @@ int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, un
   return best < 0.99 * alone ? best_fill : 0;
 }
 
+int pairs_round_use_percent(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
+  const uint64_t tiles = attention_tile_count(config, args);
+  // Unvalidated arguments may come here (the kernel is chosen first): past 2^31 tiles none runs.
+  if (grid_ctas == 0 || tiles > 0x7fffffffu || deal_unit(config.spec.causal, config.spec.cluster, grid_ctas, uint32_t(tiles)) != 2) return 100;
+  // fit_tile_deal's phase 1 with fill 0: units of two tiles, the last one half where tiles are odd.
+  const uint64_t units = (tiles + 1) / 2, rounds = (units + grid_ctas - 1) / grid_ctas;
+  return int(units * 100 / (rounds * grid_ctas));
+}
+
 }  // namespace flashjit

@@ -17,4 +17,9 @@ namespace flashjit {
 // correct: the kernel covers every tile exactly once whatever it is given.
 int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas);
 
+// How much of the rounds that the kernel's causal pairs take on grid_ctas CTAs they use, in whole
+// percent (rounded down): pairs / (rounds x CTAs), rounds = ceil(pairs / CTAs), with nothing held
+// back (as the one-Q-buffer kernels deal). 100 where it deals no pairs.
+int pairs_round_use_percent(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas);
+
 }  // namespace flashjit

@@ -73,13 +73,13 @@ Result<PreparedKernel> Engine::prepare(const AttentionSpec& asked, CompilePolicy
 Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, CompilePolicy policy) {
   auto main = prepare(spec, policy);
   if (!main) return main.take_error();
-  PreparedFamily family{std::move(*main), std::nullopt, 0};
+  PreparedFamily family{std::move(*main), std::nullopt, {}};
   const auto variant = long_sequence_variant(spec);
   if (!variant || family.main.tuned) return family;
   auto long_sequences = prepare(variant->spec, policy);
   if (!long_sequences) return long_sequences.take_error();
   family.long_sequences = std::move(*long_sequences);
-  family.min_seqlen = variant->min_seqlen;
+  family.long_rule = variant->rule;
   return family;
 }
 

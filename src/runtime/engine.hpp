@@ -45,12 +45,11 @@ struct PreparedKernel {
 // What a kernel handle for one spec launches: its kernel, and for long sequences perhaps another.
 struct PreparedFamily {
   PreparedKernel main;
-  std::optional<PreparedKernel> long_sequences;  // runs where runs_long_variant(min_seqlen) holds
-  int64_t min_seqlen = 0;
+  std::optional<PreparedKernel> long_sequences;  // runs where long_rule holds
+  LongSequenceRule long_rule;
 
-  const PreparedKernel& for_lengths(int64_t seqlen_q, int64_t seqlen_k) const {
-    return long_sequences && runs_long_variant(min_seqlen, seqlen_q, seqlen_k) ? *long_sequences : main;
-  }
+  // The kernel a launch runs, given whether its arguments meet long_rule (launch/kernel_choice.hpp).
+  const PreparedKernel& chosen(bool long_rule_met) const { return long_sequences && long_rule_met ? *long_sequences : main; }
   // Every kernel of the family: main, then the long-sequence one if any.
   std::vector<const PreparedKernel*> kernels() const {
     if (long_sequences) return {&main, &*long_sequences};

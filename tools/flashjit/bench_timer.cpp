@@ -7,6 +7,7 @@
 #include "config/kernel_config.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
+#include "launch/kernel_choice.hpp"
 #include "verify/builtin_kernel.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
@@ -26,6 +27,14 @@ BuiltinKernel& launch_floor_kernel() {
   return *kernel;
 }
 
+// A cell's extents as launch arguments (no tensors): what the kernel choice looks at.
+AttentionArgs extent_args(const Cell& cell) {
+  AttentionArgs a;
+  a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
+  a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
+  return a;
+}
+
 }  // namespace
 
 void drop_launch_floor(CUcontext context) { launch_floor_kernel().drop(context); }
@@ -41,7 +50,9 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   Timing t;
   auto family = engine.prepare_family(cell.spec, engine.options().policy);
   if (!family) { t.error = family.error().message; return t; }
-  const PreparedKernel* prepared = &family->for_lengths(cell.seqlen_q, cell.seqlen_k);  // what the C API would launch
+  // What the C API would launch on this device.
+  const PreparedKernel* prepared =
+      &family->chosen(runs_long_variant(family->long_rule, family->main.config, extent_args(cell), sm_count));
   t.registers = prepared->compiled->report.registers;
   auto loaded = engine.load(api, *prepared, context);
   if (!loaded) { t.error = loaded.error().message; return t; }

@@ -7,6 +7,7 @@
 
 #include "driver/context.hpp"
 #include "driver/device_info.hpp"
+#include "launch/kernel_choice.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "verify/check.hpp"
 
@@ -34,7 +35,6 @@ int run_check() {
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
   if (!family) return fail(family.error());
-  const PreparedKernel* prepared = &family->for_lengths(SeqlenQ, SeqlenK);  // what the C API would launch
   // 2. The device.
   auto api = driver();
   if (!api) return fail(api.error());
@@ -46,6 +46,11 @@ int run_check() {
   if (Status st = check(**api, (*api)->cuCtxSetCurrent(context->get()), "cuCtxSetCurrent"); !st) return fail(st.error());
   CUstream stream = nullptr;
   if (Status st = check(**api, (*api)->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st) return fail(st.error());
+  AttentionArgs shape;  // what the C API would launch on this device
+  shape.batch = Batch; shape.seqlen_q = SeqlenQ; shape.seqlen_k = SeqlenK;
+  shape.heads_q = HeadsQ; shape.heads_kv = HeadsKv;
+  const PreparedKernel* prepared =
+      &family->chosen(runs_long_variant(family->long_rule, family->main.config, shape, info->sm_count));
   auto loaded = engine.load(**api, *prepared, context->get());
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
