@@ -363,18 +363,18 @@ TEST(ApiC, LengthsOutOfRangeAreNamed) {
   a.batch = 16385;
   EXPECT_EQ(flashjit_validate_attention_args(pairs, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(field(), "args.batch") << message();
-  // d256 causal at auto runs its cluster kernel from 6144 where the device's SM count decides
+  // d256 causal at auto runs its cluster kernel from 8192 where the device's SM count decides
   // (flashjit_kernel_info_t), so validation without a GPU applies both kernels' checks there:
   // 448 x 65535 heads of 73 query blocks fit the grid, padded to 74 they do not.
   const char* d256 = "dtype=bf16,head_dim=256,causal=1";
   a.batch = 448;
   a.heads_q = 65535;
   a.heads_kv = 1;
-  for (int64_t seqlen : {int64_t(6143), int64_t(9300)}) {
+  for (int64_t seqlen : {int64_t(8191), int64_t(9300)}) {
     a.seqlen_q = a.seqlen_k = seqlen;
     a.q_strides = a.o_strides = flashjit_contiguous_bshd(seqlen, 65535, 256);
     a.k_strides = a.v_strides = flashjit_contiguous_bshd(seqlen, 1, 256);
-    const flashjit_status_t expected = seqlen >= 6144 ? FLASHJIT_ERROR_INVALID_ARGUMENT : FLASHJIT_SUCCESS;
+    const flashjit_status_t expected = seqlen >= 8192 ? FLASHJIT_ERROR_INVALID_ARGUMENT : FLASHJIT_SUCCESS;
     EXPECT_EQ(flashjit_validate_attention_args(d256, &a), expected) << seqlen << ": " << message();
     EXPECT_EQ(flashjit_validate_attention_args("dtype=bf16,head_dim=256,causal=1,cluster=1", &a), FLASHJIT_SUCCESS) << message();
   }

@@ -390,14 +390,14 @@ TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
 
 // A d256 causal spec left at auto holds two kernels: the persistent grid, and 2-CTA clusters (one
 // CTA per tile, config/length_choice.hpp) where seqlen_q and seqlen_k are both at least 16384, or
-// both at least 6144 where the persistent grid's pairs (on the fake device's 132 SMs) would use
-// less than 88 % of their rounds. The launch shows which ran: the cluster attribute and a grid
+// both at least 8192 where the persistent grid's pairs (on the fake device's 132 SMs) would use
+// less than 92 % of their rounds. The launch shows which ran: the cluster attribute and a grid
 // of every (padded) tile, or the SMs; flashjit_kernel_launch_spec says the same without launching.
 TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   flashjit_context_t ctx = make_context();
   flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1");
   ASSERT_NE(k, nullptr);
-  expect_long_kernel(k, "cluster=2", 16384, 6144, 88);
+  expect_long_kernel(k, "cluster=2", 16384, 8192, 92);
   CUstream stream = make_stream(cu_context_of(ctx));
   const auto launch_at = [&](int64_t sq, int64_t sk, int64_t heads = 8) {
     const flashjit_attention_args_t a = make_args(0x100000000ull, 1, sq, sk, heads, heads, 256);
@@ -415,8 +415,8 @@ TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   EXPECT_EQ(launch_at(16384, 16384), (std::pair{2u, 128u * 8u})) << "again, from its parameter cache";
   EXPECT_EQ(launch_at(9216, 9216), (std::pair{2u, 72u * 8u}));       // 288 pairs in 3 rounds: 72 %
   EXPECT_EQ(launch_at(10240, 10240, 16), (std::pair{1u, 132u}));     // 640 in 5: 96 %
-  EXPECT_EQ(launch_at(6144, 6144, 12), (std::pair{2u, 48u * 12u}));  // 288 in 3
-  EXPECT_EQ(launch_at(6143, 6144, 12), (std::pair{1u, 132u}));       // below the range
+  EXPECT_EQ(launch_at(8192, 8192, 10), (std::pair{2u, 64u * 10u}));  // 320 in 3: 80 %
+  EXPECT_EQ(launch_at(8191, 8192, 10), (std::pair{1u, 132u}));       // below the range
   // Arguments forward would refuse are refused here too, naming the field, with no spec.
   flashjit_attention_args_t bad = make_args(0x100000000ull, 1, 9216, 9216, 8, 3, 256);
   const char* spec = "unset";

@@ -199,8 +199,8 @@ TEST(ApiGpu, LongSequenceKernelMatchesTheFloat64Reference) {
 }
 
 // A d192 or d256 causal handle holds the persistent kernel and 2-CTA clusters (config/length_choice.hpp)
-// for launches whose lengths both reach 16384, and both reach 6144 where the persistent grid's
-// causal pairs would use less than 88 % of their rounds: launches each side of both, against
+// for launches whose lengths both reach 16384, and both reach 8192 where the persistent grid's
+// causal pairs would use less than 92 % of their rounds: launches each side of both, against
 // float64 (few heads: the reference is a plain kernel), each checked to run the kernel the rule
 // names on this device (restated here: tiles = query blocks x heads, pairs dealt where tiles
 // outnumber the SMs).
@@ -212,9 +212,9 @@ TEST(ApiGpu, LongCausalClusterKernelMatchesTheFloat64Reference) {
     bool bf16;
     int d, sq, sk, heads;
   } cases[] = {{true, 256, 16384, 16384, 1}, {false, 192, 16385, 16500, 1}, {true, 256, 16383, 16384, 1},
-               {true, 256, 6144, 6144, 3},   // 144 tiles, 72 pairs: on 132 SMs one round, 54 % used
-               {false, 192, 6200, 6144, 5},  // 245 tiles, 123 pairs: 93 %
-               {true, 256, 6143, 7000, 3}};
+               {true, 256, 8192, 8192, 3},   // 192 tiles, 96 pairs: on 132 SMs one round, 72 % used
+               {false, 192, 8300, 8192, 4},  // 260 tiles, 130 pairs: 98 %
+               {true, 256, 8191, 9000, 3}};
   int clusters_below = 0;
   for (const auto& c : cases) {
     Problem p = make_problem(c.bf16, c.d, true, 1, c.sq, c.sk, c.heads, 1);
@@ -223,8 +223,8 @@ TEST(ApiGpu, LongCausalClusterKernelMatchesTheFloat64Reference) {
     EXPECT_EQ(long_seqlen_min_of(kernel), 16384);
     const int64_t tiles = (c.sq + 127) / 128 * c.heads, pairs = (tiles + 1) / 2;
     const int64_t rounds = (pairs + env->sm_count - 1) / env->sm_count;
-    const bool uneven = tiles > env->sm_count && pairs * 100 < 88 * rounds * env->sm_count;
-    const bool clusters = (c.sq >= 16384 && c.sk >= 16384) || (c.sq >= 6144 && c.sk >= 6144 && uneven);
+    const bool uneven = tiles > env->sm_count && pairs * 100 < 92 * rounds * env->sm_count;
+    const bool clusters = (c.sq >= 16384 && c.sk >= 16384) || (c.sq >= 8192 && c.sk >= 8192 && uneven);
     clusters_below += clusters && c.sq < 16384;
     SCOPED_TRACE(spec_of(p) + " | " + p.describe() + (clusters ? " | cluster kernel" : ""));
     std::string ran;

@@ -136,8 +136,8 @@ TEST(Config, OStagingAndPersistentGrid) {
 
 // Long-sequence kernels, only with a causal mask and the warpgroups left at auto: up to head dim 64
 // a three-warpgroup spec from 4096, and where the table's tiles leave one Q buffer (head dims 192
-// and 256) a 2-CTA cluster spec from 16384, and from 6144 where the deal is uneven (its pairs
-// using less than 88 % of their rounds: tests/tile_schedule_test.cpp applies the rule), unless
+// and 256) a 2-CTA cluster spec from 16384, and from 8192 where the deal is uneven (its pairs
+// using less than 92 % of their rounds: tests/tile_schedule_test.cpp applies the rule), unless
 // the cluster is set. Each keeps every
 // other field (hang_trap, block_n).
 TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
@@ -150,9 +150,9 @@ TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
       {"dtype=fp16,head_dim=32,causal=1,hang_trap=1", "dtype=fp16,head_dim=32,causal=1,consumer_wgs=3,hang_trap=1", {4096}},
       {"head_dim=64,causal=1,block_n=64", "head_dim=64,causal=1,consumer_wgs=3,block_n=64", {4096}},
       {"head_dim=64,causal=1,cluster=2", "head_dim=64,causal=1,consumer_wgs=3,cluster=2", {4096}},
-      {"dtype=bf16,head_dim=256,causal=1", "dtype=bf16,head_dim=256,causal=1,cluster=2", {16384, 6144, 88}},
-      {"dtype=fp16,head_dim=192,causal=1,hang_trap=1", "dtype=fp16,head_dim=192,causal=1,cluster=2,hang_trap=1", {16384, 6144, 88}},
-      {"head_dim=256,causal=1,block_n=64", "head_dim=256,causal=1,cluster=2,block_n=64", {16384, 6144, 88}},
+      {"dtype=bf16,head_dim=256,causal=1", "dtype=bf16,head_dim=256,causal=1,cluster=2", {16384, 8192, 92}},
+      {"dtype=fp16,head_dim=192,causal=1,hang_trap=1", "dtype=fp16,head_dim=192,causal=1,cluster=2,hang_trap=1", {16384, 8192, 92}},
+      {"head_dim=256,causal=1,block_n=64", "head_dim=256,causal=1,cluster=2,block_n=64", {16384, 8192, 92}},
       {"head_dim=64", nullptr, {}},                          // three warpgroups already, at every length
       {"head_dim=96,causal=1", nullptr, {}},                 // three do not fit above 64; two Q buffers
       {"head_dim=128,causal=1", nullptr, {}},                // two Q buffers: the deal holds light tiles back

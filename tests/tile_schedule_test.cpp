@@ -302,7 +302,7 @@ TEST(PairsRoundUse, IsTheUnitsDealtOverRoundsTimesCtas) {
 }
 
 // d192/d256 causal at auto (config/length_choice.hpp): the cluster kernel from 16384 always, and
-// from 6144 where the persistent grid's pairs would use less than 88 % of their rounds, which
+// from 8192 where the persistent grid's pairs would use less than 92 % of their rounds, which
 // depends on the batch, the heads and the device's SMs. The d64 kernel's rule is the lengths alone.
 TEST(KernelChoice, UnevenDealsRunTheClusterKernelBelowItsLength) {
   const KernelConfig main = config_of("dtype=bf16,head_dim=256,causal=1");
@@ -319,18 +319,17 @@ TEST(KernelChoice, UnevenDealsRunTheClusterKernelBelowItsLength) {
       {1, 9216, 9216, 6, 132, true},      // 1.64 in 2: 81 %
       {3, 9216, 9216, 6, 132, false},     // 4.91 in 5: 98 %
       {1, 10240, 10240, 16, 132, false},  // 4.85 in 5: 96 %
-      {1, 12288, 12288, 12, 132, true},   // 4.36 in 5: 87 %, the last percent with
-      {1, 11264, 11264, 10, 132, true},   // 3.33 in 4: 83 %
-      {1, 11264, 11264, 8, 132, false},   // 2.67 in 3: 88 %, the first percent without
+      {1, 11264, 11264, 11, 132, true},   // 3.67 in 4: 91 %, the last percent with
+      {1, 9216, 9216, 17, 132, false},    // 4.64 in 5: 92 %, the first percent without
       {1, 11264, 11264, 6, 132, false},   // 2.00 in 2: whole rounds
-      {1, 6144, 6144, 12, 132, true},     // 2.18 in 3: 72 %
-      {1, 6143, 6143, 12, 132, false},    // shorter than the rule's range
-      {1, 6144, 6143, 12, 132, false},
-      {1, 20000, 6144, 2, 132, true},     // seqlen_q sets the tiles: 157 x 2 / 2 = 157 pairs in 2 rounds, 59 %
       {1, 8192, 8192, 10, 132, true},     // 2.42 in 3: 80 %
+      {1, 8191, 8191, 10, 132, false},    // shorter than the rule's range
+      {1, 8192, 8191, 10, 132, false},
+      {1, 6144, 6144, 12, 132, false},    // 72 %, but below 8192 the pairs stay
+      {1, 20000, 8192, 2, 132, true},     // seqlen_q sets the tiles: 157 x 2 / 2 = 157 pairs in 2 rounds, 59 %
       {1, 8192, 8192, 10, 160, false},    // on 160 SMs 2.00: whole
       {1, 9216, 9216, 8, 0, false},       // SM count unknown: one CTA per tile, no pairs
-      {1, 6144, 6144, 2, 132, false},     // 96 tiles: a CTA each, no pairs
+      {1, 8192, 8192, 2, 132, false},     // 128 tiles: a CTA each, no pairs
   };
   for (const auto& c : cases) {
     SCOPED_TRACE("b" + std::to_string(c.batch) + " sq" + std::to_string(c.seqlen_q) + " sk" + std::to_string(c.seqlen_k) +
