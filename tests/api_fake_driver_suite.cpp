@@ -328,6 +328,23 @@ TEST(ApiFakeDriver, ForwardLaunchesTheGridAndParametersTheArgumentsAskFor) {
   flashjit_context_destroy(ctx);
 }
 
+// A caller with an older, N-byte flashjit_kernel_info_t (80: 0.0, 96: 0.1) gets the fields it
+// knows and nothing past them; returns what it got (zero past N).
+template <size_t N>
+flashjit_kernel_info_t describe_in_older_layout(flashjit_kernel_t k) {
+  struct Older {
+    unsigned char bytes[N];
+    uint64_t canary;
+  } older{};
+  older.canary = 0x5555;
+  *reinterpret_cast<uint32_t*>(older.bytes) = N;
+  EXPECT_EQ(flashjit_kernel_describe(k, reinterpret_cast<flashjit_kernel_info_t*>(older.bytes)), FLASHJIT_SUCCESS);
+  EXPECT_EQ(older.canary, 0x5555u) << "a " << N << "-byte layout written past its end";
+  flashjit_kernel_info_t info{};
+  std::memcpy(&info, older.bytes, N);
+  return info;
+}
+
 // The second kernel of handle k as describe names it: its spec holds `fields`, launches whose
 // lengths both reach min_seqlen run it, and so do those from uneven_min whose deal is uneven.
 void expect_long_kernel(flashjit_kernel_t k, const char* fields, int64_t min_seqlen, int64_t uneven_min = 0,
@@ -354,15 +371,7 @@ TEST(ApiFakeDriver, LongSequencesRunTheLongSequenceKernel) {
   info.struct_size = sizeof(info);
   ASSERT_EQ(flashjit_kernel_describe(k, &info), FLASHJIT_SUCCESS) << last_message();
   EXPECT_EQ(info.threads_per_block, 384);
-  // An 80-byte (older) info struct gets the fields it knows and nothing past them.
-  struct Older {
-    unsigned char bytes[80];
-    uint64_t canary;
-  } older{};
-  older.canary = 0x5555;
-  *reinterpret_cast<uint32_t*>(older.bytes) = 80;
-  ASSERT_EQ(flashjit_kernel_describe(k, reinterpret_cast<flashjit_kernel_info_t*>(older.bytes)), FLASHJIT_SUCCESS);
-  EXPECT_EQ(older.canary, 0x5555u);
+  describe_in_older_layout<80>(k);
 
   CUstream stream = make_stream(cu_context_of(ctx));
   const auto threads_at = [&](int64_t sq, int64_t sk) {
@@ -423,16 +432,7 @@ TEST(ApiFakeDriver, LongCausalHeadDim256RunsTheClusterKernel) {
   EXPECT_EQ(flashjit_kernel_launch_spec(k, &bad, &spec), FLASHJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(spec, nullptr);
   EXPECT_STREQ(flashjit_last_error_field(), "args.heads_kv");
-  // A caller with the 96-byte layout (0.1) gets the fields it knows and nothing past them.
-  struct Older {
-    unsigned char bytes[96];
-    uint64_t canary;
-  } older{};
-  older.canary = 0x5555;
-  *reinterpret_cast<uint32_t*>(older.bytes) = 96;
-  ASSERT_EQ(flashjit_kernel_describe(k, reinterpret_cast<flashjit_kernel_info_t*>(older.bytes)), FLASHJIT_SUCCESS);
-  EXPECT_EQ(older.canary, 0x5555u);
-  EXPECT_EQ(reinterpret_cast<const flashjit_kernel_info_t*>(older.bytes)->long_seqlen_min, 16384);
+  EXPECT_EQ(describe_in_older_layout<96>(k).long_seqlen_min, 16384);  // 0.1's layout
   flashjit_kernel_release(k);
 
   flashjit_kernel_t one = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1,cluster=1");

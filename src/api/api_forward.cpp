@@ -1,7 +1,7 @@
 // Exported: flashjit_attention_forward (the hot path), flashjit_kernel_launch_spec and
 // flashjit_validate_attention_args.
 //
-// One launch, in steps: read and check the C arguments -> the handle's kernel for their lengths ->
+// One launch, in steps: read and check the C arguments -> the handle's kernel for their shape ->
 // parameters from that kernel's cache, or validated (before any driver call) -> check the stream
 // belongs to the kernel's CUDA context -> encode new parameters -> cuLaunchKernelEx.
 // Nothing here allocates, synchronises, copies from the host or compiles (an error message is
@@ -72,7 +72,7 @@ class CurrentContextForLaunch {
 };
 
 ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in, CUstream stream) {
-  // 1. The C arguments, checked and converted; the kernel for their lengths (the two a handle may
+  // 1. The C arguments, checked and converted; the kernel for their shape (the two a handle may
   //    hold differ only in tiles, so the conversion's checks hold for either).
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, kernel.config(), &args); !st.ok()) return st;

@@ -2,6 +2,7 @@
 // each head's lightest causal query blocks to hold back for the CTAs that the pairs leave idle in
 // their last round. A pure function of the shape and the grid: the params cache keeps its result.
 // set_tile_deal (launch/attention_launch.hpp) puts the deal it fits into the kernel's parameters.
+// Also how well the pairs alone use their rounds, which launch/kernel_choice.hpp weighs.
 #pragma once
 
 #include <cstdint>
