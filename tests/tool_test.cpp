@@ -589,6 +589,30 @@ TEST(Tool, BenchEncodesTensorMapsOncePerInputSet) {
   }
 }
 
+// bench runs the kernel the C API would launch for the cell on this device (here the fake's 132
+// SMs) and says which: d256 causal at 9216 x 8 heads deals 288 pairs into 3 rounds (72 % used:
+// the cluster kernel, config/length_choice.hpp), at 10240 x 16 heads 640 into 5 (96 %: the pairs).
+TEST(Tool, BenchRunsAndNamesTheKernelTheApiWouldLaunch) {
+  TempDir dir;
+  for (auto [seqlen, heads, long_kernel] : {std::tuple{"9216", "8", true}, {"10240", "16", false}}) {
+    ToolRun r = run_tool({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=256,causal=1", "--batch", "1", "--seqlen-q", seqlen,
+                          "--seqlen-k", seqlen, "--heads-q", heads, "--cache-dir", dir.sub("cache"), "--json"},
+                         {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    json::Value v = parse_json(r);
+    const json::Array* rows = v.getAsArray();
+    ASSERT_TRUE(rows && rows->size() == 1) << r;
+    const json::Object* row = (*rows)[0].getAsObject();
+    ASSERT_TRUE(row) << r;
+    const auto ran_long = row->getBoolean("long_kernel");
+    ASSERT_TRUE(ran_long) << r;
+    EXPECT_EQ(*ran_long, long_kernel) << r;
+    const auto spec = row->getString("kernel_spec");
+    ASSERT_TRUE(spec) << r;
+    EXPECT_TRUE(spec->contains(long_kernel ? "cluster=2" : "cluster=1")) << spec->str();
+  }
+}
+
 // bench --pdl launches with PDL, direct and captured launches alike, the attention kernel and the
 // launch-floor kernel (timed with the cell's launch shape, attributes included); without it, none.
 TEST(Tool, BenchPdlLaunchesWithProgrammaticSerialization) {

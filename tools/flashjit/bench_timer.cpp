@@ -51,9 +51,10 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   auto family = engine.prepare_family(cell.spec, engine.options().policy);
   if (!family) { t.error = family.error().message; return t; }
   // What the C API would launch on this device.
-  const PreparedKernel* prepared =
-      &family->chosen(runs_long_variant(family->long_rule, family->main.config, extent_args(cell), sm_count));
+  t.long_kernel = family->long_sequences && runs_long_variant(family->long_rule, family->main.config, extent_args(cell), sm_count);
+  const PreparedKernel* prepared = &family->chosen(t.long_kernel);
   t.registers = prepared->compiled->report.registers;
+  t.kernel_spec = to_string(prepared->config.spec);
   auto loaded = engine.load(api, *prepared, context);
   if (!loaded) { t.error = loaded.error().message; return t; }
   const KernelConfig& config = prepared->config;

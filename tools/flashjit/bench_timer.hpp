@@ -28,6 +28,8 @@ struct Timing {
   double idle_ms = 0, graph_ms = 0;
   double floor_idle_ms = 0, floor_graph_ms = 0;  // the empty kernel, same launch shape
   int registers = 0;
+  std::string kernel_spec;    // the resolved spec of the kernel that ran
+  bool long_kernel = false;   // it was the spec's long-sequence kernel (config/length_choice.hpp)
   std::string error;
 };
 

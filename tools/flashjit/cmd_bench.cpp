@@ -119,8 +119,8 @@ int run_bench() {
   // 3. Time every cell.
   llvm::json::Array rows;
   if (!json_option()) {
-    std::printf("%-6s %-4s %3s %3s %5s %6s %6s %4s %4s %9s %9s %8s %8s %5s %8s\n", "group", "dt", "d", "cau", "batch", "sq", "sk", "hq",
-                "hkv", "graph_us", "idle_us", "TFLOP/s", "TB/s", "regs", "floor_us");
+    std::printf("%-6s %-4s %3s %3s %5s %6s %6s %4s %4s %9s %9s %8s %8s %5s %8s %-6s\n", "group", "dt", "d", "cau", "batch", "sq", "sk",
+                "hq", "hkv", "graph_us", "idle_us", "TFLOP/s", "TB/s", "regs", "floor_us", "kernel");
   }
   int failures = 0;
   for (const Cell& c : cells) {
@@ -136,12 +136,14 @@ int run_bench() {
                                         {"heads_kv", c.heads_kv}, {"graph_ms", t.graph_ms}, {"idle_ms", t.idle_ms},
                                         {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},
                                         {"registers", t.registers}, {"floor_idle_ms", t.floor_idle_ms},
-                                        {"floor_graph_ms", t.floor_graph_ms}, {"error", t.error}});
+                                        {"floor_graph_ms", t.floor_graph_ms}, {"kernel_spec", t.kernel_spec},
+                                        {"long_kernel", t.long_kernel}, {"error", t.error}});
     } else {
-      std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %8.1f %s\n", c.group.c_str(),
+      std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %8.1f %-6s %s\n", c.group.c_str(),
                   dtype_name(c.spec.dtype), c.spec.head_dim, int(c.spec.causal), c.batch, c.seqlen_q, c.seqlen_k, c.heads_q,
                   c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers,
-                  (t.floor_idle_ms - t.floor_graph_ms) * 1e3, t.error.c_str());
+                  (t.floor_idle_ms - t.floor_graph_ms) * 1e3, t.error.empty() ? (t.long_kernel ? "long" : "main") : "-",
+                  t.error.c_str());
       std::fflush(stdout);
     }
   }
