@@ -162,6 +162,9 @@ def main():
     ap.add_argument("--reps", type=int, default=30, help="timed calls (idle) and graph replays per cell; median reported")
     ap.add_argument("--per-graph", type=int, default=10, help="calls captured per graph replay (10: sustained load, 1: one call at a time)")
     ap.add_argument("--pdl", action="store_true", help="also time ours launched with PDL (column 'ours_pdl')")
+    ap.add_argument("--order", choices=("fixed", "both"), default="fixed",
+                    help="fixed: per cell ours, then cuDNN, then FA2; both: then again in the reverse order, "
+                         "each reported as its mean over the two passes")
     ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
                                                         "h200-fa3-vs-cudnn-2026-11-29.json"))
     args = ap.parse_args()
@@ -192,17 +195,31 @@ def main():
                 with sdpa_kernel([backend]):
                     return F.scaled_dot_product_attention(qt, kt, vt, is_causal=c["causal"], enable_gqa=c["hq"] != c["hkv"])
             fns[name] = sdpa
-        for name, fn in fns.items():
-            try:
-                idle, graph = time_idle(fn), time_graph(fn)
-                row[name] = round(flops / graph / 1e9, 1)
-                row[name + "_idle"] = round(flops / idle / 1e9, 1)
-                row[name + "_graph_us"] = round(graph * 1e3, 1)
-                row[name + "_idle_us"] = round(idle * 1e3, 1)
-                row[name + "_kv_tbps"] = round(kv_bytes / graph / 1e9, 2)
-            except Exception as ex:  # a backend that refuses a shape is reported, not fatal
+        # NOTES: the first one timed in a cell runs right after the previous cell's load (a 16k cell
+        # before a 512 one); --order both times them again in the reverse order and reports each
+        # one's mean over the two passes, per-pass times beside.
+        passes = [list(fns.items())]
+        if args.order == "both":
+            passes.append(passes[0][::-1])
+        timed = {name: [] for name in fns}
+        for order in passes:
+            for name, fn in order:
+                try:
+                    timed[name].append((time_idle(fn), time_graph(fn)))
+                except Exception as ex:  # a backend that refuses a shape is reported, not fatal
+                    row[name + "_error"] = str(ex)[:160]
+        for name, runs in timed.items():
+            if not runs:
                 row[name] = None
-                row[name + "_error"] = str(ex)[:160]
+                continue
+            idle, graph = sum(r[0] for r in runs) / len(runs), sum(r[1] for r in runs) / len(runs)
+            row[name] = round(flops / graph / 1e9, 1)
+            row[name + "_idle"] = round(flops / idle / 1e9, 1)
+            row[name + "_graph_us"] = round(graph * 1e3, 1)
+            row[name + "_idle_us"] = round(idle * 1e3, 1)
+            row[name + "_kv_tbps"] = round(kv_bytes / graph / 1e9, 2)
+            if len(runs) > 1:
+                row[name + "_graph_us_passes"] = [round(r[1] * 1e3, 1) for r in runs]
         b = base.get((c["dtype"], c["d"], c["causal"], c["sq"])) if c["group"] == "fa3" else None
         row["fa3"] = b["fa3_graph"] if b else None
         row["cudnn_baseline"] = b["cudnn_graph"] if b else None
@@ -247,7 +264,7 @@ def main():
         print(f"geomean ours with PDL / ours: {math.exp(sum(map(math.log, pdl)) / len(pdl)):.3f} over {len(pdl)} cells")
     json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "cudnn": torch.backends.cudnn.version(),
-               "reps": REPS, "per_graph": PER_GRAPH, "rows": rows}, open(args.out, "w"), indent=1)
+               "reps": REPS, "per_graph": PER_GRAPH, "order": args.order, "rows": rows}, open(args.out, "w"), indent=1)
 
 
 if __name__ == "__main__":
