@@ -1,4 +1,4 @@
-// End-to-end tests of the `flashjit` binary (FLASHJIT_TOOL_PATH): each test runs it as a child
+// End-to-end tests of the `flashjit` binary (tool_path()): each test runs it as a child
 // process and checks its exit status (0 success, 2 bad usage or an invalid spec, 1 other failures),
 // what it prints on stdout and stderr, and the shape of its --json output. Every test uses its own
 // temporary cache directory (--cache-dir) and compiles at most one small kernel.
@@ -75,6 +75,15 @@ std::string read_all(const std::string& path) {
   return buffer.str();
 }
 
+// The build tree's tool and fake libcuda, or the copies named by FLASHJIT_TEST_TOOL and
+// FLASHJIT_TEST_FAKE_LIBCUDA where this binary runs from a copied build (tests/gpu/run_h200.sh
+// with a carried BIN_DIR, whose build tree is not there).
+std::string from_env_or(const char* name, const char* built) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : built;
+}
+std::string tool_path() { return from_env_or("FLASHJIT_TEST_TOOL", FLASHJIT_TOOL_PATH); }
+
 // Environment changes for a run: a name mapped to a value sets it, to nullopt removes it.
 using EnvChanges = std::map<std::string, std::optional<std::string>>;
 
@@ -83,7 +92,7 @@ using EnvChanges = std::map<std::string, std::optional<std::string>>;
 ToolRun run_tool(const std::vector<std::string>& args, const EnvChanges& env = {}) {
   TempDir io;
   const std::string out_path = io.sub("stdout"), err_path = io.sub("stderr");
-  std::vector<std::string> arg_storage{FLASHJIT_TOOL_PATH};
+  std::vector<std::string> arg_storage{tool_path()};
   arg_storage.insert(arg_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : arg_storage) argv.push_back(a.data());
@@ -558,6 +567,8 @@ TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
 }
 
 #ifdef FLASHJIT_FAKE_LIBCUDA
+std::string fake_libcuda() { return from_env_or("FLASHJIT_TEST_FAKE_LIBCUDA", FLASHJIT_FAKE_LIBCUDA); }
+
 // The counts the fake libcuda wrote at the tool's exit (FAKE_CUDA_STATS_FILE): "name value" lines.
 std::map<std::string, uint64_t> read_fake_stats(const std::string& path) {
   std::map<std::string, uint64_t> counts;
@@ -579,7 +590,7 @@ TEST(Tool, BenchEncodesTensorMapsOncePerInputSet) {
   for (int iters : {3, 9}) {
     ToolRun r = run_tool({"bench", "--iters", std::to_string(iters), "--spec", kSmallSpec, "--batch", "1", "--seqlen-q", "512",
                           "--seqlen-k", "512", "--heads-q", "2", "--cache-dir", dir.sub("cache")},
-                         {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
+                         {{"FLASHJIT_LIBCUDA", fake_libcuda()}, {"FAKE_CUDA_STATS_FILE", stats_file}});
     ASSERT_EQ(r.exit_code, 0) << r;
     std::map<std::string, uint64_t> counts = read_fake_stats(stats_file);
     // Eight input sets: the fake's 60 MB L2 three times over in 1 MB sets, capped at eight.
@@ -597,7 +608,7 @@ TEST(Tool, BenchRunsAndNamesTheKernelTheApiWouldLaunch) {
   for (auto [seqlen, heads, long_kernel] : {std::tuple{"9216", "8", true}, {"10240", "16", false}}) {
     ToolRun r = run_tool({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=256,causal=1", "--batch", "1", "--seqlen-q", seqlen,
                           "--seqlen-k", seqlen, "--heads-q", heads, "--cache-dir", dir.sub("cache"), "--json"},
-                         {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}});
+                         {{"FLASHJIT_LIBCUDA", fake_libcuda()}});
     ASSERT_EQ(r.exit_code, 0) << r;
     json::Value v = parse_json(r);
     const json::Array* rows = v.getAsArray();
@@ -622,7 +633,7 @@ TEST(Tool, BenchPdlLaunchesWithProgrammaticSerialization) {
     std::vector<std::string> args = {"bench", "--iters", "3", "--spec", kSmallSpec, "--batch", "1", "--seqlen-q", "512",
                                      "--seqlen-k", "512", "--heads-q", "2", "--cache-dir", dir.sub("cache")};
     if (pdl) args.push_back("--pdl");
-    ToolRun r = run_tool(args, {{"FLASHJIT_LIBCUDA", FLASHJIT_FAKE_LIBCUDA}, {"FAKE_CUDA_STATS_FILE", stats_file}});
+    ToolRun r = run_tool(args, {{"FLASHJIT_LIBCUDA", fake_libcuda()}, {"FAKE_CUDA_STATS_FILE", stats_file}});
     ASSERT_EQ(r.exit_code, 0) << r;
     std::map<std::string, uint64_t> counts = read_fake_stats(stats_file);
     if (pdl) {

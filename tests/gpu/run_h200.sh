@@ -6,7 +6,8 @@
 #   4. compute-sanitizer memcheck and racecheck on small shapes per head dim
 #   5. SASS of every default variant: HGMMA, no local memory
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
-# Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit;
+# Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
+#   the Tool.* tests that use it, libflashjit_fake_cuda.so);
 # without it, builds here. Full logs in $OUT (or ./out).
 set -u -o pipefail
 OUT=${OUT:-$PWD/out}
@@ -18,6 +19,10 @@ if [ -z "$BIN" ]; then
   TESTS=build-gpu/tests/flashjit_tests; TOOL=build-gpu/flashjit
 else
   TESTS=$BIN/flashjit_tests; TOOL=$BIN/flashjit
+  # The Tool.* tests start the tool (and some the fake libcuda) by the build tree's path; point
+  # them at the carried copies.
+  export FLASHJIT_TEST_TOOL=$(realpath "$TOOL")
+  [ -f "$BIN/libflashjit_fake_cuda.so" ] && export FLASHJIT_TEST_FAKE_LIBCUDA=$(realpath "$BIN/libflashjit_fake_cuda.so")
 fi
 export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-/tmp/flashjit-cache}
 declare -a rows
