@@ -564,6 +564,28 @@ TEST(ApiFakeDriver, LaunchWithNewParametersAllocatesNothing) {
   EXPECT_EQ(n, 0u) << "allocations in 100 launches with new arguments";
 }
 
+// Choosing between a handle's kernels by the persistent grid's deal (d256 causal between 8192 and
+// 16384: launch/kernel_choice.hpp) allocates nothing either, with cached and with new arguments,
+// on both sides of the rule.
+TEST(ApiFakeDriver, ChoosingTheKernelByTheDealAllocatesNothing) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=256,causal=1");
+  ASSERT_NE(k, nullptr);
+  CUstream stream = make_stream(cu_context_of(ctx));
+  for (auto [seqlen, heads, cluster] : {std::tuple{9216, 8, 2u}, {10240, 16, 1u}}) {
+    const flashjit_attention_args_t a = make_args(0x100000000ull, 1, seqlen, seqlen, heads, heads, 256);
+    ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+    EXPECT_EQ(last_launch().cluster_x, cluster) << seqlen;
+    EXPECT_EQ(allocations_during(k, stream, a, 100, [](flashjit_attention_args_t&, int) {}), 0u) << seqlen << ", cached";
+    EXPECT_EQ(allocations_during(k, stream, a, 100, [](flashjit_attention_args_t& x, int) { x.o += 16 * 1024; }), 0u)
+        << seqlen << ", new arguments";
+    EXPECT_EQ(last_launch().cluster_x, cluster) << seqlen;
+  }
+  EXPECT_STREQ(flashjit_last_error_message(), "");
+  flashjit_kernel_release(k);
+  flashjit_context_destroy(ctx);
+}
+
 // The tile decode's divisors that make_kernel_params hands the kernel (FastDivisor in
 // templates/tile_schedule.cuh):
 // query blocks per head padded to whole clusters (800 rows in 128-row blocks: 7, padded to 8),
