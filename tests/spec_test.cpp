@@ -174,10 +174,16 @@ TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
     EXPECT_EQ(variant->rule.uneven_use_percent, c.rule.uneven_use_percent);
     EXPECT_TRUE(make_config(variant->spec).ok());
   }
-  EXPECT_TRUE(both_at_least(4096, 4096, 4096));
-  EXPECT_TRUE(both_at_least(4096, 16384, 5000));
-  EXPECT_FALSE(both_at_least(4096, 4095, 16384));
-  EXPECT_FALSE(both_at_least(4096, 16384, 4095));
+  // The lengths' ranges, by the shorter of the two.
+  const LongSequenceRule lengths_only{4096}, with_deal{16384, 8192, 92};
+  EXPECT_EQ(length_range(lengths_only, 4096, 4096), LengthRange::kLong);
+  EXPECT_EQ(length_range(lengths_only, 16384, 5000), LengthRange::kLong);
+  EXPECT_EQ(length_range(lengths_only, 4095, 16384), LengthRange::kShort);
+  EXPECT_EQ(length_range(lengths_only, 16384, 4095), LengthRange::kShort);
+  EXPECT_EQ(length_range(with_deal, 16384, 20000), LengthRange::kLong);
+  EXPECT_EQ(length_range(with_deal, 16383, 20000), LengthRange::kDealDecides);
+  EXPECT_EQ(length_range(with_deal, 9000, 8192), LengthRange::kDealDecides);
+  EXPECT_EQ(length_range(with_deal, 9000, 8191), LengthRange::kShort);
 }
 
 // The grid: 1-D over query blocks (padded to whole clusters) x heads x batch; capped at max_ctas

@@ -65,6 +65,16 @@ TEST(Tuning, RecordedWinnerIsUsedForTheAutoSpecOnly) {
   EXPECT_EQ(causal->config.spec.block_n, 128);
 }
 
+// Launch extents: one sequence of 8 heads.
+AttentionArgs extents(int seqlen_q, int seqlen_k) {
+  AttentionArgs a;
+  a.batch = 1;
+  a.seqlen_q = seqlen_q;
+  a.seqlen_k = seqlen_k;
+  a.heads_q = a.heads_kv = 8;
+  return a;
+}
+
 // A tuned spec runs its winner at every length: no long-sequence kernel beside it. Untuned, the
 // same spec has one (config/length_choice.hpp), which the launch's arguments pick.
 TEST(Tuning, TunedSpecHasNoLongSequenceKernel) {
@@ -76,8 +86,8 @@ TEST(Tuning, TunedSpecHasNoLongSequenceKernel) {
   ASSERT_TRUE(untuned->long_sequences.has_value());
   EXPECT_EQ(untuned->long_sequences->config.spec.consumer_wgs, 3);
   EXPECT_EQ(untuned->long_rule.min_seqlen, 4096);
-  EXPECT_EQ(untuned->chosen(true).config.spec.consumer_wgs, 3);
-  EXPECT_EQ(untuned->chosen(false).config.spec.consumer_wgs, 2);
+  EXPECT_EQ(untuned->for_launch(extents(4096, 4096), 132).config.spec.consumer_wgs, 3);
+  EXPECT_EQ(untuned->for_launch(extents(4096, 2048), 132).config.spec.consumer_wgs, 2);
 
   const std::string winner = "dtype=bf16,head_dim=64,causal=1,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=1,pingpong=1";
   ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), winner, 100.0, "b=1"}).ok());
@@ -85,7 +95,7 @@ TEST(Tuning, TunedSpecHasNoLongSequenceKernel) {
   ASSERT_TRUE(tuned.ok()) << tuned.error().message;
   EXPECT_TRUE(tuned->main.tuned);
   EXPECT_FALSE(tuned->long_sequences.has_value());
-  EXPECT_EQ(tuned->chosen(true).config.spec.block_n, 64);
+  EXPECT_EQ(tuned->for_launch(extents(16384, 16384), 132).config.spec.block_n, 64);
 }
 
 TEST(Tuning, MalformedOrForeignRecordsAreIgnored) {

@@ -113,11 +113,9 @@ ApiStatus validate_for_spec(const char* spec_text, const flashjit_attention_args
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
   const auto variant = long_sequence_variant(*spec);
-  const LongSequenceRule rule = variant ? variant->rule : LongSequenceRule{};
-  const bool always_long = variant && both_at_least(rule.min_seqlen, args.seqlen_q, args.seqlen_k);
-  const bool maybe_long = variant && rule.uneven_min_seqlen && both_at_least(rule.uneven_min_seqlen, args.seqlen_q, args.seqlen_k);
-  if (!always_long) {
-    if (ApiStatus st = validate_launch_args(*config, args); !st.ok() || !maybe_long) return st;
+  const LengthRange range = variant ? length_range(variant->rule, args.seqlen_q, args.seqlen_k) : LengthRange::kShort;
+  if (range != LengthRange::kLong) {
+    if (ApiStatus st = validate_launch_args(*config, args); !st.ok() || range == LengthRange::kShort) return st;
   }
   auto long_config = make_config(variant->spec);
   if (!long_config) return long_config.take_error();

@@ -23,8 +23,9 @@ LongSequenceVariant three_warpgroups(const AttentionSpec& asked) {
 // rounds they take (pairs / (rounds x SMs); -7 to +18 %, +5.3 % on average, +4.1 % over the 10
 // fresh shapes measured after the rule was set; over 16 random shapes of 8k-16k the rule gives
 // +6.3 % against the pairs alone, the better kernel per shape +7.4 %), and ranged from -8 % to
-// +5 % above that (about level on average). Below 8k the outcome at like use swung from -15 % to +9 % (e.g. 7168: +7.6 % at
-// 71 % used, -8.7 % at 85 %): the rule leaves those lengths to the pairs.
+// +5 % above that (about level on average). Below 8k the outcome at like use swung from -15 % to
+// +19 % (e.g. 7168: +7.6 % at 71 % used, -8.7 % at 85 %): the rule leaves those lengths to the
+// pairs.
 LongSequenceVariant clusters(const AttentionSpec& asked) {
   LongSequenceVariant variant{asked, {.min_seqlen = 16384, .uneven_min_seqlen = 8192, .uneven_use_percent = 92}};
   variant.spec.cluster = 2;

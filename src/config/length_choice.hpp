@@ -32,9 +32,14 @@ struct LongSequenceVariant {
 
 std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& asked);
 
-// Whether both lengths are at least `min_seqlen`.
-inline bool both_at_least(int64_t min_seqlen, int64_t seqlen_q, int64_t seqlen_k) {
-  return seqlen_q >= min_seqlen && seqlen_k >= min_seqlen;
+// Where a launch's lengths fall in the rule: below its ranges (the main kernel), in the range where
+// the deal decides (launch/kernel_choice.hpp), or long enough for the variant whatever the deal.
+enum class LengthRange { kShort, kDealDecides, kLong };
+inline LengthRange length_range(const LongSequenceRule& rule, int64_t seqlen_q, int64_t seqlen_k) {
+  const int64_t shorter = seqlen_q < seqlen_k ? seqlen_q : seqlen_k;
+  if (shorter >= rule.min_seqlen) return LengthRange::kLong;
+  if (rule.uneven_min_seqlen > 0 && shorter >= rule.uneven_min_seqlen) return LengthRange::kDealDecides;
+  return LengthRange::kShort;
 }
 
 }  // namespace flashjit

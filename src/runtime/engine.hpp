@@ -18,6 +18,7 @@
 #include "config/kernel_config.hpp"
 #include "config/length_choice.hpp"
 #include "driver/module.hpp"
+#include "launch/kernel_choice.hpp"
 
 namespace flashjit {
 
@@ -48,8 +49,10 @@ struct PreparedFamily {
   std::optional<PreparedKernel> long_sequences;  // runs where long_rule holds
   LongSequenceRule long_rule;
 
-  // The kernel a launch runs, given whether its arguments meet long_rule (launch/kernel_choice.hpp).
-  const PreparedKernel& chosen(bool long_rule_met) const { return long_sequences && long_rule_met ? *long_sequences : main; }
+  // The kernel the C API launches for `args` (only the extents matter) on a device of sm_count SMs.
+  const PreparedKernel& for_launch(const AttentionArgs& args, int sm_count) const {
+    return long_sequences && runs_long_variant(long_rule, main.config, args, sm_count) ? *long_sequences : main;
+  }
   // Every kernel of the family: main, then the long-sequence one if any.
   std::vector<const PreparedKernel*> kernels() const {
     if (long_sequences) return {&main, &*long_sequences};

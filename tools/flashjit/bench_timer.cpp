@@ -7,7 +7,6 @@
 #include "config/kernel_config.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
-#include "launch/kernel_choice.hpp"
 #include "verify/builtin_kernel.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
@@ -50,9 +49,8 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   Timing t;
   auto family = engine.prepare_family(cell.spec, engine.options().policy);
   if (!family) { t.error = family.error().message; return t; }
-  // What the C API would launch on this device.
-  t.long_kernel = family->long_sequences && runs_long_variant(family->long_rule, family->main.config, extent_args(cell), sm_count);
-  const PreparedKernel* prepared = &family->chosen(t.long_kernel);
+  const PreparedKernel* prepared = &family->for_launch(extent_args(cell), sm_count);  // what the C API would launch
+  t.long_kernel = prepared != &family->main;
   t.registers = prepared->compiled->report.registers;
   t.kernel_spec = to_string(prepared->config.spec);
   auto loaded = engine.load(api, *prepared, context);
@@ -74,13 +72,11 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
       t.error = st.error().message;
       return t;
     }
-    AttentionArgs& a = args[s];
+    AttentionArgs& a = args[s] = extent_args(cell);
     a.q = base;
     a.k = a.q + 2 * q_elems;
     a.v = a.k + 2 * kv_elems;
     a.o = a.v + 2 * kv_elems;
-    a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
-    a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
   }

@@ -7,7 +7,6 @@
 
 #include "driver/context.hpp"
 #include "driver/device_info.hpp"
-#include "launch/kernel_choice.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "verify/check.hpp"
 
@@ -49,8 +48,7 @@ int run_check() {
   AttentionArgs shape;  // what the C API would launch on this device
   shape.batch = Batch; shape.seqlen_q = SeqlenQ; shape.seqlen_k = SeqlenK;
   shape.heads_q = HeadsQ; shape.heads_kv = HeadsKv;
-  const PreparedKernel* prepared =
-      &family->chosen(runs_long_variant(family->long_rule, family->main.config, shape, info->sm_count));
+  const PreparedKernel* prepared = &family->for_launch(shape, info->sm_count);
   auto loaded = engine.load(**api, *prepared, context->get());
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
