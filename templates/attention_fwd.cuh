@@ -43,9 +43,9 @@ struct Params {
   int batch;
   // The tile deal (tile_schedule.cuh), fitted by the host to a grid of deal_ctas CTAs, and the
   // tile decode's divisors as (multiplier, shift): query blocks per head (all of them, and phase
-  // 1's), heads_q x batch, heads_q, and query heads per K/V head.
-  int fill_blocks, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
-  uint32_t div_m_blocks[2], div_paired[2], div_heads[2], div_heads_q[2], div_group[2];
+  // 1's), the heads blocks are held back from, heads_q, and query heads per K/V head.
+  int fill_blocks, held_heads, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
+  uint32_t div_m_blocks[2], div_paired[2], div_held_heads[2], div_heads_q[2], div_group[2];
 };
 // NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
@@ -143,9 +143,10 @@ FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_block
 
 // The persistent grid's deal (tile_schedule.cuh) seen from this CTA. Causal tiles cost from one
 // K/V block to all of them: with fewer CTAs than tiles they go out in pairs of equal total cost,
-// the lightest p.fill_blocks query blocks of each head held back for the CTAs the pairs leave
-// idle at the end; with a CTA per tile (clusters too) the hardware balances them. The host fits
-// the hold to the grid it launches (p.deal_*); on any other grid nothing is held back.
+// the lightest p.fill_blocks query blocks of each head (or the last p.held_heads heads whole)
+// held back for the CTAs the pairs leave idle at the end; with a CTA per tile (clusters too) the
+// hardware balances them. The host fits the hold to the grid it launches (p.deal_*); on any other
+// grid nothing is held back.
 FJ_DEVICE FastDivisor divisor(uint32_t d, const uint32_t (&constants)[2]) { return {d, constants[0], constants[1]}; }
 // n / d from the constants alone, where the kernel needs only the quotient.
 FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&constants)[2]) { return fast_div(n, divisor(0u, constants)); }
@@ -167,11 +168,12 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.unit = deal_unit(kCausal, kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
+  d.held_heads = fitted ? (uint32_t)p.held_heads : 0u;
   d.full_rounds = (uint32_t)p.deal_full_rounds;
   d.last_units = (uint32_t)p.deal_last_units;
   d.odd_cta = (uint32_t)p.deal_odd_cta;
-  d.by_paired = fitted ? divisor(d.m_blocks - (d.unit == 2 ? d.fill : 0u), p.div_paired) : divisor(d.m_blocks, p.div_m_blocks);
-  d.by_heads = divisor(d.heads, p.div_heads);
+  d.by_paired = fitted ? divisor(phase1_blocks_per_head(d), p.div_paired) : divisor(d.m_blocks, p.div_m_blocks);
+  d.by_held_heads = divisor(held_heads(d), p.div_held_heads);
   return d;
 }
 

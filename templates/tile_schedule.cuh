@@ -11,7 +11,11 @@
 // CTAs in 7.76 rounds, and a quarter of the CTAs idle through the last one (3 % of the kernel).
 // Phase 2 fills that hole: the `fill` lightest query blocks of every head (a few K/V blocks each)
 // are held back from phase 1 and dealt, heaviest first and in a snake, to the CTAs idle in
-// phase 1's last round. The host picks `fill` (launch/tile_schedule.cpp); 0 is phase 1 alone.
+// phase 1's last round. Where heads have too few query blocks to hold light ones back (seqlen 512:
+// four), the last `held_heads` heads are held back whole instead (fill = m_blocks): phase 1 pairs
+// the other heads in whole rounds and phase 2 deals the last heads' tiles one by one, heaviest
+// first, to every CTA, so that the partly filled last round of pairs becomes a round of single
+// tiles. The host picks both (launch/tile_schedule.cpp); fill 0 is phase 1 alone.
 
 #ifndef FJ_DEVICE
 #define FJ_DEVICE inline
@@ -51,14 +55,16 @@ struct TileDeal {
   uint32_t heads;      // heads_q x batch
   uint32_t unit;       // tiles per phase-1 unit: 1, or 2 (causal pairs)
   uint32_t fill;       // query blocks per head held back for phase 2 (pairs only; at most m_blocks)
+  uint32_t held_heads; // the heads they are held back from, the last ones: 0 (or heads) every head;
+                       // fewer only with fill = m_blocks (those heads whole, the rest all in phase 1)
   // Fitted by fit_tile_deal: phase 1's whole rounds of units, the units of its last, partly
   // filled round, the CTA whose last unit is half a unit (an odd tile count; else ctas), and the
-  // divisors by phase 1's query blocks per head and by heads.
+  // divisors by phase 1's query blocks per head and by the heads held back from.
   // NOTES: the host fits them once per launch and the kernel reads them from its parameters:
   // dividing by the CTA count in the kernel kept the divisor's reciprocal live through the
   // producer's loop, and the producer (24 registers) spilled.
   uint32_t full_rounds, last_units, odd_cta;
-  FastDivisor by_paired, by_heads;
+  FastDivisor by_paired, by_held_heads;
 };
 
 // Tiles per phase-1 unit: causal pairs where a persistent grid has fewer CTAs than tiles (no
@@ -67,10 +73,19 @@ FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t t
   return causal && cluster == 1 && ctas < tiles ? 2u : 1u;
 }
 
-FJ_DEVICE uint32_t phase1_blocks_per_head(const TileDeal& d) { return d.m_blocks - (d.unit == 2 ? d.fill : 0); }
+FJ_DEVICE uint32_t held_fill(const TileDeal& d) { return d.unit == 2 ? d.fill : 0; }
+FJ_DEVICE uint32_t held_heads(const TileDeal& d) {
+  return d.held_heads == 0 || d.held_heads >= d.heads || held_fill(d) != d.m_blocks ? d.heads : d.held_heads;
+}
+// Phase 1's query blocks per head: those not held back where every head holds some back, all of
+// them where the last heads are held back whole (phase 1 then stops before those heads).
+FJ_DEVICE uint32_t phase1_blocks_per_head(const TileDeal& d) {
+  return held_heads(d) == d.heads ? d.m_blocks - held_fill(d) : d.m_blocks;
+}
+FJ_DEVICE uint32_t phase1_tiles(const TileDeal& d) { return d.m_blocks * d.heads - held_fill(d) * held_heads(d); }
 
 FJ_DEVICE void fit_tile_deal(TileDeal& d) {
-  const uint32_t tiles1 = phase1_blocks_per_head(d) * d.heads, units = (tiles1 + d.unit - 1) / d.unit;
+  const uint32_t tiles1 = phase1_tiles(d), units = (tiles1 + d.unit - 1) / d.unit;
   d.full_rounds = units / d.ctas;
   d.last_units = units - d.full_rounds * d.ctas;
   d.odd_cta = d.ctas;
@@ -79,7 +94,7 @@ FJ_DEVICE void fit_tile_deal(TileDeal& d) {
     d.odd_cta = (round & 1) ? d.ctas - 1 - slot : slot;
   }
   d.by_paired = fit_divisor(phase1_blocks_per_head(d) ? phase1_blocks_per_head(d) : 1);
-  d.by_heads = fit_divisor(d.heads);
+  d.by_held_heads = fit_divisor(held_heads(d));
 }
 
 struct DealtTile {
@@ -89,26 +104,27 @@ struct DealtTile {
 };
 
 // Where the local-th tile of CTA d.cta sits: tile t of phase 1 ([head][position], positions
-// paired heaviest/lightest) or held-back block f of phase 2. The kernel's loops test it every tile.
+// paired heaviest/lightest) or held-back block f of phase 2 ([row][held head], rows heaviest
+// first). The kernel's loops test it every tile.
 struct DealSlot {
   bool valid, held_back;
   uint32_t index;
 };
 
 FJ_DEVICE DealSlot deal_slot(const TileDeal& d, uint32_t local) {
-  const uint32_t fill = d.unit == 2 ? d.fill : 0;
+  const uint32_t fill = held_fill(d);
   // Phase 1: this CTA's unit in round `local / unit`; its tiles are a prefix of its walk.
   const uint32_t round = d.unit == 2 ? local >> 1 : local;
   const uint32_t slot = (round & 1) ? d.ctas - 1 - d.cta : d.cta;
   const uint32_t t = (round * d.ctas + slot) * d.unit + (d.unit == 2 ? (local & 1) : 0);
-  if (t < (d.m_blocks - fill) * d.heads) return {true, false, t};
+  if (t < phase1_tiles(d)) return {true, false, t};
   // Phase 2: only CTAs idle in phase 1's last round take held-back blocks, heaviest first.
   const uint32_t last_slot = (d.full_rounds & 1) ? d.ctas - 1 - d.cta : d.cta;
   if (fill == 0 || last_slot < d.last_units) return {false, false, 0};
   const uint32_t idle = d.ctas - d.last_units, i = last_slot - d.last_units;
   const uint32_t j = local - (d.unit * d.full_rounds - (d.cta == d.odd_cta ? 1 : 0));  // its j-th phase-2 tile
   const uint32_t f = j * idle + ((j & 1) ? idle - 1 - i : i);
-  return {f < fill * d.heads, true, f};
+  return {f < fill * held_heads(d), true, f};
 }
 
 // The local-th tile of CTA d.cta (d fitted by fit_tile_deal).
@@ -117,9 +133,10 @@ FJ_DEVICE DealtTile deal_tile(const TileDeal& d, uint32_t local) {
   DealtTile out = {at.valid, 0, 0};
   if (!at.valid) return out;
   if (at.held_back) {
-    const uint32_t row = fast_div(at.index, d.by_heads);  // held-back blocks go row by row, heaviest first
+    const uint32_t held = held_heads(d);
+    const uint32_t row = fast_div(at.index, d.by_held_heads);  // held-back blocks go row by row, heaviest first
     out.m_block = d.fill - 1 - row;
-    out.head = at.index - row * d.heads;
+    out.head = (d.heads - held) + (at.index - row * held);
     return out;
   }
   const uint32_t paired = d.by_paired.d;

@@ -172,24 +172,27 @@ TEST(AttentionGpu, PersistentGridOfAnySize) {
 
 // The causal deal's held-back blocks (templates/tile_schedule.cuh): whatever hold the parameters
 // carry, on any grid, every tile is computed exactly once (poisoned outputs, float64 reference):
-// pairs alone, a few blocks, every block, over odd and even query block counts, causal lengths
-// with seqlen_k > seqlen_q, where the CTA holding an odd last unit or a full last round decide
-// where phase 2 starts. Then what the launch picks by itself on shapes where it holds some back.
+// pairs alone, a few blocks, every block, the last heads whole, over odd and even query block
+// counts, causal lengths with seqlen_k > seqlen_q, where the CTA holding an odd last unit or a
+// full last round decide where phase 2 starts. Then what the launch picks by itself on shapes
+// where it holds some back (light blocks from 4k, the last heads whole at 512).
 TEST(AttentionGpu, CausalDealHoldsBackAnyNumberOfBlocks) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
   for (auto [d, extra] : {std::pair{64, ""}, {64, "consumer_wgs=3"}, {128, ""}, {256, ""}})
     for (auto [sq, sk, heads] : {std::tuple{1000, 1000, 3}, {1300, 1300, 5}, {700, 1500, 2}, {2048, 2048, 4}})
       for (int ctas : {1, 4, 7, 13})
-        for (int fill : {0, 1, 2, 5, 100}) {
+        for (auto [fill, held_heads] : {std::pair{0, 0}, {1, 0}, {2, 0}, {5, 0}, {100, 0}, {100, 1}, {100, 3}}) {
           Case c{spec_text(true, d, true, extra), problem(true, d, true, sq, sk, 2, heads, heads)};
           c.max_ctas = ctas;
           c.fill_blocks = fill;  // clamped to the query blocks
+          c.held_heads = held_heads;
           cases.push_back(c);
         }
   // What the launch picks (on the device's SMs): some held back at these lengths.
   for (bool bf16 : {false, true})
-    for (auto [d, sq, batch, heads] : {std::tuple{64, 4096, 2, 16}, {128, 4096, 2, 16}, {128, 8192, 1, 16}, {96, 4096, 2, 16}})
+    for (auto [d, sq, batch, heads] : {std::tuple{64, 4096, 2, 16}, {128, 4096, 2, 16}, {128, 8192, 1, 16}, {96, 4096, 2, 16},
+                                       {64, 512, 5, 16}, {128, 512, 5, 16}})
       cases.push_back({spec_text(bf16, d, true), problem(bf16, d, true, sq, sq, batch, heads, heads)});
   run_all(cases);
 }

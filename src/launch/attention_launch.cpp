@@ -33,7 +33,7 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
 
 }  // namespace
 
-void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, int fill_blocks) {
+void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, CausalHold hold) {
   // The kernel's tile_deal as the kernel builds it on this grid; phase 1's rounds fitted by the
   // deal itself.
   TileDeal d{};
@@ -41,9 +41,11 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   d.m_blocks = uint32_t(attention_query_blocks(c, a));  // padded to whole clusters
   d.heads = uint32_t(a.heads_q) * uint32_t(a.batch);
   d.unit = deal_unit(c.spec.causal, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
-  d.fill = uint32_t(std::clamp<int64_t>(fill_blocks, 0, d.m_blocks));
+  d.fill = uint32_t(std::clamp<int64_t>(hold.fill_blocks, 0, d.m_blocks));
+  d.held_heads = uint32_t(std::clamp<int64_t>(hold.held_heads, 0, d.heads));
   fit_tile_deal(d);
   p.fill_blocks = int(d.fill);
+  p.held_heads = int(held_heads(d));
   p.deal_ctas = int(grid_ctas);
   p.deal_full_rounds = int(d.full_rounds);
   p.deal_last_units = int(d.last_units);
@@ -51,7 +53,7 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   // (multiplier, shift) pairs for the kernel's fast_div.
   const std::pair<uint32_t*, FastDivisor> divisors[] = {
       {p.div_m_blocks, fit_divisor(d.m_blocks)},         {p.div_paired, d.by_paired},
-      {p.div_heads, d.by_heads},                          {p.div_heads_q, fit_divisor(uint32_t(a.heads_q))},
+      {p.div_held_heads, d.by_held_heads},                {p.div_heads_q, fit_divisor(uint32_t(a.heads_q))},
       {p.div_group, fit_divisor(uint32_t(a.heads_q / a.heads_kv))}};
   for (const auto& [to, from] : divisors) to[0] = from.mul, to[1] = from.shift;
 }
@@ -97,7 +99,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
-  set_tile_deal(p, c, a, grid_ctas, causal_fill_blocks(c, a, grid_ctas));
+  set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;
 }
 

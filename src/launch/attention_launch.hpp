@@ -7,6 +7,7 @@
 #include "driver/cuda_driver.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_args.hpp"
+#include "launch/tile_schedule.hpp"
 
 namespace flashjit {
 
@@ -29,8 +30,8 @@ struct KernelParams {
   int batch;
   // The tile deal (templates/tile_schedule.cuh), fitted to a grid of deal_ctas CTAs, and the tile
   // decode's divisors as (multiplier, shift): see set_tile_deal.
-  int fill_blocks, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
-  uint32_t div_m_blocks[2], div_paired[2], div_heads[2], div_heads_q[2], div_group[2];
+  int fill_blocks, held_heads, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
+  uint32_t div_m_blocks[2], div_paired[2], div_held_heads[2], div_heads_q[2], div_group[2];
 };
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
@@ -45,11 +46,11 @@ LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionAr
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& config, const AttentionArgs& args,
                                         int max_ctas);
 
-// Fits the tile deal with `fill_blocks` held back (clamped to the query blocks) to a grid of
-// grid_ctas CTAs and puts it, with every divisor of the kernel's tile decode, into the parameters
-// (make_kernel_params fits its own with causal_fill_blocks; tests force others).
+// Fits the tile deal with `hold` (its fill clamped to the query blocks, its heads to the heads)
+// to a grid of grid_ctas CTAs and puts it, with every divisor of the kernel's tile decode, into
+// the parameters (make_kernel_params fits its own with causal_hold; tests force others).
 void set_tile_deal(KernelParams& params, const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas,
-                   int fill_blocks);
+                   CausalHold hold);
 
 // make_kernel_params + launch_kernel on `stream` (max_ctas as for attention_launch_shape).
 Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& config,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 // deal_unit: the rule the kernel deals by.
 #include "../../templates/tile_schedule.cuh"
@@ -14,6 +16,10 @@ namespace {
 // busiest CTA takes ceil(units / P) of them; each CTA idle in the last round takes its held-back
 // blocks on top of its full rounds. The estimate is exact for equal pairs (block_n divides
 // block_m) up to rounding; block_n = 80 (d256) pairs differ by a block, hence `slack`.
+// Short sequences have too few query blocks per head to hold light ones back (four at 512: the
+// lightest cost about a pair's third), so there the last heads go to phase 2 whole: phase 1 stops
+// after whole rounds and every CTA takes one or two of those heads' tiles, heaviest first, in
+// place of the partly filled last round of pairs (d64 / d128 causal 512: 3 % over the mean -> 1 %).
 constexpr int kTileOverheadBlocks = 1;
 constexpr int kMaxFill = 128;        // deeper holds never paid in the model (fill ~ m_blocks / 3 at most)
 constexpr int64_t kMaxFillRows = 16;  // snake rows of held-back blocks per idle CTA worth modelling
@@ -40,14 +46,31 @@ int64_t held_back_load(const Shape& s, int64_t fill, int64_t idle, int64_t i) {
   return load;
 }
 
+// The last heads held back whole after `rounds` whole rounds of pairs over the others (phase 1
+// must end on a head, so 2 x rounds x CTAs tiles must be whole heads): the busiest CTA's estimate,
+// and the heads held (0: no such deal). Phase 2's tiles go row by row (query block m_blocks - 1 of
+// every held head, then m_blocks - 2, ...) over every CTA in a snake, as the kernel deals them.
+std::pair<double, int64_t> whole_heads_estimate(const Shape& s, int64_t rounds, double pair, int64_t slack) {
+  const int64_t phase1_tiles = 2 * rounds * s.ctas;
+  if (rounds < 1 || phase1_tiles % s.m_blocks != 0 || phase1_tiles >= s.m_blocks * s.heads) return {0, 0};
+  const int64_t held = s.heads - phase1_tiles / s.m_blocks, n = held * s.m_blocks;
+  if (n > 4 * s.ctas) return {0, 0};  // more than a few rows of single tiles: nothing left to balance
+  std::vector<int64_t> load(size_t(s.ctas), 0);
+  for (int64_t f = 0; f < n; ++f) {
+    const int64_t row = f / s.ctas, i = f % s.ctas;
+    load[size_t((row & 1) ? s.ctas - 1 - i : i)] += s.cost(s.m_blocks - 1 - f / held);
+  }
+  return {double(rounds) * pair + double(slack) + double(*std::max_element(load.begin(), load.end())), held};
+}
+
 }  // namespace
 
-int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
+CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const AttentionSpec& spec = config.spec;
   const uint32_t tiles = uint32_t(attention_tile_count(config, args));  // below 2^31: validated
-  if (grid_ctas == 0 || deal_unit(spec.causal, spec.cluster, grid_ctas, tiles) != 2) return 0;  // no pairs dealt
-  if (args.seqlen_k < args.seqlen_q) return 0;
-  if (config.q_buffers < 2) return 0;  // a held-back tile's Q load would wait for the last O store
+  if (grid_ctas == 0 || deal_unit(spec.causal, spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
+  if (args.seqlen_k < args.seqlen_q) return {};
+  if (config.q_buffers < 2) return {};  // a held-back tile's Q load would wait for the last O store
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
           int64_t(args.heads_q) * args.batch, grid_ctas};
   const int64_t slack = s.block_m % s.block_n ? 1 : 0;
@@ -62,7 +85,7 @@ int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, un
   const double alone = double((units0 + s.ctas - 1) / s.ctas) * pair0 + double(slack) + (s.m_blocks % 2 ? pair0 / 4 : 0);
 
   double best = alone;
-  int best_fill = 0;
+  CausalHold best_hold;
   int64_t held_per_head = 0;  // cost of the held-back blocks of one head
   const int64_t max_fill = std::min<int64_t>(s.m_blocks, kMaxFill);
   for (int64_t fill = 1; fill < max_fill; ++fill) {
@@ -80,9 +103,18 @@ int causal_fill_blocks(const KernelConfig& config, const AttentionArgs& args, un
     const double busiest_idle = double(full_rounds) * pair + double(slack) +
                                 double(std::max(held_back_load(s, fill, idle, 0), held_back_load(s, fill, idle, idle - 1)));
     const double estimate = std::max(busiest_paired, busiest_idle);
-    if (estimate < best) best = estimate, best_fill = int(fill);
+    if (estimate < best) best = estimate, best_hold = {int(fill), 0};
   }
-  return best < 0.99 * alone ? best_fill : 0;
+  // The last heads whole, after phase 1's last or second-to-last whole round (equal pairs only:
+  // an even number of query blocks per head).
+  if (s.m_blocks % 2 == 0) {
+    const int64_t full_rounds = s.m_blocks * s.heads / 2 / s.ctas;
+    for (int64_t rounds : {full_rounds, full_rounds - 1}) {
+      const auto [estimate, held] = whole_heads_estimate(s, rounds, pair0, slack);
+      if (held > 0 && estimate < best) best = estimate, best_hold = {int(s.m_blocks), int(held)};
+    }
+  }
+  return best < 0.99 * alone ? best_hold : CausalHold{};
 }
 
 int pairs_round_use_percent(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {

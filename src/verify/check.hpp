@@ -50,6 +50,7 @@ struct CheckDevice {
   CUstream stream = nullptr;
   int max_ctas = 0;      // persistent grid size (the SM count), 0: one CTA per tile
   int fill_blocks = -1;  // causal blocks held back by the tile deal; -1: what the launch picks
+  int held_heads = 0;    // with fill_blocks >= 0, the last heads they are held back from (0: all)
 };
 
 struct CheckResult {

@@ -102,7 +102,8 @@ Problem make_problem(bool bf16, int d, bool causal, int batch, int sq, int sk, i
 std::string Case::describe() const {
   return spec + " | " + problem.describe() + " | " + layout_name(layout) + (with_lse ? "" : " no-lse") +
          (max_ctas >= 0 ? " | " + std::to_string(max_ctas) + " CTAs" : "") +
-         (fill_blocks >= 0 ? " | fill " + std::to_string(fill_blocks) : "");
+         (fill_blocks >= 0 ? " | fill " + std::to_string(fill_blocks) : "") +
+         (fill_blocks >= 0 && held_heads > 0 ? " of the last " + std::to_string(held_heads) + " heads" : "");
 }
 
 CheckResult run_case(const Case& c, std::mt19937_64& rng) {
@@ -116,6 +117,7 @@ CheckResult run_case(const Case& c, std::mt19937_64& rng) {
   CheckDevice device = gpu_env(nullptr)->device();
   if (c.max_ctas >= 0) device.max_ctas = c.max_ctas;
   device.fill_blocks = c.fill_blocks;
+  device.held_heads = c.held_heads;
   return check_attention(device, kernel->loaded->function(), kernel->config, c.problem, c.layout, c.with_lse, rng);
 }
 

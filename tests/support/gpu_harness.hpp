@@ -58,6 +58,7 @@ struct Case {
   bool with_lse = true;
   int max_ctas = -1;     // persistent grid size; -1: the device's SM count, 0: one CTA per tile
   int fill_blocks = -1;  // causal blocks the tile deal holds back; -1: what the launch picks
+  int held_heads = 0;    // with fill_blocks >= 0, the last heads they are held back from (0: all)
   std::string describe() const;
 };
 
