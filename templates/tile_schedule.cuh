@@ -13,9 +13,10 @@
 // are held back from phase 1 and dealt, heaviest first and in a snake, to the CTAs idle in
 // phase 1's last round. Where heads have too few query blocks to hold light ones back (seqlen 512:
 // four), the last `held_heads` heads are held back whole instead (fill = m_blocks): phase 1 pairs
-// the other heads in whole rounds and phase 2 deals the last heads' tiles one by one, heaviest
-// first, to every CTA, so that the partly filled last round of pairs becomes a round of single
-// tiles. The host picks both (launch/tile_schedule.cpp); fill 0 is phase 1 alone.
+// the other heads and phase 2 deals the last heads' tiles one by one, heaviest first, to the CTAs
+// idle after it; the host holds back as many heads as leave phase 1 whole rounds, so that every
+// CTA is idle then and the partly filled last round of pairs becomes a round of single tiles.
+// The host picks both (launch/tile_schedule.cpp); fill 0 is phase 1 alone.
 
 #ifndef FJ_DEVICE
 #define FJ_DEVICE inline
