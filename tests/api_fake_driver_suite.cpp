@@ -586,6 +586,34 @@ TEST(ApiFakeDriver, ChoosingTheKernelByTheDealAllocatesNothing) {
   flashjit_context_destroy(ctx);
 }
 
+// Fitting the causal deal (launch/tile_schedule.cpp) on a launch with new arguments allocates
+// nothing either, where the host models each head's light blocks held back (4k) and the last
+// heads held back whole (512: 80 heads x 4 query blocks are 160 pairs on 132 SMs, one whole
+// round and 14 heads whole); the parameters carry the hold it picked.
+TEST(ApiFakeDriver, FittingTheCausalHoldAllocatesNothing) {
+  flashjit_context_t ctx = make_context();
+  for (const char* spec : {"dtype=bf16,head_dim=64,causal=1", "dtype=fp16,head_dim=128,causal=1"}) {
+    flashjit_kernel_t k = get_kernel(ctx, spec);
+    ASSERT_NE(k, nullptr) << spec;
+    CUstream stream = make_stream(cu_context_of(ctx));
+    const int64_t d = std::string(spec).find("head_dim=64") != std::string::npos ? 64 : 128;
+    // Light blocks at the benchmark grid's d64 causal 2k and d128 causal 4k cells.
+    for (auto [seqlen, batch, heads, whole_heads] : {std::tuple{512, 5, 16, true}, {d == 64 ? 2048 : 4096, d == 64 ? 8 : 4, d == 64 ? 32 : 16, false}}) {
+      SCOPED_TRACE(std::string(spec) + " seqlen " + std::to_string(seqlen));
+      const flashjit_attention_args_t a = make_args(0x100000000ull, batch, seqlen, seqlen, heads, heads, d);
+      ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+      const KernelParams p = params_of(last_launch());
+      EXPECT_GT(p.fill_blocks, 0);
+      EXPECT_EQ(p.held_heads, whole_heads ? 14 : batch * heads);
+      EXPECT_EQ(allocations_during(k, stream, a, 100, [](flashjit_attention_args_t& x, int) { x.o += 16 * 1024; }), 0u)
+          << "new arguments";
+    }
+    flashjit_kernel_release(k);
+  }
+  EXPECT_STREQ(flashjit_last_error_message(), "");
+  flashjit_context_destroy(ctx);
+}
+
 // The tile decode's divisors that make_kernel_params hands the kernel (FastDivisor in
 // templates/tile_schedule.cuh):
 // query blocks per head padded to whole clusters (800 rows in 128-row blocks: 7, padded to 8),

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 // deal_unit: the rule the kernel deals by.
 #include "../../templates/tile_schedule.cuh"
@@ -55,12 +54,17 @@ std::pair<double, int64_t> whole_heads_estimate(const Shape& s, int64_t rounds, 
   if (rounds < 1 || phase1_tiles % s.m_blocks != 0 || phase1_tiles >= s.m_blocks * s.heads) return {0, 0};
   const int64_t held = s.heads - phase1_tiles / s.m_blocks, n = held * s.m_blocks;
   if (n > 4 * s.ctas) return {0, 0};  // more than a few rows of single tiles: nothing left to balance
-  std::vector<int64_t> load(size_t(s.ctas), 0);
-  for (int64_t f = 0; f < n; ++f) {
-    const int64_t row = f / s.ctas, i = f % s.ctas;
-    load[size_t((row & 1) ? s.ctas - 1 - i : i)] += s.cost(s.m_blocks - 1 - f / held);
+  // CTA i's phase-2 load, row by row (no allocation: a parameter build is on the launch path).
+  int64_t most = 0;
+  for (int64_t i = 0; i < s.ctas; ++i) {
+    int64_t load = 0;
+    for (int64_t row = 0; row * s.ctas < n; ++row) {
+      const int64_t f = row * s.ctas + ((row & 1) ? s.ctas - 1 - i : i);
+      if (f < n) load += s.cost(s.m_blocks - 1 - f / held);
+    }
+    most = std::max(most, load);
   }
-  return {double(rounds) * pair + double(slack) + double(*std::max_element(load.begin(), load.end())), held};
+  return {double(rounds) * pair + double(slack) + double(most), held};
 }
 
 }  // namespace
