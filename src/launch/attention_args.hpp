@@ -27,6 +27,17 @@ struct AttentionArgs {
   float softmax_scale = 0;  // 0 = 1/sqrt(head_dim)
 };
 
+// Arguments with the extents only (no tensors): what the kernel choice and the tile deal read.
+inline AttentionArgs attention_extents(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv) {
+  AttentionArgs a;
+  a.batch = batch;
+  a.seqlen_q = seqlen_q;
+  a.seqlen_k = seqlen_k;
+  a.heads_q = heads_q;
+  a.heads_kv = heads_kv;
+  return a;
+}
+
 // Contiguous [batch, seqlen, heads, head_dim] strides.
 TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim);
 

@@ -33,37 +33,30 @@ struct Shape {
   }
 };
 
-// The load of the idle CTA at position i (of `idle`) once the n held-back blocks (heaviest first,
-// query block fill - 1 of every head, then fill - 2, ...) have gone round the idle CTAs in a snake.
-int64_t held_back_load(const Shape& s, int64_t fill, int64_t idle, int64_t i) {
-  const int64_t n = fill * s.heads, rows = (n + idle - 1) / idle;
+// The load of the idle CTA at position i (of `idle`) once the held-back blocks (heaviest first:
+// query block fill - 1 of each of the last `held` heads, then fill - 2, ...) have gone round the
+// idle CTAs in a snake, as the kernel deals them.
+int64_t held_back_load(const Shape& s, int64_t fill, int64_t held, int64_t idle, int64_t i) {
+  const int64_t n = fill * held, rows = (n + idle - 1) / idle;
   int64_t load = 0;
   for (int64_t j = 0; j < rows; ++j) {
     const int64_t f = j * idle + ((j & 1) ? idle - 1 - i : i);
-    if (f < n) load += s.cost(fill - 1 - f / s.heads);
+    if (f < n) load += s.cost(fill - 1 - f / held);
   }
   return load;
 }
 
 // The last heads held back whole after `rounds` whole rounds of pairs over the others (phase 1
-// must end on a head, so 2 x rounds x CTAs tiles must be whole heads): the busiest CTA's estimate,
-// and the heads held (0: no such deal). Phase 2's tiles go row by row (query block m_blocks - 1 of
-// every held head, then m_blocks - 2, ...) over every CTA in a snake, as the kernel deals them.
+// must end on a head, so 2 x rounds x CTAs tiles must be whole heads, and every CTA is idle after
+// it): the busiest CTA's estimate, and the heads held (0: no such deal).
 std::pair<double, int64_t> whole_heads_estimate(const Shape& s, int64_t rounds, double pair, int64_t slack) {
   const int64_t phase1_tiles = 2 * rounds * s.ctas;
   if (rounds < 1 || phase1_tiles % s.m_blocks != 0 || phase1_tiles >= s.m_blocks * s.heads) return {0, 0};
-  const int64_t held = s.heads - phase1_tiles / s.m_blocks, n = held * s.m_blocks;
-  if (n > 4 * s.ctas) return {0, 0};  // more than a few rows of single tiles: nothing left to balance
-  // CTA i's phase-2 load, row by row (no allocation: a parameter build is on the launch path).
+  const int64_t held = s.heads - phase1_tiles / s.m_blocks;
+  if (held * s.m_blocks > 4 * s.ctas) return {0, 0};  // more than a few rows of single tiles: nothing left to balance
+  // NOTES: every CTA, not only the snake's ends: rows mix query blocks, so the busiest may sit anywhere.
   int64_t most = 0;
-  for (int64_t i = 0; i < s.ctas; ++i) {
-    int64_t load = 0;
-    for (int64_t row = 0; row * s.ctas < n; ++row) {
-      const int64_t f = row * s.ctas + ((row & 1) ? s.ctas - 1 - i : i);
-      if (f < n) load += s.cost(s.m_blocks - 1 - f / held);
-    }
-    most = std::max(most, load);
-  }
+  for (int64_t i = 0; i < s.ctas; ++i) most = std::max(most, held_back_load(s, s.m_blocks, held, s.ctas, i));
   return {double(rounds) * pair + double(slack) + double(most), held};
 }
 
@@ -105,7 +98,7 @@ CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, un
     if ((fill * s.heads + idle - 1) / idle > kMaxFillRows) continue;
     const double busiest_paired = double(full_rounds + (last_units > 0)) * pair + double(slack);
     const double busiest_idle = double(full_rounds) * pair + double(slack) +
-                                double(std::max(held_back_load(s, fill, idle, 0), held_back_load(s, fill, idle, idle - 1)));
+                                double(std::max(held_back_load(s, fill, s.heads, idle, 0), held_back_load(s, fill, s.heads, idle, idle - 1)));
     const double estimate = std::max(busiest_paired, busiest_idle);
     if (estimate < best) best = estimate, best_hold = {int(fill), 0};
   }

@@ -26,12 +26,8 @@ BuiltinKernel& launch_floor_kernel() {
   return *kernel;
 }
 
-// A cell's extents as launch arguments (no tensors): what the kernel choice looks at.
 AttentionArgs extent_args(const Cell& cell) {
-  AttentionArgs a;
-  a.batch = cell.batch; a.seqlen_q = cell.seqlen_q; a.seqlen_k = cell.seqlen_k;
-  a.heads_q = cell.heads_q; a.heads_kv = cell.heads_kv;
-  return a;
+  return attention_extents(cell.batch, cell.seqlen_q, cell.seqlen_k, cell.heads_q, cell.heads_kv);
 }
 
 }  // namespace

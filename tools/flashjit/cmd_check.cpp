@@ -45,10 +45,8 @@ int run_check() {
   if (Status st = check(**api, (*api)->cuCtxSetCurrent(context->get()), "cuCtxSetCurrent"); !st) return fail(st.error());
   CUstream stream = nullptr;
   if (Status st = check(**api, (*api)->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); !st) return fail(st.error());
-  AttentionArgs shape;  // what the C API would launch on this device
-  shape.batch = Batch; shape.seqlen_q = SeqlenQ; shape.seqlen_k = SeqlenK;
-  shape.heads_q = HeadsQ; shape.heads_kv = HeadsKv;
-  const PreparedKernel* prepared = &family->for_launch(shape, info->sm_count);
+  // What the C API would launch on this device.
+  const PreparedKernel* prepared = &family->for_launch(attention_extents(Batch, SeqlenQ, SeqlenK, HeadsQ, HeadsKv), info->sm_count);
   auto loaded = engine.load(**api, *prepared, context->get());
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
