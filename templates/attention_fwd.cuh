@@ -1,8 +1,15 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
 // (query block, head, batch); a persistent grid of one CTA per SM walks them (the host launches
 // one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
-// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong, ...),
-// ptx.cuh, tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
+// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong,
+// kVarlen, kPaged, ...), ptx.cuh, attention_params.cuh (Params), visibility.cuh (the mask rule and
+// block ranges), tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
+//
+// Seams, each the one place a feature enters: SeqlenInfo (a tile's sequence: offsets and lengths,
+// from the parameters or the engine's device metadata), tile_block_range (the K/V blocks a tile
+// visits, both bounds), load_tile (where a K/V block is: dense, packed or paged), ScoreRule (what
+// scores go through before the softmax, on every softmax path), write_output (TMA store, or row
+// stores up to a packed sequence's end).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
@@ -32,22 +39,8 @@
 //                                 | K ring [kStages][kQKChunks][kBlockN][64]
 //                                 | V ring [kStages][kVChunks][kBlockN][64] | mbarriers.
 
-struct Params {
-  TmaDesc q, k, v;   // 4-D maps over [batch, seqlen, heads, head_dim]; box rows kBlockM (q), kBlockN / kCluster (k, v)
-  TmaDesc o;         // box rows 64: each consumer warpgroup stores its own slice
-  float* lse;        // [batch, heads_q, seqlen_q] natural-log LSE, or null
-  int seqlen_q;
-  int seqlen_k;
-  int heads_q;
-  float scale_log2;  // softmax scale * log2(e)
-  int batch;
-  // The tile deal (tile_schedule.cuh), fitted by the host to a grid of deal_ctas CTAs, and the
-  // tile decode's divisors as (multiplier, shift): query blocks per head (all of them, and phase
-  // 1's), the heads blocks are held back from, heads_q, and query heads per K/V head.
-  int fill_blocks, held_heads, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
-  uint32_t div_m_blocks[2], div_paired[2], div_held_heads[2], div_heads_q[2], div_group[2];
-};
-// NOTES: NVRTC has no offsetof; the size check catches a field added on one side only.
+// Params: attention_params.cuh (one definition for the host and the kernel).
+// NOTES: NVRTC has no offsetof; the size check catches a host compiled against another layout.
 static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the host's KernelParams");
 
 // Named barriers (id 0 is __syncthreads): 1..3 epilogue of consumer warpgroup 0..2, 4..6 the
@@ -87,6 +80,49 @@ struct SmemLayout {
   }
 };
 
+// ================================================================ sequences
+// Where a tile's sequence sits and how long it is: the one source of lengths in the kernel, built
+// per tile from the parameters (dense) or the device metadata (varlen: cu_seqlens_q; packed K/V:
+// cu_seqlens_k; seqused_k; paged). Rows within the sequence are counted from 0 everywhere else.
+struct SeqlenInfo {
+  int seqlen_q, seqlen_k;
+  int q_row0, q_batch;  // TMA coordinates of the sequence's first query row (packed: row offset, batch 0)
+  int k_row0, k_batch;  // of its first key (paged: k_batch is the block table's row)
+};
+
+FJ_DEVICE SeqlenInfo seqlen_info(const Params& p, int batch) {
+  SeqlenInfo s;
+  s.seqlen_q = p.seqlen_q, s.q_row0 = 0, s.q_batch = batch;
+  s.seqlen_k = p.seqlen_k, s.k_row0 = 0, s.k_batch = batch;
+  if constexpr (kVarlen) {
+    s.q_row0 = p.cu_seqlens_q[batch];
+    s.seqlen_q = p.cu_seqlens_q[batch + 1] - s.q_row0;
+    s.q_batch = 0;
+    if (!kPaged && p.cu_seqlens_k != nullptr) {
+      s.k_row0 = p.cu_seqlens_k[batch];
+      s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_row0;
+      s.k_batch = 0;
+    }
+  }
+  if constexpr (kVarlen || kPaged) {
+    if (p.seqused_k != nullptr) s.seqlen_k = p.seqused_k[batch];
+  }
+  return s;
+}
+
+// The K/V blocks query block m_block visits (visibility.cuh). The two CTAs of a cluster load the
+// same blocks: both take the longer range; the extra blocks are fully masked for the shorter one
+// (they sit at the right, among the masked iterations).
+FJ_DEVICE BlockRange tile_block_range(const SeqlenInfo& s, int m_block) {
+  BlockRange r = kv_block_range(kCausal, m_block, kBlockM, kBlockN, s.seqlen_q, s.seqlen_k);
+  if (kCausal && kCluster == 2) {
+    const int whole = r.count() - r.n_masked;
+    r.n_max = max(r.n_max, kv_block_range(kCausal, m_block ^ 1, kBlockM, kBlockN, s.seqlen_q, s.seqlen_k).n_max);
+    r.n_masked = r.count() - whole;
+  }
+  return r;
+}
+
 // Ring position of a K/V block (counted over all of this CTA's tiles): stage and the parity of
 // its use of that stage. The same for the Q buffers, by the CTA's tile count.
 FJ_DEVICE int stage_of(int pos) { return pos % kStages; }
@@ -94,45 +130,14 @@ FJ_DEVICE uint32_t phase_of(int pos) { return (pos / kStages) & 1; }
 FJ_DEVICE int q_buffer_of(int local) { return local % kQBuffers; }
 FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 
-// The K/V blocks one query block visits: [0, n_blocks), and how many of them (counted from the
-// right, where the iteration starts) need the causal or key-length mask.
-struct BlockRange {
-  int n_blocks;
-  int n_masked;
-};
-
-// Causal: the blocks up to the last one any row of the tile sees.
-FJ_DEVICE int causal_block_count(const Params& p, int m_block, int n_all) {
-  const int last_col = (m_block + 1) * kBlockM - 1 + p.seqlen_k - p.seqlen_q;  // last visible column of the last row
-  return last_col < 0 ? 0 : min(n_all, last_col / kBlockN + 1);
-}
-
-FJ_DEVICE BlockRange kv_block_range(const Params& p, int m_block) {
-  const int n_all = (p.seqlen_k + kBlockN - 1) / kBlockN;
-  // Bottom-right aligned causal mask: row r sees columns c <= r + seqlen_k - seqlen_q.
-  const int diag = p.seqlen_k - p.seqlen_q;
-  int n_blocks = n_all;
-  int first_masked = (p.seqlen_k % kBlockN) ? n_all - 1 : n_all;
-  if (kCausal) {
-    // The two CTAs of a cluster load the same blocks: both take the longer range; the extra blocks
-    // are fully masked for the shorter one (they sit at the right, among the masked iterations).
-    n_blocks = causal_block_count(p, m_block, n_all);
-    if (kCluster == 2) n_blocks = max(n_blocks, causal_block_count(p, m_block ^ 1, n_all));
-    const int first_row_cols = m_block * kBlockM + diag + 1;  // visible columns of the tile's first row
-    first_masked = min(first_masked, first_row_cols <= 0 ? 0 : first_row_cols / kBlockN);
-  }
-  BlockRange r;
-  r.n_blocks = n_blocks;
-  r.n_masked = n_blocks - min(max(first_masked, 0), n_blocks);
-  return r;
-}
-
 // ================================================================ tiles
 struct Tile {
   int m_block, head, batch;
 };
 
-// Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing).
+// Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing). With
+// varlen, seqlen_q is an upper bound: a sequence's tiles past its own query blocks are skipped
+// (tile_has_rows).
 FJ_DEVICE int padded_m_blocks(const Params& p) {
   const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
   return (m + kCluster - 1) / kCluster * kCluster;
@@ -140,6 +145,15 @@ FJ_DEVICE int padded_m_blocks(const Params& p) {
 // NOTES: tile indices are 32-bit unsigned: the host keeps the count below 2^31 (a 1-D grid), so an
 // index one round past it still fits, and 64-bit division would cost compile time for nothing.
 FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_blocks(p) * p.heads_q * p.batch; }
+
+// Lengths read on the device (varlen, seqused_k, paged): tile costs the host cannot know. The
+// static deal then walks single tiles, each head's query blocks heaviest first, and skips the
+// tiles past their sequence's queries.
+constexpr bool kDeviceLengths = kVarlen || kPaged;
+
+FJ_DEVICE bool tile_has_rows(const SeqlenInfo& s, const Tile& tile) {
+  return !kVarlen || query_block_has_rows(tile.m_block, kBlockM, s.seqlen_q);
+}
 
 // The persistent grid's deal (tile_schedule.cuh) seen from this CTA. Causal tiles cost from one
 // K/V block to all of them: with fewer CTAs than tiles they go out in pairs of equal total cost,
@@ -157,7 +171,7 @@ FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&constants)[2]) { return
 // wait for the previous O store. NOTES: with kHoldBack false at compile time the consumers' decode
 // is phase 1's alone; the deal's second phase cost 2-6 % in the decode (version 38).
 constexpr bool kPublishTiles = kQBuffers == 2;
-constexpr bool kHoldBack = kPublishTiles;
+constexpr bool kHoldBack = kPublishTiles && !kDeviceLengths;
 
 FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
@@ -165,7 +179,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.cta = blockIdx.x;
   d.m_blocks = (uint32_t)padded_m_blocks(p);
   d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
-  d.unit = deal_unit(kCausal, kCluster, d.ctas, tile_count(p));
+  d.unit = deal_unit(deals_causal_pairs(kCausal, kDeviceLengths), kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
   d.held_heads = fitted ? (uint32_t)p.held_heads : 0u;
@@ -177,10 +191,11 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   return d;
 }
 
-FJ_DEVICE bool has_tile(const Params& p, int local) { return deal_slot(tile_deal(p), (uint32_t)local).valid; }
+FJ_DEVICE bool has_tile(const Params& p, int slot) { return deal_slot(tile_deal(p), (uint32_t)slot).valid; }
 
-// This CTA's local-th tile. The two CTAs of a cluster take neighbouring query blocks (m_block and
-// m_block ^ 1): with clusters the grid has one CTA per tile, dealt heaviest first.
+// The tile in this CTA's slot-th place of the deal. The two CTAs of a cluster take neighbouring
+// query blocks (m_block and m_block ^ 1): with clusters the grid has one CTA per tile, dealt
+// heaviest first.
 // NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
 // the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
 // through the loop, where the d128 variant has no registers to spare (it spilled).
@@ -193,37 +208,67 @@ FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   return tile;
 }
 
-FJ_DEVICE Tile tile_of(const Params& p, int local) { return tile_at(p, deal_tile(tile_deal(p), (uint32_t)local)); }
+FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, deal_tile(tile_deal(p), (uint32_t)slot)); }
 
-// ================================================================ producer
-// One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
-// its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
+// ================================================================ K/V coordinates
+// Where the producer finds a K/V block: the one seam between the kernel and the cache's layout.
+// Dense [batch, seqlen_k, heads_kv, d] and packed [total_k, heads_kv, d] rows are one TMA per
+// 64-column chunk at (k_row0 + key, head, k_batch). Paged [num_pages, page_size, heads_kv, d]
+// rows go kv_rows_per_load at a time (a divisor of the page size: no load straddles a page) at
+// (key % page_size, head, page), the page from the sequence's row of the block table.
+// NOTES (correctness): keys from seqlen_k on are masked, so a load that starts past the sequence's
+// last key reads page -1: out of the map's bounds, which TMA fills with zeros and still counts
+// towards the barrier's bytes; the block table is never read past the sequence's pages. A page
+// index outside [0, num_pages) likewise loads zeros: TMA bounds every load by the pool's extent.
 template <int kChunks>
-FJ_DEVICE void load_tile(const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head, int batch, uint32_t rank) {
-  constexpr int kRows = kBlockN / kCluster;
-  mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
+FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
+                               const SeqlenInfo& seq) {
+  const int* pages = p.block_table + seq.k_batch * p.block_table_stride;
+  const int rows = p.kv_rows_per_load;
+#pragma unroll 1
+  for (int r = 0; r < kBlockN; r += rows) {
+    const int key = n * kBlockN + r;
+    const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+    const int page = key < seq.seqlen_k ? __ldg(pages + at.page_index) : -1;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
-    const int row = n * kBlockN + rank * kRows;
-    if (kCluster == 1) tma_load_4d(dst, map, full, c * 64, row, kv_head, batch);
-    else tma_load_4d_multicast(dst, map, full, c * 64, row, kv_head, batch, (uint16_t)((1u << kCluster) - 1));
+    for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page);
   }
 }
 
+// One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
+// its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
+template <int kChunks>
+FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
+                         const SeqlenInfo& seq, uint32_t rank) {
+  constexpr int kRows = kBlockN / kCluster;
+  mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
+  if constexpr (kPaged) {
+    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
+    const int row = seq.k_row0 + n * kBlockN + rank * kRows;
+    if (kCluster == 1) tma_load_4d(dst, map, full, c * 64, row, kv_head, seq.k_batch);
+    else tma_load_4d_multicast(dst, map, full, c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
+  }
+}
+
+// ================================================================ producer
 // K or V block `block` into the ring slot of ring position `pos` (positions run on across this
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
 // position pos - kStages.
-FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, int batch, uint32_t rank) {
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks>(&p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, batch, rank);
+  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank);
 }
 
-FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, int batch, uint32_t rank) {
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(&p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, batch, rank);
+  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -244,14 +289,15 @@ FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
 }
 
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
-FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, int local) {
+FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local) {
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, (uint32_t)(tile.head + p.heads_q * tile.batch));
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
-    tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, tile.m_block * kBlockM, tile.head, tile.batch);
+    tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, seq.q_row0 + tile.m_block * kBlockM,
+                tile.head, seq.q_batch);
   }
 }
 
@@ -259,19 +305,21 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, i
 // stage O (zeros) in the buffer and release it.
 // NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
 // slot's wait and load overlap that store.
-FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, int local, int ring, int n_blocks,
-                            uint32_t rank) {
+FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local,
+                            int ring, const BlockRange& range, uint32_t rank) {
   const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
-  const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block 0 (right to left)
-  if (kQBuffers == 2) load_q(p, sm, tile, local);
-  if (n_blocks > 0) load_k(p, sm, ring, n_blocks - 1, kv_head, tile.batch, rank);
-  if (kQBuffers == 1) load_q(p, sm, tile, local);
+  const int n_blocks = range.count();
+  const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block n_min (right to left)
+  const int top = range.n_max - 1;       // the block loaded at ring position `ring`
+  if (kQBuffers == 2) load_q(p, sm, tile, seq, local);
+  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank);
+  if (kQBuffers == 1) load_q(p, sm, tile, seq, local);
   // K(pos) then V(pos - 1): the order in which the overlapped consumers use them.
   for (int pos = ring + 1; pos <= last; ++pos) {
-    load_k(p, sm, pos, last - pos, kv_head, tile.batch, rank);
-    load_v(p, sm, pos - 1, last - pos + 1, kv_head, tile.batch, rank);
+    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank);
+    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank);
   }
-  if (n_blocks > 0) load_v(p, sm, last, 0, kv_head, tile.batch, rank);
+  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank);
 }
 
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
@@ -280,16 +328,20 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   // at head dims 192 and 256. The end is still published where consumers wait for it.
   if constexpr (kCluster == 2) {
     const Tile tile = tile_of(p, 0);
-    produce_tile(p, sm, tile, 0, 0, kv_block_range(p, tile.m_block).n_blocks, rank);
+    const SeqlenInfo seq = seqlen_info(p, tile.batch);
+    produce_tile(p, sm, tile, seq, 0, 0, tile_block_range(seq, tile.m_block), rank);
     if (kPublishTiles) publish_end(sm, 1);
     return;
   }
   int ring = 0, local = 0;
-  for (; has_tile(p, local); ++local) {
-    const Tile tile = tile_of(p, local);
-    const int n_blocks = kv_block_range(p, tile.m_block).n_blocks;
-    produce_tile(p, sm, tile, local, ring, n_blocks, rank);
-    ring += n_blocks;
+  for (int slot = 0; has_tile(p, slot); ++slot) {
+    const Tile tile = tile_of(p, slot);
+    const SeqlenInfo seq = seqlen_info(p, tile.batch);
+    if (!tile_has_rows(seq, tile)) continue;
+    const BlockRange range = tile_block_range(seq, tile.m_block);
+    produce_tile(p, sm, tile, seq, local, ring, range, rank);
+    ring += range.count();
+    ++local;
   }
   if (kPublishTiles) publish_end(sm, local);
 }
@@ -389,23 +441,31 @@ FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16
   wgmma_commit();
 }
 
-FJ_DEVICE void apply_mask(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n) {
-  // Per row: the last visible column (key length; causal: row + seqlen_k - seqlen_q), relative to
-  // this thread's first column in the block, so each element compares a constant offset against
-  // one of two registers.
-  const int first_col = n * kBlockN + f.col(0);
-  int last_visible[2];
+// ================================================================ scores -> probabilities
+// What a block's scores go through before the exponentials, for every softmax path (the full
+// online softmax, the fast path against the running max and its recompute): today the
+// visibility rule on the blocks that need it; a soft cap or a score modifier enters here, once.
+struct ScoreRule {
+  int seqlen_q, seqlen_k;  // the tile's sequence
+
+  // Per row: the last visible key (visibility.cuh), relative to this thread's first column in
+  // the block, so each element compares a constant offset against one of two registers.
+  FJ_DEVICE void mask(float (&s)[kBlockN / 2], const Fragment& f, int n) const {
+    const int first_col = n * kBlockN + f.col(0);
+    int last_visible[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = f.row0 + 8 * r;
-    const int last = kCausal ? min(p.seqlen_k - 1, row + p.seqlen_k - p.seqlen_q) : p.seqlen_k - 1;
-    last_visible[r] = last - first_col;
-  }
+    for (int r = 0; r < 2; ++r) last_visible[r] = last_visible_key(kCausal, f.row0 + 8 * r, seqlen_q, seqlen_k) - first_col;
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) {
-    if (f.col(i) - f.col(0) > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
+    for (int i = 0; i < kBlockN / 2; ++i) {
+      if (f.col(i) - f.col(0) > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
+    }
   }
-}
+
+  template <bool kMasked>
+  FJ_DEVICE void apply(float (&s)[kBlockN / 2], const Fragment& f, int n) const {
+    if (kMasked) mask(s, f, n);
+  }
+};
 
 // Online softmax of one block: updates the running max and sum, turns S into P (in place) and
 // returns the factor by which O must be rescaled.
@@ -465,8 +525,9 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // operands' addresses (see recompute_scores_and_probs); there it runs without the causal mask only:
 // on the H200 it gained 0-3 % without the mask and was level with it (bench/NOTES.md, 51).
 constexpr bool kExpAgainstRunningMax = kVCols < 256 || !kCausal;
-FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& st, float scale_log2,
-                                         float (&correction)[2], int wg) {
+FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
+                                         SoftmaxState& st, float scale_log2, float (&correction)[2], int wg) {
+  rule.apply<false>(s, f, n);
   float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
@@ -485,11 +546,12 @@ FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], SoftmaxState& 
   return true;
 }
 
+// The full path: the rule, then the online softmax (slack 0: the max moves to the block's own).
 template <bool kMasked>
-FJ_DEVICE void scores_to_probs(float (&s)[kBlockN / 2], const Fragment& f, const Params& p, int n, SoftmaxState& st,
-                               float (&correction)[2]) {
-  if (kMasked) apply_mask(s, f, p, n);
-  online_softmax<kMasked>(s, st, p.scale_log2, correction);
+FJ_DEVICE void scores_to_probs(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
+                               SoftmaxState& st, float scale_log2, float (&correction)[2], float slack = kRescaleSlack) {
+  rule.apply<kMasked>(s, f, n);
+  online_softmax<kMasked>(s, st, scale_log2, correction, slack);
 }
 
 // P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
@@ -519,8 +581,10 @@ struct Consumer {
   int ring;       // ring position of this tile's first K/V block
   uint32_t rank;  // this CTA's rank in its cluster
   int local;      // this CTA's tile number (which hand-off barriers)
+  int n_max;      // the tile's blocks are n_max - n_blocks .. n_max - 1, walked right to left
+  ScoreRule rule;
 
-  FJ_DEVICE int block_of(int it) const { return n_blocks - 1 - it; }
+  FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -576,7 +640,7 @@ struct Consumer {
     }
     wgmma_wait<0>();
     fence_registers(probs);
-    online_softmax<false>(probs, st, p.scale_log2, pending, 0.f);
+    scores_to_probs<false>(probs, rule, f, block_of(it), st, p.scale_log2, pending, 0.f);
   }
 
   // First block: S(0) alone (nothing to overlap it with yet); leaves P(0) in probs (fp32).
@@ -591,7 +655,7 @@ struct Consumer {
     fence_registers(probs);
     release_k(0);
     release_q_after_scores(0);
-    scores_to_probs<kMasked>(probs, f, p, block_of(0), st, unused);
+    scores_to_probs<kMasked>(probs, rule, f, block_of(0), st, p.scale_log2, unused);
   }
 
   // Block it: O += P(it-1) V(it-1) and S(it) = Q K(it) in flight together; the softmax of S(it)
@@ -619,10 +683,10 @@ struct Consumer {
     if constexpr (kMasked || !kExpAgainstRunningMax) {
       release_k(it);
       release_q_after_scores(it);
-      scores_to_probs<kMasked>(probs, f, p, block_of(it), st, pending);
+      scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p.scale_log2, pending);
     } else {
       // K(it) stays until the exponentials pass: the rare block that fails recomputes S from it.
-      if (!probs_against_running_max(probs, st, p.scale_log2, pending, turn.wg)) recompute_scores_and_probs(it, probs, st, pending);
+      if (!probs_against_running_max(probs, rule, f, block_of(it), st, p.scale_log2, pending, turn.wg)) recompute_scores_and_probs(it, probs, st, pending);
       release_k(it);
       release_q_after_scores(it);
     }
@@ -661,7 +725,7 @@ struct Consumer {
     fence_registers(scores);
     release_k(it);
     release_q_after_scores(it);
-    scores_to_probs<kMasked>(scores, f, p, block_of(it), st, correction);
+    scores_to_probs<kMasked>(scores, rule, f, block_of(it), st, p.scale_log2, correction);
     rescale(o, correction);
     pack_probs(a, scores);
     turn.take();
@@ -697,8 +761,34 @@ FJ_DEVICE OStaging o_staging(const SmemLayout& sm, int wg, int local, int n_bloc
   return OStaging{sm.q_buffer(b), kBlockM, wg * 64, sm.empty_q(b)};
 }
 
+// Where row 0 of the tile's sequence and head sits in LSE: dense [batch, heads_q, seqlen_q],
+// varlen [heads_q, total_q].
+FJ_DEVICE int64_t lse_offset(const Params& p, const Tile& tile, const SeqlenInfo& seq) {
+  if (kVarlen) return (int64_t)tile.head * p.total_q + seq.q_row0;
+  return ((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q;
+}
+
+// varlen: the warpgroup's 64 rows of O from the staging tile to global memory up to the
+// sequence's end (a TMA store would write the rows past it, the next sequence's), 16 bytes per
+// thread and step, 8 threads per 128-byte row.
+FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& tile, const SeqlenInfo& seq, int wg, int t) {
+  const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first row in its sequence
+  const int rows = min(64, seq.seqlen_q - first);
+  uint16_t* const head_base = p.o_rows + (int64_t)tile.head * p.o_head_stride;
+#pragma unroll
+  for (int u = t; u < kVChunks * 64 * 8; u += 128) {
+    const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
+    if (r >= rows) continue;
+    uint32_t v0, v1, v2, v3;
+    const uint32_t src = out.base + swizzled_offset(out.row0 + r, chunk * 64 + unit * 8, out.rows);
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src) : "memory");
+    uint16_t* dst = head_base + (int64_t)(seq.q_row0 + first + r) * p.o_row_stride + chunk * 64 + unit * 8;
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+  }
+}
+
 FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCols / 2], SoftmaxState& st, int wg, int t,
-                            const Tile& tile, const OStaging& out) {
+                            const Tile& tile, const SeqlenInfo& seq, const OStaging& out) {
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -709,9 +799,9 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
     inv_sum[r] = (sum == 0.f || sum != sum) ? 0.f : 1.f / sum;
     if (p.lse != nullptr && (f.lane & 3) == 0) {
       const int row = f.row0 + 8 * r;
-      if (row < p.seqlen_q) {
+      if (row < seq.seqlen_q) {
         const float lse = inv_sum[r] == 0.f ? FJ_NEG_INF : st.row_max[r] * 0.69314718055994531f + __logf(sum);
-        p.lse[((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q + row] = lse;
+        p.lse[lse_offset(p, tile, seq) + row] = lse;
       }
     }
   }
@@ -735,11 +825,17 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   }
   fence_proxy_async_smem();
   named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only
+  if constexpr (kVarlen) {
+    store_o_rows(p, out, tile, seq, wg, t);
+    named_barrier_sync(kEpilogueBarrier + wg, 128);  // every thread has read the staging tile
+    if (t == 0) mbar_arrive(out.release_bar);
+    return;
+  }
   if (t == 0) {
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
-      tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, c * 64, tile.m_block * kBlockM + wg * 64,
-                   tile.head, tile.batch);
+      tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, c * 64,
+                   seq.q_row0 + tile.m_block * kBlockM + wg * 64, tile.head, seq.q_batch);
     }
     tma_store_commit();
     tma_store_wait_read();       // shared memory must stay valid until TMA has read it,
@@ -754,8 +850,10 @@ FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
   return m_block;
 }
 
-FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
-  if (!kPublishTiles) return tile_of(p, local);
+// `which`: the tile number with published tiles (its Q buffer), else the deal slot.
+FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int which) {
+  if (!kPublishTiles) return tile_of(p, which);
+  const int local = which;
   DealtTile published = {true, 0, 0};
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(published.m_block), "=r"(published.head) : "r"(sm.tile_words(q_buffer_of(local))) : "memory");
   return tile_at(p, published);
@@ -763,11 +861,15 @@ FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int local) {
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
-FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int ring) {
-  const Tile tile = consumer_tile(p, sm, local);
-  const BlockRange range = kv_block_range(p, tile.m_block);
+FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int slot, int ring) {
+  int which = kPublishTiles ? local : slot;
+  const Tile tile = consumer_tile(p, sm, which);
+  const SeqlenInfo seq = seqlen_info(p, tile.batch);
+  const BlockRange range = tile_block_range(seq, tile.m_block);
+  const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
-  Consumer c{p, sm, {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, range.n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u, local};
+  Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
+             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -778,7 +880,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
   mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
-  if (range.n_blocks > 0) {
+  if (n_blocks > 0) {
     c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     // NOTES: only the step instances a variant can need, for compile time (each is a copy of the
@@ -794,19 +896,20 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 #pragma unroll 1
       for (; kCausal && it < range.n_masked; ++it) c.overlapped_block<true>(it, o, probs, pending, st);
 #pragma unroll 1
-      for (; it < range.n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
       c.last_pv(o, probs, pending);
     } else {
       int it = 0;
 #pragma unroll 1
       for (; it < range.n_masked; ++it) c.serial_block<true>(it, o, st);
 #pragma unroll 1
-      for (; it < range.n_blocks; ++it) c.serial_block<false>(it, o, st);
+      for (; it < n_blocks; ++it) c.serial_block<false>(it, o, st);
     }
   }
-  asm volatile("" : "+r"(local));  // decode the tile again rather than keep it (see tile_of)
-  write_output(p, c.f, o, st, wg, t, consumer_tile(p, sm, local), o_staging(sm, wg, local, range.n_blocks, c.stage(range.n_blocks - 1)));
-  return range.n_blocks;
+  asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
+  const Tile again = consumer_tile(p, sm, which);
+  write_output(p, c.f, o, st, wg, t, again, seqlen_info(p, again.batch), o_staging(sm, wg, local, n_blocks, c.stage(n_blocks - 1)));
+  return n_blocks;
 }
 
 // NOTES: the pingpong turn runs on across tiles (every warpgroup takes the same number of turns per
@@ -815,16 +918,21 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
-  int ring = 0;
+  int ring = 0, local = 0;
 #pragma unroll 1
-  for (int local = 0;; ++local) {
+  for (int slot = 0;; ++slot) {
     if (kPublishTiles) {  // the producer's word says whether there is a tile
       mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
       if (published_m_block(sm, local) == kNoTile) break;
-    } else if (!has_tile(p, local)) {
-      break;
+    } else {  // the same walk as the producer's
+      if (!has_tile(p, slot)) break;
+      if (kDeviceLengths) {
+        const Tile tile = tile_of(p, slot);
+        if (!tile_has_rows(seqlen_info(p, tile.batch), tile)) continue;
+      }
     }
-    ring += consume_tile(p, sm, wg, t, local, ring);
+    ring += consume_tile(p, sm, wg, t, local, slot, ring);
+    ++local;
   }
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.

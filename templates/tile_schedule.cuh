@@ -74,6 +74,10 @@ FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t t
   return causal && cluster == 1 && ctas < tiles ? 2u : 1u;
 }
 
+// Causal tiles go out in pairs of equal cost only where the host knows their costs: not where
+// the lengths are read on the device (varlen, seqused_k, paged).
+FJ_DEVICE bool deals_causal_pairs(bool causal, bool device_lengths) { return causal && !device_lengths; }
+
 FJ_DEVICE uint32_t held_fill(const TileDeal& d) { return d.unit == 2 ? d.fill : 0; }
 FJ_DEVICE uint32_t held_heads(const TileDeal& d) {
   return d.held_heads == 0 || d.held_heads >= d.heads || held_fill(d) != d.m_blocks ? d.heads : d.held_heads;

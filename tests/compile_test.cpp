@@ -79,12 +79,10 @@ TEST_P(DefaultVariant, CompilesWithoutSpills) {
 
 std::vector<std::string> default_specs() {
   std::vector<std::string> out;
-  for (const char* dtype : {"fp16", "bf16"})
-    for (int d : {64, 96, 128, 192, 256})
-      for (int causal : {0, 1}) {
-        out.push_back(std::string("dtype=") + dtype + ",head_dim=" + std::to_string(d) + ",causal=" + std::to_string(causal));
-        if (auto variant = long_sequence_variant(*parse_spec(out.back()))) out.push_back(to_string(variant->spec));
-      }
+  for (const AttentionSpec& spec : default_prewarm_specs()) {
+    out.push_back(to_string(spec));
+    if (auto variant = long_sequence_variant(spec)) out.push_back(to_string(variant->spec));
+  }
   return out;
 }
 

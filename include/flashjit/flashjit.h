@@ -214,9 +214,31 @@ typedef struct flashjit_tensor_strides {
  * contiguous (natural log; -inf for a row that sees no key). A causal mask is aligned to the
  * bottom-right corner when seqlen_q != seqlen_k.
  *
- * The fields after softmax_scale belong to features flashjit does not have yet. They are here so
- * adding them changes no layout; today each must hold its "off" value, and a call that sets one is
- * refused with an error naming it. flashjit_attention_args_init sets them all. */
+ * ENGINE INPUTS (spec keys varlen=1 and paged=1, independent of each other; both 0 = dense)
+ *   varlen=1: packed variable-length queries. cu_seqlens_q is int32 [batch + 1] on the device
+ *     (query row offsets, cu_seqlens_q[0] = 0, non-decreasing); Q and O are [total_q, heads_q, dim]
+ *     with the row and head strides given (q_strides.batch and o_strides.batch are ignored);
+ *     seqlen_q is an upper bound of every sequence's query count (FA3's max_seqlen_q); LSE is
+ *     float [heads_q, total_q]. K/V are packed too, [total_k, heads_kv, dim] with cu_seqlens_k
+ *     int32 [batch + 1], or [batch, seqlen_k, heads_kv, dim] as in a dense call, or paged.
+ *   paged=1: K and V through a block table. block_table is int32 [batch][block_table_batch_stride]
+ *     (at least ceil(seqlen_k / page_size) entries a sequence); the pools are [num_pages,
+ *     page_size, heads_kv, dim] with k_strides.batch / v_strides.batch the page stride, so NHD,
+ *     HND, K and V in one tensor or in two all work without copies; seqused_k int32 [batch] (keys
+ *     per sequence) is required; page_size is any value from 1 up. A page index outside
+ *     [0, num_pages) never makes the kernel touch memory outside the pool (it reads zeros).
+ *   seqused_k (varlen or paged): keys per sequence; seqlen_k is then an upper bound.
+ *   Causal masks are bottom-right aligned per sequence. A sequence may have zero queries or zero
+ *   keys; a row that sees no key gets O = 0 and LSE = -inf.
+ *   The kernel reads every per-sequence value on the device, so a CUDA graph captured once stays
+ *   correct when replayed after the lengths, the block table and the active sequences change
+ *   within the captured upper bounds (batch, seqlen_q, seqlen_k, total_q, total_k, num_pages):
+ *   give an inactive sequence zero queries. Device metadata is trusted on the hot path; check it
+ *   off the hot path with flashjit_check_engine_metadata.
+ *
+ * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
+ * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
+ * is refused with an error naming it. flashjit_attention_args_init sets them all. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -241,12 +263,17 @@ typedef struct flashjit_attention_args {
   float softcap;                            /* tanh soft cap of the scores; off: 0 */
   int32_t window_left;                      /* sliding window, keys left of the diagonal; off: -1 */
   int32_t window_right;                     /* keys right of the diagonal; off: -1 */
-  uint64_t cu_seqlens_q;                    /* varlen: int32 [batch + 1] offsets; off: 0 */
-  uint64_t cu_seqlens_k;                    /* off: 0 */
-  uint64_t seqused_k;                       /* int32 [batch] keys used per sequence; off: 0 */
-  uint64_t block_table;                     /* paged KV: int32 [batch, pages]; off: 0 */
-  int64_t block_table_batch_stride;         /* off: 0 */
-  int64_t page_size;                        /* keys per page; off: 0 */
+  /* ---- engine inputs (ENGINE INPUTS above); off: 0 ---- */
+  uint64_t cu_seqlens_q;                    /* varlen: int32 [batch + 1] query row offsets */
+  uint64_t cu_seqlens_k;                    /* varlen, packed K/V: int32 [batch + 1] key row offsets */
+  uint64_t seqused_k;                       /* int32 [batch] keys per sequence (paged: required) */
+  uint64_t block_table;                     /* paged: int32 [batch][block_table_batch_stride] */
+  int64_t block_table_batch_stride;         /* paged: entries per sequence */
+  int64_t page_size;                        /* paged: keys per page, 1.. */
+  /* Appended in 0.3 (a caller with the 256-byte layout has no engine inputs beyond the above). */
+  int64_t num_pages;                        /* paged: pages in the K and V pools */
+  int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
+  int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the unsupported features at their "off" values. */
@@ -340,6 +367,16 @@ FLASHJIT_API flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t ker
  * is FLASHJIT_ERROR_WRONG_CONTEXT, found before anything is launched. */
 FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const flashjit_attention_args_t* args,
                                                           void* stream);
+
+/* Checks the device metadata args points to (cu_seqlens_q/k, seqused_k, block_table: ENGINE
+ * INPUTS) against the contract, after the checks flashjit_attention_forward makes: offsets from 0
+ * up that never decrease, sequences within seqlen_q / seqlen_k and the packed rows, seqused_k in
+ * range, every page a sequence needs in [0, num_pages). Off the hot path: it copies the arrays to
+ * the host in the kernel's CUDA context and waits for them (not capture-safe). The first bad entry
+ * is named in the last error ("args.cu_seqlens_q[3]: ..."): FLASHJIT_ERROR_INVALID_ARGUMENT. */
+FLASHJIT_API flashjit_status_t flashjit_check_engine_metadata(flashjit_kernel_t kernel, const flashjit_attention_args_t* args);
+/* The same checks on host copies: args' metadata pointers point to host memory (no GPU needed). */
+FLASHJIT_API flashjit_status_t flashjit_check_engine_metadata_host(const char* spec, const flashjit_attention_args_t* args);
 
 /* ---- cache bundles ----------------------------------------------------------------------------- */
 

@@ -11,7 +11,9 @@ namespace flashjit::api {
 
 // NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
 // flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
-static_assert(sizeof(flashjit_attention_args_t) == 256);
+static_assert(sizeof(flashjit_attention_args_t) == 280);
+static_assert(offsetof(flashjit_attention_args_t, num_pages) == 256);
+static_assert(offsetof(flashjit_attention_args_t, total_k) == 272);
 static_assert(offsetof(flashjit_attention_args_t, q) == 8);
 static_assert(offsetof(flashjit_attention_args_t, batch) == 48);
 static_assert(offsetof(flashjit_attention_args_t, q_strides) == 96);
@@ -63,21 +65,6 @@ ApiStatus check_reserved_features(const flashjit_attention_args_t& a) {
   if (a.softcap != 0.0f) return not_supported_yet("softcap", std::to_string(a.softcap), "a logit soft cap", "0");
   if (a.window_left != -1) return not_supported_yet("window_left", std::to_string(a.window_left), "a sliding window", "-1");
   if (a.window_right != -1) return not_supported_yet("window_right", std::to_string(a.window_right), "a sliding window", "-1");
-  const struct {
-    const char* field;
-    uint64_t value;
-    const char* feature;
-  } pointers[] = {{"cu_seqlens_q", a.cu_seqlens_q, "variable-length sequences"},
-                  {"cu_seqlens_k", a.cu_seqlens_k, "variable-length sequences"},
-                  {"seqused_k", a.seqused_k, "per-sequence key counts"},
-                  {"block_table", a.block_table, "a paged KV cache"}};
-  for (const auto& p : pointers) {
-    if (p.value != 0) return not_supported_yet(p.field, hex(p.value), p.feature, "0");
-  }
-  if (a.block_table_batch_stride != 0) {
-    return not_supported_yet("block_table_batch_stride", std::to_string(a.block_table_batch_stride), "a paged KV cache", "0");
-  }
-  if (a.page_size != 0) return not_supported_yet("page_size", std::to_string(a.page_size), "a paged KV cache", "0");
   return {};
 }
 
@@ -116,6 +103,23 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   args.v_strides = strides_of(a.v_strides);
   args.o_strides = strides_of(a.o_strides);
   args.softmax_scale = a.softmax_scale;
+  // 4. Engine inputs (which ones a spec needs: validate_attention_args); extents in range.
+  EngineInputs& e = args.engine;
+  e.cu_seqlens_q = a.cu_seqlens_q;
+  e.cu_seqlens_k = a.cu_seqlens_k;
+  e.seqused_k = a.seqused_k;
+  e.block_table = a.block_table;
+  e.block_table_stride = a.block_table_batch_stride;
+  const struct {
+    const char* field;
+    int64_t value;
+    int* to;
+  } extents[] = {{"page_size", a.page_size, &e.page_size}, {"num_pages", a.num_pages, &e.num_pages},
+                 {"total_q", a.total_q, &e.total_q}, {"total_k", a.total_k, &e.total_k}};
+  for (const auto& x : extents) {
+    if (x.value == 0) continue;  // off, or missing where needed: the core says which
+    if (ApiStatus st = check_extent(x.field, x.value, kMaxSeqlen, x.to); !st.ok()) return st;
+  }
   *out = args;
   return {};
 }

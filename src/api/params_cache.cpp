@@ -23,6 +23,11 @@ ParamsKey ParamsKey::of(const AttentionArgs& a) {
     key.strides[3 * i + 2] = strides[i]->head;
   }
   std::memcpy(&key.scale_bits, &a.softmax_scale, sizeof(key.scale_bits));
+  const EngineInputs& e = a.engine;
+  const uint64_t pointers[] = {e.cu_seqlens_q, e.cu_seqlens_k, e.seqused_k, e.block_table};
+  const int64_t extents[] = {e.block_table_stride, e.page_size, e.num_pages, e.total_q, e.total_k};
+  std::memcpy(key.engine_pointers, pointers, sizeof(pointers));
+  std::memcpy(key.engine_extents, extents, sizeof(extents));
   return key;
 }
 

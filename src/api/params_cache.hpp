@@ -29,6 +29,8 @@ struct ParamsKey {
   int64_t strides[12] = {};
   uint32_t scale_bits = 0;
   uint32_t unused = 0;
+  uint64_t engine_pointers[4] = {};  // cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
+  int64_t engine_extents[5] = {};    // block_table_stride, page_size, num_pages, total_q, total_k
 
   static ParamsKey of(const AttentionArgs& args);
   bool operator==(const ParamsKey&) const = default;

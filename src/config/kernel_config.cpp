@@ -18,6 +18,17 @@ std::vector<AttentionSpec> default_prewarm_specs() {
         s.causal = causal;
         specs.push_back(s);
       }
+  // The engine's call (a vLLM-shaped step: packed queries against a paged cache, causal), at the
+  // head dims models use most.
+  for (DType dtype : {DType::kFp16, DType::kBf16})
+    for (int head_dim : {64, 128, 256}) {
+      AttentionSpec s;
+      s.dtype = dtype;
+      s.head_dim = head_dim;
+      s.causal = true;
+      s.varlen = s.paged = true;
+      specs.push_back(s);
+    }
   return specs;
 }
 

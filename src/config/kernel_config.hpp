@@ -32,7 +32,8 @@ struct KernelConfig {
 };
 
 // The default prewarm set: fp16 and bf16 x head dims 64, 96, 128, 192, 256 x causal off/on (20
-// specs; prewarm adds their long-sequence kernels: config/length_choice.hpp).
+// specs; prewarm adds their long-sequence kernels: config/length_choice.hpp), and the engine's
+// fp16 and bf16 x head dims 64, 128, 256, causal, varlen=1, paged=1 (6 more).
 std::vector<AttentionSpec> default_prewarm_specs();
 
 // The default tiles for a head dim (the table; see NOTES in the .cpp).

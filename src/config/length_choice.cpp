@@ -36,6 +36,8 @@ LongSequenceVariant clusters(const AttentionSpec& asked) {
 
 std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& asked) {
   if (asked.consumer_wgs != 0 || asked.block_m != 0 || !asked.causal) return std::nullopt;
+  // Lengths read on the device: the host cannot pick by them (and clusters do not take them).
+  if (asked.varlen || asked.paged) return std::nullopt;
   const Result<KernelConfig> config = make_config(asked);
   if (!config.ok()) return std::nullopt;
   std::optional<LongSequenceVariant> variant;

@@ -32,6 +32,12 @@ Status check_strides(const std::string& tensor, const TensorStrides& s) {
   return {};
 }
 
+// A packed tensor's strides with its (unused) batch stride set to its row stride.
+TensorStrides packed(TensorStrides s, bool is_packed) {
+  if (is_packed) s.batch = s.row;
+  return s;
+}
+
 Status check_extent(const char* field, int value, int max_value, const char* what) {
   if (value < 1 || value > max_value) {
     return bad(field, std::to_string(value) + " is not allowed; allowed: 1.." + std::to_string(max_value) + what);
@@ -39,7 +45,68 @@ Status check_extent(const char* field, int value, int max_value, const char* wha
   return {};
 }
 
+Status check_metadata(const char* field, uint64_t ptr) {
+  if (ptr == 0) return bad(field, "null device pointer");
+  if (ptr % 4 != 0) return bad(field, "pointer " + hex(ptr) + " is not 4-byte aligned (int32 entries)");
+  return {};
+}
+
+Status unwanted(const char* field, const std::string& value, const char* needs) {
+  return bad(field, value + " is not allowed here; it needs " + needs + " (0 = off)");
+}
+
+// The engine inputs the spec asks for are there, and those it does not are off.
+Status check_engine_inputs(const AttentionSpec& spec, const AttentionArgs& a) {
+  const EngineInputs& e = a.engine;
+  constexpr int kMaxRows = 0x7fffffff - 256;
+  if (spec.varlen) {
+    if (Status st = check_metadata("cu_seqlens_q", e.cu_seqlens_q); !st) return st;
+    if (Status st = check_extent("total_q", e.total_q, kMaxRows, " (rows of the packed Q and O)"); !st) return st;
+  } else {
+    if (e.cu_seqlens_q != 0) return unwanted("cu_seqlens_q", hex(e.cu_seqlens_q), "a varlen=1 spec");
+    if (e.cu_seqlens_k != 0) return unwanted("cu_seqlens_k", hex(e.cu_seqlens_k), "a varlen=1 spec");
+    if (e.total_q != 0) return unwanted("total_q", std::to_string(e.total_q), "a varlen=1 spec");
+  }
+  if (e.cu_seqlens_k != 0) {
+    if (spec.paged) return unwanted("cu_seqlens_k", hex(e.cu_seqlens_k), "packed K/V (paged=0)");
+    if (Status st = check_metadata("cu_seqlens_k", e.cu_seqlens_k); !st) return st;
+    if (Status st = check_extent("total_k", e.total_k, kMaxRows, " (rows of the packed K and V)"); !st) return st;
+  } else if (e.total_k != 0) {
+    return unwanted("total_k", std::to_string(e.total_k), "packed K/V (cu_seqlens_k)");
+  }
+  if (e.seqused_k != 0 || spec.paged) {
+    if (!spec.varlen && !spec.paged) return unwanted("seqused_k", hex(e.seqused_k), "a varlen=1 or paged=1 spec");
+    if (Status st = check_metadata("seqused_k", e.seqused_k); !st) return st;
+  }
+  if (!spec.paged) {
+    if (e.block_table != 0) return unwanted("block_table", hex(e.block_table), "a paged=1 spec");
+    if (e.block_table_stride != 0) return unwanted("block_table_batch_stride", std::to_string(e.block_table_stride), "a paged=1 spec");
+    if (e.page_size != 0) return unwanted("page_size", std::to_string(e.page_size), "a paged=1 spec");
+    if (e.num_pages != 0) return unwanted("num_pages", std::to_string(e.num_pages), "a paged=1 spec");
+    return {};
+  }
+  if (Status st = check_metadata("block_table", e.block_table); !st) return st;
+  if (Status st = check_extent("page_size", e.page_size, 0x7fffffff, " keys per page"); !st) return st;
+  if (Status st = check_extent("num_pages", e.num_pages, 0x7fffffff, " pages in the K/V pools"); !st) return st;
+  const int64_t pages_needed = (int64_t(a.seqlen_k) + e.page_size - 1) / e.page_size;
+  if (e.block_table_stride < pages_needed || e.block_table_stride > (int64_t(1) << 31)) {
+    return bad("block_table_batch_stride", std::to_string(e.block_table_stride) + " is not allowed; allowed: " +
+                                              std::to_string(pages_needed) + "..2^31 (at least ceil(seqlen_k / page_size) entries per sequence)");
+  }
+  return {};
+}
+
 }  // namespace
+
+int paged_rows_per_load(int page_size, int block_n) {
+  int a = page_size, b = block_n;
+  while (b != 0) {
+    const int r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
 
 TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim) {
   return {int64_t(seqlen) * heads * head_dim, int64_t(heads) * head_dim, head_dim};
@@ -70,16 +137,23 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
     return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ") = " +
                             std::to_string(tiles) + " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
   }
-  // Pointers and strides as TMA takes them.
+  if (Status st = check_engine_inputs(config.spec, a); !st) return st;
+  // Pointers and strides as TMA takes them (a packed tensor's batch stride is not used).
   const std::pair<const char*, uint64_t> pointers[] = {{"q", a.q}, {"k", a.k}, {"v", a.v}, {"o", a.o}};
   for (auto [name, ptr] : pointers) {
     if (Status st = check_pointer(name, ptr); !st) return st;
   }
   if (a.lse % 4 != 0) return bad("lse", "pointer " + hex(a.lse) + " is not 4-byte aligned");
-  const std::pair<const char*, const TensorStrides*> strides[] = {
-      {"q", &a.q_strides}, {"k", &a.k_strides}, {"v", &a.v_strides}, {"o", &a.o_strides}};
-  for (auto [name, s] : strides) {
-    if (Status st = check_strides(name, *s); !st) return st;
+  const bool packed_q = config.spec.varlen, packed_kv = a.engine.cu_seqlens_k != 0;
+  const struct {
+    const char* name;
+    TensorStrides strides;
+  } strides[] = {{"q", packed(a.q_strides, packed_q)},
+                 {"k", packed(a.k_strides, packed_kv)},
+                 {"v", packed(a.v_strides, packed_kv)},
+                 {"o", packed(a.o_strides, packed_q)}};
+  for (const auto& s : strides) {
+    if (Status st = check_strides(s.name, s.strides); !st) return st;
   }
   // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0) {

@@ -15,9 +15,24 @@ struct TensorStrides {
   int64_t head = 0;   // elements between heads
 };
 
+// The engine's inputs (spec varlen=1 / paged=1): device metadata the kernel reads per sequence,
+// and the host extents of the packed and paged tensors. All 0 in a dense launch.
+//   varlen: Q and O are [total_q, heads, dim] (the batch stride is ignored), cu_seqlens_q int32
+//           [batch + 1]; LSE float [heads_q, total_q]. K/V packed [total_k, heads_kv, dim] with
+//           cu_seqlens_k, else [batch, seqlen_k, ...] as in a dense launch (or paged).
+//   paged:  K and V pools [num_pages, page_size, heads_kv, dim] (k/v_strides.batch = the page
+//           stride), block_table int32 [batch][block_table_stride], seqused_k int32 [batch].
+//   seqused_k (either): keys per sequence; seqlen_q and seqlen_k are then upper bounds.
+struct EngineInputs {
+  uint64_t cu_seqlens_q = 0, cu_seqlens_k = 0, seqused_k = 0, block_table = 0;  // CUdeviceptr
+  int64_t block_table_stride = 0;
+  int page_size = 0, num_pages = 0;
+  int total_q = 0, total_k = 0;
+};
+
 struct AttentionArgs {
   uint64_t q = 0, k = 0, v = 0, o = 0;  // CUdeviceptr of 16-bit elements
-  uint64_t lse = 0;                     // float [batch, heads_q, seqlen_q], or 0 for none
+  uint64_t lse = 0;                     // float [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]), or 0
   int batch = 0;
   int seqlen_q = 0;
   int seqlen_k = 0;
@@ -25,6 +40,7 @@ struct AttentionArgs {
   int heads_kv = 0;
   TensorStrides q_strides, k_strides, v_strides, o_strides;
   float softmax_scale = 0;  // 0 = 1/sqrt(head_dim)
+  EngineInputs engine;
 };
 
 // Arguments with the extents only (no tensors): what the kernel choice and the tile deal read.
@@ -48,7 +64,11 @@ uint64_t attention_query_blocks(const KernelConfig& config, const AttentionArgs&
 // The kernel's tiles: query blocks x heads_q x batch. The grid walks them in one dimension.
 uint64_t attention_tile_count(const KernelConfig& config, const AttentionArgs& args);
 
+// Rows per K/V load of a paged kernel: gcd(page_size, block_n), so no load straddles a page.
+int paged_rows_per_load(int page_size, int block_n);
+
 // Everything a launch needs to be safe, checked up front: errors name the field and what is allowed.
+// Device metadata (cu_seqlens, seqused_k, block tables) is trusted here; its host-side fields are checked.
 Status validate_attention_args(const KernelConfig& config, const AttentionArgs& args);
 
 }  // namespace flashjit

@@ -31,6 +31,47 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
   return r;
 }
 
+// The maps' extents by layout: dense [batch, seqlen, heads, d]; packed [1, rows, heads, d];
+// paged [num_pages, page_size, heads, d] (engine inputs: launch/attention_args.hpp).
+TensorMapRequest q_or_o_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a,
+                                const TensorStrides& strides, int box_rows) {
+  if (!c.spec.varlen) return map_request(name, base, c, a.batch, a.seqlen_q, a.heads_q, strides, box_rows);
+  const TensorStrides packed = {strides.row, strides.row, strides.head};
+  return map_request(name, base, c, 1, a.engine.total_q, a.heads_q, packed, box_rows);
+}
+
+TensorMapRequest kv_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a,
+                            const TensorStrides& strides) {
+  const EngineInputs& e = a.engine;
+  if (c.spec.paged) {
+    return map_request(name, base, c, e.num_pages, e.page_size, a.heads_kv, strides, paged_rows_per_load(e.page_size, c.spec.block_n));
+  }
+  if (e.cu_seqlens_k != 0) {
+    const TensorStrides packed = {strides.row, strides.row, strides.head};
+    return map_request(name, base, c, 1, e.total_k, a.heads_kv, packed, c.spec.block_n);
+  }
+  return map_request(name, base, c, a.batch, a.seqlen_k, a.heads_kv, strides, c.spec.block_n / c.spec.cluster);
+}
+
+// The engine inputs into the parameters (null and 0 in a dense launch).
+void set_engine_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
+  const EngineInputs& e = a.engine;
+  p.cu_seqlens_q = reinterpret_cast<const int*>(e.cu_seqlens_q);
+  p.cu_seqlens_k = reinterpret_cast<const int*>(e.cu_seqlens_k);
+  p.seqused_k = reinterpret_cast<const int*>(e.seqused_k);
+  p.block_table = reinterpret_cast<const int*>(e.block_table);
+  p.block_table_stride = e.block_table_stride;
+  p.total_q = e.total_q;
+  p.page_size = e.page_size;
+  p.num_pages = e.num_pages;
+  p.kv_rows_per_load = c.spec.paged ? paged_rows_per_load(e.page_size, c.spec.block_n) : 0;
+  const FastDivisor by_page = fit_divisor(uint32_t(c.spec.paged ? e.page_size : 1));
+  p.div_page_size[0] = by_page.mul, p.div_page_size[1] = by_page.shift;
+  p.o_rows = reinterpret_cast<uint16_t*>(a.o);
+  p.o_row_stride = a.o_strides.row;
+  p.o_head_stride = a.o_strides.head;
+}
+
 }  // namespace
 
 void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, CausalHold hold) {
@@ -40,7 +81,8 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   d.ctas = grid_ctas > 0 ? grid_ctas : 1;
   d.m_blocks = uint32_t(attention_query_blocks(c, a));  // padded to whole clusters
   d.heads = uint32_t(a.heads_q) * uint32_t(a.batch);
-  d.unit = deal_unit(c.spec.causal, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
+  const bool pairs = deals_causal_pairs(c.spec.causal, c.spec.varlen || c.spec.paged);
+  d.unit = deal_unit(pairs, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
   d.fill = uint32_t(std::clamp<int64_t>(hold.fill_blocks, 0, d.m_blocks));
   d.held_heads = uint32_t(std::clamp<int64_t>(hold.held_heads, 0, d.heads));
   fit_tile_deal(d);
@@ -81,10 +123,10 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
     TensorMapBytes* out;
     TensorMapRequest request;
   } maps[] = {
-      {&p.q, map_request("q", a.q, c, a.batch, a.seqlen_q, a.heads_q, a.q_strides, c.spec.block_m)},
-      {&p.k, map_request("k", a.k, c, a.batch, a.seqlen_k, a.heads_kv, a.k_strides, c.spec.block_n / c.spec.cluster)},
-      {&p.v, map_request("v", a.v, c, a.batch, a.seqlen_k, a.heads_kv, a.v_strides, c.spec.block_n / c.spec.cluster)},
-      {&p.o, map_request("o", a.o, c, a.batch, a.seqlen_q, a.heads_q, a.o_strides, 64)},
+      {&p.q, q_or_o_request("q", a.q, c, a, a.q_strides, c.spec.block_m)},
+      {&p.k, kv_request("k", a.k, c, a, a.k_strides)},
+      {&p.v, kv_request("v", a.v, c, a, a.v_strides)},
+      {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
   };
   for (const auto& m : maps) {
     auto encoded = make_tensor_map_bshd(api, m.request);
@@ -98,6 +140,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
+  set_engine_inputs(p, c, a);
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
   set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;

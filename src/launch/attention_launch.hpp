@@ -11,28 +11,17 @@
 
 namespace flashjit {
 
-// Host mirror of the kernel's `Params` (templates/attention_fwd.cuh). The template checks its own
-// size and field offsets against the constants rendered from this struct.
+// The kernel's parameters: one definition for both sides (templates/attention_params.cuh), with
+// TmaDesc defined here as templates/ptx.cuh defines it for the kernel.
 // NOTES: CUtensorMap is alignas(128) in CUDA 13's cuda.h, but TMA needs 64 and the kernel's param
 // space aligns to 64: a 64-aligned copy keeps both sides at the same layout.
-struct alignas(64) TensorMapBytes {
+struct alignas(64) TmaDesc {
   uint64_t opaque[16];
 };
-static_assert(sizeof(TensorMapBytes) == sizeof(CUtensorMap));
-
-struct KernelParams {
-  TensorMapBytes q, k, v, o;
-  float* lse;
-  int seqlen_q;
-  int seqlen_k;
-  int heads_q;
-  float scale_log2;
-  int batch;
-  // The tile deal (templates/tile_schedule.cuh), fitted to a grid of deal_ctas CTAs, and the tile
-  // decode's divisors as (multiplier, shift): see set_tile_deal.
-  int fill_blocks, held_heads, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
-  uint32_t div_m_blocks[2], div_paired[2], div_held_heads[2], div_heads_q[2], div_group[2];
-};
+static_assert(sizeof(TmaDesc) == sizeof(CUtensorMap));
+#include "../../templates/attention_params.cuh"
+using KernelParams = Params;
+using TensorMapBytes = TmaDesc;
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
 // the tiles = query blocks x heads_q x batch): persistent, min(tiles, max_ctas) CTAs (pass the

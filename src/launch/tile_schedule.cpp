@@ -4,8 +4,9 @@
 #include <cstdint>
 #include <utility>
 
-// deal_unit: the rule the kernel deals by.
+// deal_unit: the rule the kernel deals by; kv_block_range: the blocks a tile visits.
 #include "../../templates/tile_schedule.cuh"
+#include "../../templates/visibility.cuh"
 
 namespace flashjit {
 namespace {
@@ -25,11 +26,10 @@ constexpr int64_t kMaxFillRows = 16;  // snake rows of held-back blocks per idle
 
 struct Shape {
   int64_t block_m, block_n, seqlen_q, seqlen_k, m_blocks, heads, ctas;
-  // The kernel's causal_block_count (bottom-right aligned mask) plus the per-tile overhead.
+  // The K/V blocks the kernel visits (visibility.cuh, causal) plus the per-tile overhead.
   int64_t cost(int64_t m_block) const {
-    const int64_t n_all = (seqlen_k + block_n - 1) / block_n;
-    const int64_t last_col = (m_block + 1) * block_m - 1 + seqlen_k - seqlen_q;
-    return (last_col < 0 ? 0 : std::min(n_all, last_col / block_n + 1)) + kTileOverheadBlocks;
+    return kv_block_range(true, int(m_block), int(block_m), int(block_n), int(seqlen_q), int(seqlen_k)).count() +
+           kTileOverheadBlocks;
   }
 };
 
@@ -65,7 +65,7 @@ std::pair<double, int64_t> whole_heads_estimate(const Shape& s, int64_t rounds, 
 CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const AttentionSpec& spec = config.spec;
   const uint32_t tiles = uint32_t(attention_tile_count(config, args));  // below 2^31: validated
-  if (grid_ctas == 0 || deal_unit(spec.causal, spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
+  if (grid_ctas == 0 || deal_unit(deals_causal_pairs(spec.causal, spec.varlen || spec.paged), spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
   if (args.seqlen_k < args.seqlen_q) return {};
   if (config.q_buffers < 2) return {};  // a held-back tile's Q load would wait for the last O store
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
@@ -117,7 +117,7 @@ CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, un
 int pairs_round_use_percent(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const uint64_t tiles = attention_tile_count(config, args);
   // Unvalidated arguments may come here (the kernel is chosen first): past 2^31 tiles none runs.
-  if (grid_ctas == 0 || tiles > 0x7fffffffu || deal_unit(config.spec.causal, config.spec.cluster, grid_ctas, uint32_t(tiles)) != 2) return 100;
+  if (grid_ctas == 0 || tiles > 0x7fffffffu || deal_unit(deals_causal_pairs(config.spec.causal, config.spec.varlen || config.spec.paged), config.spec.cluster, grid_ctas, uint32_t(tiles)) != 2) return 100;
   // fit_tile_deal's phase 1 with fill 0: units of two tiles, the last one half where tiles are odd.
   const uint64_t units = (tiles + 1) / 2, rounds = (units + grid_ctas - 1) / grid_ctas;
   return int(units * 100 / (rounds * grid_ctas));

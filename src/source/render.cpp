@@ -44,7 +44,10 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kOverlap", s.overlap);
   add_constant(out, "int", "kCluster", s.cluster);
   add_constant(out, "bool", "kPingpong", s.pingpong);
-  // The host's KernelParams layout, which the template's Params must match byte for byte.
+  add_constant(out, "bool", "kVarlen", s.varlen);
+  add_constant(out, "bool", "kPaged", s.paged);
+  // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
+  // library and the templates it embeds agree.
   add_constant(out, "int", "kParamsBytes", sizeof(KernelParams));
   return out;
 }
@@ -59,10 +62,13 @@ std::string_view embedded_template(std::string_view name) {
 }
 
 std::string render_attention_source(const KernelConfig& config) {
-  // Order matters: constants, PTX wrappers, the tile deal, the wgmma shapes this variant uses, the kernel.
+  // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the tile deal,
+  // the wgmma shapes this variant uses, the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
+  out += embedded_template("attention_params.cuh");
+  out += embedded_template("visibility.cuh");
   out += embedded_template("tile_schedule.cuh");
   out += render_wgmma_shapes(config);
   out += embedded_template("attention_fwd.cuh");

@@ -110,6 +110,13 @@ const std::vector<Field>& fields() {
       {"hang_trap", "0 or 1",
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.hang_trap, "hang_trap", v); },
        [](const AttentionSpec& s) { return s.hang_trap ? std::string("1") : std::string(); }},
+      // Engine inputs; printed only when on, so every spec from before them keeps its text (and key).
+      {"varlen", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.varlen, "varlen", v); },
+       [](const AttentionSpec& s) { return s.varlen ? std::string("1") : std::string(); }},
+      {"paged", "0 or 1",
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.paged, "paged", v); },
+       [](const AttentionSpec& s) { return s.paged ? std::string("1") : std::string(); }},
   };
   return table;
 }
@@ -179,6 +186,9 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
   }
+  // NOTES: a cluster's two CTAs share K/V blocks of one sequence; with lengths read on the device
+  // a neighbouring query block may be another sequence's (or none).
+  if ((s.varlen || s.paged) && s.cluster == 2) return fail("cluster", s.cluster, "1 with varlen=1 or paged=1");
   return {};
 }
 

@@ -26,6 +26,8 @@ struct AttentionSpec {
   int cluster = 0;           // CTAs sharing K/V loads by TMA multicast: 1 or 2; 0 = table
   int pingpong = -1;         // two consumer warpgroups take turns issuing GEMMs: 0/1; -1 = table
   bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
+  bool varlen = false;       // packed variable-length queries (cu_seqlens_q); K/V packed too or paged
+  bool paged = false;        // K/V through a block table of pages (with seqused_k)
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool operator==(const AttentionSpec&) const = default;

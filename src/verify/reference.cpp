@@ -6,6 +6,11 @@
 #include <limits>
 #include <thread>
 
+#include "source/render.hpp"
+
+// The visibility rule the kernels mask by (key_visible, visible_key_count).
+#include "../../templates/visibility.cuh"
+
 namespace flashjit {
 
 double Problem::effective_scale() const { return scale != 0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
@@ -95,8 +100,8 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
     for (int task = first; task < p.batch * p.heads_q * p.seqlen_q; task += step) {
       const int row = task % p.seqlen_q, h = (task / p.seqlen_q) % p.heads_q, b = task / (p.seqlen_q * p.heads_q);
       const int kvh = h / group;
-      // Bottom-right aligned causal: row sees columns <= row + seqlen_k - seqlen_q.
-      const int visible = p.causal ? std::clamp(row + p.seqlen_k - p.seqlen_q + 1, 0, p.seqlen_k) : p.seqlen_k;
+      // A row sees keys 0 .. visible - 1 (visibility.cuh: bottom-right aligned causal).
+      const int visible = visible_key_count(p.causal, row, p.seqlen_q, p.seqlen_k);
       if (visible == 0) continue;
       for (int c = 0; c < d; ++c) qrow[c] = load(q, b * qs.batch + row * qs.row + h * qs.head + c);
       double mx = -std::numeric_limits<double>::infinity();
@@ -124,6 +129,8 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
 
 std::string reference_kernel_source(bool bf16) {
   std::string src = bf16 ? "#define REF_BF16 1\n" : "";
+  src += "#define FJ_DEVICE __device__ inline\n";
+  src += embedded_template("visibility.cuh");  // the rule the kernels mask by
   src += R"CUDA(
 typedef unsigned short u16;
 typedef long long i64;
@@ -151,8 +158,7 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
   __shared__ double q_row[256], probs[128], red[128];
   const int row = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, d = p.head_dim;
   const int kvh = h / (p.heads_q / p.heads_kv);
-  int visible = p.seqlen_k;
-  if (p.causal) { visible = row + p.seqlen_k - p.seqlen_q + 1; visible = visible < 0 ? 0 : (visible > p.seqlen_k ? p.seqlen_k : visible); }
+  const int visible = visible_key_count(p.causal != 0, row, p.seqlen_q, p.seqlen_k);
   for (int c = t; c < d; c += 128) q_row[c] = load(p.q, b * p.qs[0] + row * p.qs[1] + h * p.qs[2] + c);
   __syncthreads();
   double mx = -1.0 / 0.0;

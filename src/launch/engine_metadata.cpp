@@ -1,0 +1,107 @@
+#include "launch/engine_metadata.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace flashjit {
+namespace {
+
+std::string entry(const char* array, int64_t index) { return std::string(array) + "[" + std::to_string(index) + "]"; }
+
+Error bad_entry(const char* array, int64_t index, int64_t value, const std::string& allowed) {
+  const std::string field = entry(array, index);
+  return Error::invalid_argument(field, field + ": " + std::to_string(value) + " is not allowed; allowed: " + allowed);
+}
+
+Status check_size(const char* array, std::span<const int32_t> values, int64_t wanted) {
+  if (int64_t(values.size()) == wanted) return {};
+  return Error::invalid_argument(array, std::string(array) + ": " + std::to_string(values.size()) + " entries given, " +
+                                           std::to_string(wanted) + " expected");
+}
+
+// Offsets into `rows` rows: non-decreasing from at least 0, each step at most `longest`.
+Status check_offsets(const char* array, std::span<const int32_t> offsets, int rows, int longest, const char* longest_name) {
+  if (offsets[0] < 0) return bad_entry(array, 0, offsets[0], "0 or more");
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    const int64_t previous = offsets[i - 1], value = offsets[i];
+    if (value < previous) {
+      return bad_entry(array, int64_t(i), value, "at least " + entry(array, int64_t(i) - 1) + " = " + std::to_string(previous) + " (offsets never decrease)");
+    }
+    if (value - previous > longest) {
+      return bad_entry(array, int64_t(i), value, "at most " + std::to_string(previous + longest) + " (a sequence of at most " +
+                                                    longest_name + " = " + std::to_string(longest) + ")");
+    }
+    if (value > rows) return bad_entry(array, int64_t(i), value, "at most " + std::to_string(rows) + " (the packed tensor's rows)");
+  }
+  return {};
+}
+
+// The keys sequence b uses (what the kernel's seqlen_info computes).
+int64_t keys_of(const AttentionArgs& a, const EngineMetadata& m, int b) {
+  if (!m.seqused_k.empty()) return m.seqused_k[b];
+  if (!m.cu_seqlens_k.empty()) return int64_t(m.cu_seqlens_k[b + 1]) - m.cu_seqlens_k[b];
+  return a.seqlen_k;
+}
+
+Status check_pages(const AttentionArgs& a, const EngineMetadata& m) {
+  const EngineInputs& e = a.engine;
+  for (int b = 0; b < a.batch; ++b) {
+    const int64_t pages = (keys_of(a, m, b) + e.page_size - 1) / e.page_size;
+    for (int64_t i = 0; i < pages; ++i) {
+      const int64_t index = b * e.block_table_stride + i;
+      const int32_t page = m.block_table[size_t(index)];
+      if (page < 0 || page >= e.num_pages) {
+        return bad_entry("block_table", index, page, "0.." + std::to_string(e.num_pages - 1) + " (a page of the pools; sequence " +
+                                                       std::to_string(b) + ", its page " + std::to_string(i) + ")");
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+EngineMetadataSizes engine_metadata_sizes(const AttentionArgs& a) {
+  const EngineInputs& e = a.engine;
+  EngineMetadataSizes sizes;
+  if (e.cu_seqlens_q != 0) sizes.cu_seqlens_q = int64_t(a.batch) + 1;
+  if (e.cu_seqlens_k != 0) sizes.cu_seqlens_k = int64_t(a.batch) + 1;
+  if (e.seqused_k != 0) sizes.seqused_k = a.batch;
+  if (e.block_table != 0) sizes.block_table = int64_t(a.batch) * e.block_table_stride;
+  return sizes;
+}
+
+Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a, const EngineMetadata& m) {
+  if (Status st = validate_attention_args(config, a); !st) return st;
+  const EngineMetadataSizes sizes = engine_metadata_sizes(a);
+  const struct {
+    const char* name;
+    std::span<const int32_t> values;
+    int64_t wanted;
+  } arrays[] = {{"cu_seqlens_q", m.cu_seqlens_q, sizes.cu_seqlens_q},
+                {"cu_seqlens_k", m.cu_seqlens_k, sizes.cu_seqlens_k},
+                {"seqused_k", m.seqused_k, sizes.seqused_k},
+                {"block_table", m.block_table, sizes.block_table}};
+  for (const auto& array : arrays) {
+    if (Status st = check_size(array.name, array.values, array.wanted); !st) return st;
+  }
+  const EngineInputs& e = a.engine;
+  if (!m.cu_seqlens_q.empty()) {
+    if (Status st = check_offsets("cu_seqlens_q", m.cu_seqlens_q, e.total_q, a.seqlen_q, "seqlen_q"); !st) return st;
+  }
+  if (!m.cu_seqlens_k.empty()) {
+    // With seqused_k the packed sequences may be longer than the keys used (seqlen_k bounds those).
+    const int longest = m.seqused_k.empty() ? a.seqlen_k : e.total_k;
+    if (Status st = check_offsets("cu_seqlens_k", m.cu_seqlens_k, e.total_k, longest, m.seqused_k.empty() ? "seqlen_k" : "total_k"); !st) return st;
+  }
+  for (size_t b = 0; b < m.seqused_k.size(); ++b) {
+    const int64_t used = m.seqused_k[b];
+    int64_t most = a.seqlen_k;
+    if (!m.cu_seqlens_k.empty()) most = std::min<int64_t>(most, int64_t(m.cu_seqlens_k[b + 1]) - m.cu_seqlens_k[b]);
+    if (used < 0 || used > most) return bad_entry("seqused_k", int64_t(b), used, "0.." + std::to_string(most));
+  }
+  if (!m.block_table.empty()) return check_pages(a, m);
+  return {};
+}
+
+}  // namespace flashjit

@@ -1,0 +1,361 @@
+#include "verify/engine_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <thread>
+
+#include "driver/launch.hpp"
+
+// The visibility rule the kernels mask by.
+#include "../../templates/visibility.cuh"
+
+namespace flashjit {
+namespace {
+
+constexpr size_t kElem = 2;  // fp16 / bf16
+
+int longest(const std::vector<int>& lengths) { return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end()); }
+int64_t total(const std::vector<int>& lengths) { return std::accumulate(lengths.begin(), lengths.end(), int64_t(0)); }
+int pages_for(int keys, int page_size) { return (keys + page_size - 1) / page_size; }
+
+std::vector<int32_t> offsets_of(const std::vector<int>& lengths) {
+  std::vector<int32_t> offsets(lengths.size() + 1, 0);
+  for (size_t b = 0; b < lengths.size(); ++b) offsets[b + 1] = offsets[b] + lengths[b];
+  return offsets;
+}
+
+// Where element (row, head, 0) of each tensor sits, host side, as the kernel addresses it.
+struct HostLayout {
+  const EngineProblem& p;
+  const EngineBuffers& buffers;
+  std::vector<int32_t> cu_q, cu_k, table;
+
+  int64_t q_index(int b, int row, int h) const { return (int64_t(cu_q[b]) + row) * p.heads_q * p.head_dim + int64_t(h) * p.head_dim; }
+  int64_t kv_index(int b, int key, int h) const {
+    const TensorStrides& s = buffers.pool_strides;
+    switch (p.kv) {
+      case KvSource::kPacked: return (int64_t(cu_k[b]) + key) * s.row + h * s.head;
+      case KvSource::kDense: return int64_t(b) * buffers.capacity().max_seqlen_k * s.row + int64_t(key) * s.row + h * s.head;
+      case KvSource::kPaged: {
+        const int page = table[size_t(b) * buffers.capacity().pages_per_sequence + key / p.page_size];
+        return int64_t(page) * buffers.pool_page_stride + int64_t(key % p.page_size) * s.row + h * s.head;
+      }
+    }
+    return 0;
+  }
+};
+
+// The float64 attention of every sequence, O as [total_q rows][heads_q][d], LSE as [heads_q][total_q].
+Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
+                           const std::vector<uint16_t>& v, int total_q) {
+  const EngineProblem& p = at.p;
+  const int d = p.head_dim, group = p.heads_q / p.heads_kv;
+  Reference ref;
+  ref.o.assign(size_t(total_q) * p.heads_q * d, 0.0);
+  ref.lse.assign(size_t(p.heads_q) * total_q, -std::numeric_limits<double>::infinity());
+  const double scale = double(float(p.scale != 0 ? p.scale : 1.0 / std::sqrt(double(d))));
+  auto load = [&](const std::vector<uint16_t>& t, int64_t i) { return double(half_bits_to_float(t[size_t(i)], p.bf16)); };
+  struct Task { int b, row, h; };
+  std::vector<Task> tasks;
+  for (int b = 0; b < int(p.seqlen_q.size()); ++b)
+    for (int row = 0; row < p.seqlen_q[b]; ++row)
+      for (int h = 0; h < p.heads_q; ++h) tasks.push_back({b, row, h});
+  auto work = [&](size_t first, size_t step) {
+    std::vector<double> s;
+    for (size_t i = first; i < tasks.size(); i += step) {
+      const auto [b, row, h] = tasks[i];
+      const int visible = visible_key_count(p.causal, row, p.seqlen_q[b], p.seqlen_k[b]);
+      if (visible == 0) continue;  // O stays 0, LSE -inf
+      const int kvh = h / group;
+      const int64_t qi = at.q_index(b, row, h);
+      s.assign(size_t(visible), 0.0);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < visible; ++j) {
+        const int64_t ki = at.kv_index(b, j, kvh);
+        double dot = 0;
+        for (int c = 0; c < d; ++c) dot += load(q, qi + c) * load(k, ki + c);
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < visible; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      double* out = &ref.o[size_t(at.cu_q[b] + row) * p.heads_q * d + size_t(h) * d];
+      for (int j = 0; j < visible; ++j) {
+        const int64_t vi = at.kv_index(b, j, kvh);
+        for (int c = 0; c < d; ++c) out[c] += s[j] * load(v, vi + c);
+      }
+      for (int c = 0; c < d; ++c) out[c] /= sum;
+      ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = mx + std::log(sum);
+    }
+  };
+  const size_t threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t, threads);
+  for (auto& t : pool) t.join();
+  return ref;
+}
+
+// A block table for `p`: each sequence's pages drawn from a shuffled pool, some sequences sharing
+// the first pages of the one before (a shared prefix); unused entries hold out-of-range indices.
+std::vector<int32_t> random_block_table(const EngineProblem& p, const EngineCapacity& cap, std::mt19937_64& rng) {
+  std::vector<int32_t> pages(size_t(cap.num_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::vector<int32_t> table(size_t(cap.batch) * cap.pages_per_sequence, -7);
+  size_t next = 0;
+  for (int b = 0; b < int(p.seqlen_k.size()); ++b) {
+    const int needed = pages_for(p.seqlen_k[b], p.page_size);
+    int shared = 0;
+    if (b > 0 && rng() % 3 == 0) shared = std::min(needed, pages_for(p.seqlen_k[b - 1], p.page_size) / 2);
+    for (int i = 0; i < needed; ++i) {
+      int32_t& entry = table[size_t(b) * cap.pages_per_sequence + i];
+      entry = i < shared ? table[size_t(b - 1) * cap.pages_per_sequence + i] : pages[next++ % pages.size()];
+    }
+  }
+  return table;
+}
+
+// The K/V layout of a problem's buffers: row and head strides, the page stride (paged), and the
+// elements each of K and V needs.
+struct KvLayout {
+  TensorStrides strides;
+  int64_t page_stride = 0, elems = 0;
+};
+
+KvLayout kv_layout(const EngineProblem& p, const EngineCapacity& cap) {
+  const int64_t d = p.head_dim, h = p.heads_kv;
+  KvLayout l;
+  l.strides = {0, h * d, d};
+  switch (p.kv) {
+    case KvSource::kPacked: l.elems = int64_t(cap.total_k) * h * d; break;
+    case KvSource::kDense: l.elems = int64_t(cap.batch) * cap.max_seqlen_k * h * d; break;
+    case KvSource::kPaged: {
+      // HND pages: [heads][page_size][d]; NHD: [page_size][heads][d]. K and V in one tensor:
+      // [pages][2][page], V one page after K.
+      const int64_t page_elems = int64_t(p.page_size) * h * d;
+      if (p.head_major_pool) l.strides = {0, d, int64_t(p.page_size) * d};
+      l.page_stride = p.kv_in_one_tensor ? 2 * page_elems : page_elems;
+      l.elems = int64_t(cap.num_pages) * l.page_stride;
+      break;
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+const char* kv_source_name(KvSource source) {
+  switch (source) {
+    case KvSource::kPacked: return "packed";
+    case KvSource::kDense: return "dense";
+    case KvSource::kPaged: return "paged";
+  }
+  return "?";
+}
+
+std::string EngineProblem::describe() const {
+  std::string lengths;
+  for (size_t b = 0; b < seqlen_q.size(); ++b) {
+    if (b == 8) { lengths += " ..."; break; }
+    lengths += (b ? " " : "") + std::to_string(seqlen_q[b]) + "/" + std::to_string(seqlen_k[b]);
+  }
+  std::string text = std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
+                     " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) + " kv=" + kv_source_name(kv);
+  if (kv == KvSource::kPaged) {
+    text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
+  }
+  return text + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
+}
+
+EngineProblem random_engine_problem(std::mt19937_64& rng, int batch, int max_len) {
+  EngineProblem p;
+  for (int b = 0; b < batch; ++b) {
+    const int kind = int(rng() % 6);  // empty, decode, speculative, short, long, no keys
+    int q = 0, k = 0;
+    switch (kind) {
+      case 0: q = 0; k = int(rng() % (max_len + 1)); break;
+      case 1: q = 1; k = 1 + int(rng() % max_len); break;
+      case 2: q = 2 + int(rng() % 15); k = q + int(rng() % max_len); break;
+      case 3: q = 1 + int(rng() % std::max(1, max_len / 4)); k = q + int(rng() % std::max(1, max_len / 2)); break;
+      case 4: q = 1 + int(rng() % max_len); k = std::max(0, q + int(rng() % max_len) - max_len / 4); break;
+      default: q = 1 + int(rng() % 64); k = 0; break;
+    }
+    p.seqlen_q.push_back(std::min(q, max_len));
+    p.seqlen_k.push_back(std::min(k, max_len));
+  }
+  return p;
+}
+
+EngineCapacity capacity_for(const EngineProblem& p) {
+  EngineCapacity c;
+  c.batch = std::max<int>(1, int(p.seqlen_q.size()));
+  c.max_seqlen_q = std::max({1, longest(p.seqlen_q), p.max_seqlen_q});
+  c.max_seqlen_k = std::max({1, longest(p.seqlen_k), p.max_seqlen_k});
+  c.total_q = int(total(p.seqlen_q)) + p.spare_q_rows + 1;
+  c.total_k = std::max<int>(1, int(total(p.seqlen_k)));
+  if (p.kv == KvSource::kPaged) {
+    c.pages_per_sequence = pages_for(c.max_seqlen_k, p.page_size);
+    int used = 0;
+    for (int k : p.seqlen_k) used += pages_for(k, p.page_size);
+    c.num_pages = std::max(1, used + p.spare_pages);
+  }
+  return c;
+}
+
+EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const EngineCapacity& cap)
+    : q(api, size_t(cap.total_q) * p.heads_q * p.head_dim * kElem),
+      k(api, size_t(kv_layout(p, cap).elems) * kElem),
+      v(api, p.kv_in_one_tensor ? 16 : size_t(kv_layout(p, cap).elems) * kElem),  // in one tensor: V is in k's buffer
+      o(api, size_t(cap.total_q) * p.heads_q * p.head_dim * kElem),
+      lse(api, size_t(p.heads_q) * cap.total_q * 4),
+      cu_seqlens_q(api, size_t(cap.batch + 1) * 4),
+      cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
+      seqused_k(api, size_t(cap.batch) * 4),
+      block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
+      pool_page_stride(kv_layout(p, cap).page_stride),
+      pool_strides(kv_layout(p, cap).strides),
+      capacity_(cap) {}
+
+AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
+  const EngineCapacity& cap = capacity_;
+  AttentionArgs a;
+  const int64_t d = p.head_dim;
+  a.q = q.ptr();
+  a.o = o.ptr();
+  a.k = k.ptr();
+  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(p.page_size) * p.heads_kv * d * kElem : v.ptr();
+  a.lse = with_lse ? lse.ptr() : 0;
+  a.batch = cap.batch;
+  a.seqlen_q = cap.max_seqlen_q;
+  a.seqlen_k = cap.max_seqlen_k;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.q_strides = a.o_strides = {0, p.heads_q * d, d};
+  a.softmax_scale = float(p.scale);
+  EngineInputs& e = a.engine;
+  e.cu_seqlens_q = cu_seqlens_q.ptr();
+  e.total_q = cap.total_q;
+  switch (p.kv) {
+    case KvSource::kPacked:
+      a.k_strides = a.v_strides = {0, pool_strides.row, pool_strides.head};
+      e.cu_seqlens_k = cu_seqlens_k.ptr();
+      e.total_k = cap.total_k;
+      break;
+    case KvSource::kDense:
+      a.k_strides = a.v_strides = {int64_t(cap.max_seqlen_k) * pool_strides.row, pool_strides.row, pool_strides.head};
+      e.seqused_k = seqused_k.ptr();
+      break;
+    case KvSource::kPaged:
+      a.k_strides = a.v_strides = {pool_page_stride, pool_strides.row, pool_strides.head};
+      e.seqused_k = seqused_k.ptr();
+      e.block_table = block_table.ptr();
+      e.block_table_stride = cap.pages_per_sequence;
+      e.page_size = p.page_size;
+      e.num_pages = cap.num_pages;
+      break;
+  }
+  return a;
+}
+
+EngineCheck check_engine_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
+                                   const EngineProblem& p, EngineBuffers& buffers, std::mt19937_64& rng,
+                                   const EngineLaunch& launch) {
+  EngineCheck outcome;
+  CheckResult& result = outcome.result;
+  const DriverApi& api = *device.api;
+  const EngineCapacity& cap = buffers.capacity();
+  const int batch = int(p.seqlen_q.size());
+  if (batch > cap.batch || total(p.seqlen_q) + 1 > cap.total_q || longest(p.seqlen_q) > cap.max_seqlen_q ||
+      longest(p.seqlen_k) > cap.max_seqlen_k) {
+    result.error = "problem does not fit the buffers' capacity";
+    return outcome;
+  }
+  // Metadata: sequences past `batch` (up to the capacity) are inactive: no queries, no keys.
+  std::vector<int> seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  seqlen_q.resize(size_t(cap.batch), 0);
+  seqlen_k.resize(size_t(cap.batch), 0);
+  HostLayout at{p, buffers, offsets_of(seqlen_q), offsets_of(seqlen_k), {}};
+  if (p.kv == KvSource::kPaged) at.table = random_block_table(p, cap, rng);
+  std::vector<int32_t> used(seqlen_k.begin(), seqlen_k.end());
+  buffers.cu_seqlens_q.upload(at.cu_q.data(), at.cu_q.size() * 4);
+  buffers.cu_seqlens_k.upload(at.cu_k.data(), at.cu_k.size() * 4);
+  buffers.seqused_k.upload(used.data(), used.size() * 4);
+  if (!at.table.empty()) buffers.block_table.upload(at.table.data(), at.table.size() * 4);
+  // Inputs: fresh random values everywhere (unused rows and pages too); outputs poisoned (NaN).
+  std::vector<uint16_t> q(buffers.q.bytes() / kElem), k(buffers.k.bytes() / kElem), v(buffers.v.bytes() / kElem);
+  fill_random(q, p.bf16, rng);
+  fill_random(k, p.bf16, rng);
+  fill_random(v, p.bf16, rng);
+  buffers.q.upload(q.data(), buffers.q.bytes());
+  buffers.k.upload(k.data(), buffers.k.bytes());
+  buffers.v.upload(v.data(), buffers.v.bytes());
+  if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
+  buffers.o.fill_bytes(0xFF);
+  buffers.lse.fill_bytes(0xFF);
+
+  const AttentionArgs args = buffers.args(p, true);
+  if (launch) {
+    if (Status st = launch(args); !st) { result.error = "launch: " + st.error().message; return outcome; }
+  } else {
+    auto params = make_kernel_params(api, config, args, device.max_ctas);
+    if (!params) { result.error = "launch: " + params.error().message; return outcome; }
+    void* kernel_args[] = {&*params};
+    if (Status st = launch_kernel(api, function, attention_launch_shape(config, args, device.max_ctas), device.stream, kernel_args); !st) {
+      result.error = "launch: " + st.error().message;
+      return outcome;
+    }
+  }
+  if (Status st = check(api, api.cuStreamSynchronize(device.stream), "attention kernel"); !st) {
+    result.error = st.error().message;
+    return outcome;
+  }
+
+  const Reference ref = engine_reference(at, q, k, v, cap.total_q);
+  std::vector<uint16_t> o_raw(buffers.o.bytes() / kElem);
+  std::vector<float> lse(buffers.lse.bytes() / 4);
+  buffers.o.download(o_raw.data(), buffers.o.bytes());
+  buffers.lse.download(lse.data(), buffers.lse.bytes());
+  const int used_rows = at.cu_q[size_t(cap.batch)];
+  const size_t row_elems = size_t(p.heads_q) * p.head_dim;
+  std::vector<double> actual(ref.o.size());
+  for (size_t i = 0; i < ref.o.size(); ++i) {
+    const float value = half_bits_to_float(o_raw[i], p.bf16);
+    const bool used_row = i / row_elems < size_t(used_rows);
+    if (used_row && std::isnan(value)) {
+      if (result.unwritten++ == 0) outcome.detail = "O row " + std::to_string(i / row_elems) + " unwritten";
+    }
+    if (!used_row && o_raw[i] != 0xFFFF) {
+      if (result.error.empty()) result.error = "O row " + std::to_string(i / row_elems) + " past the last sequence was written";
+    }
+    actual[i] = used_row ? value : 0.0;
+  }
+  std::vector<double> expected = ref.o;
+  result.o_error = relative_l2_error(actual, expected);
+  for (int h = 0; h < p.heads_q; ++h) {
+    for (int row = 0; row < cap.total_q; ++row) {
+      const size_t i = size_t(h) * cap.total_q + row;
+      uint32_t bits;
+      std::memcpy(&bits, &lse[i], 4);
+      if (row >= used_rows) {
+        if (bits != 0xFFFFFFFFu && result.error.empty()) result.error = "LSE of row " + std::to_string(row) + " past the last sequence was written";
+        continue;
+      }
+      const double want = ref.lse[i];
+      double err;
+      if (std::isnan(lse[i])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
+      else if (std::isinf(want)) err = (std::isinf(lse[i]) && lse[i] < 0) ? 0 : std::numeric_limits<double>::infinity();
+      else err = std::fabs(lse[i] - want) / std::max(1.0, std::fabs(want));
+      if (err > result.lse_error && err > kLseErrorBound && outcome.detail.empty()) {
+        outcome.detail = "LSE head " + std::to_string(h) + " row " + std::to_string(row) + ": " + std::to_string(lse[i]) + " vs " + std::to_string(want);
+      }
+      result.lse_error = std::max(result.lse_error, err);
+    }
+  }
+  result.ran = true;
+  return outcome;
+}
+
+}  // namespace flashjit

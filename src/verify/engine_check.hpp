@@ -1,0 +1,89 @@
+// Verify stage for the engine inputs (spec varlen=1 / paged=1): a ragged batch of sequences with
+// packed queries, K/V packed, dense with seqused_k, or in a paged pool with a shuffled block table
+// (pages shared between sequences), run on fresh random inputs against the float64 CPU reference
+// (visibility.cuh's rule), outputs poisoned first, the rows past the last sequence checked
+// untouched. Used by the GPU tests and by `flashjit check --seqlens`.
+#pragma once
+#include <cuda.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/kernel_config.hpp"
+#include "launch/attention_launch.hpp"
+#include "verify/check.hpp"
+
+namespace flashjit {
+
+enum class KvSource {
+  kPacked,  // [total_k, heads_kv, d] with cu_seqlens_k
+  kDense,   // [batch, max keys, heads_kv, d] with seqused_k
+  kPaged,   // pools [num_pages, page_size, heads_kv, d] with a block table and seqused_k
+};
+const char* kv_source_name(KvSource source);
+
+struct EngineProblem {
+  bool bf16 = true;
+  int head_dim = 128, heads_q = 8, heads_kv = 2;
+  bool causal = true;
+  double scale = 0;                 // 0 = 1/sqrt(head_dim)
+  std::vector<int> seqlen_q, seqlen_k;  // per sequence (zero allowed)
+  KvSource kv = KvSource::kPaged;
+  int page_size = 16;               // paged
+  bool head_major_pool = false;     // paged: HND pools ([pages, heads, page_size, d])
+  bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d])
+  int spare_q_rows = 3;             // rows of Q/O past the last sequence (must stay untouched)
+  int spare_pages = 5;              // pool pages no sequence uses
+  // Upper bounds passed as seqlen_q / seqlen_k (0: the longest sequence's); larger ones are what a
+  // captured graph keeps.
+  int max_seqlen_q = 0, max_seqlen_k = 0;
+  std::string describe() const;
+};
+
+// A random ragged batch: zero-length, one-token and longer sequences, keys shorter and longer
+// than the queries. `max_len` bounds any sequence.
+EngineProblem random_engine_problem(std::mt19937_64& rng, int batch, int max_len);
+
+// What a launch's arguments are sized for: the upper bounds a captured graph keeps. Every
+// problem checked on the same EngineBuffers gets the same arguments (addresses and bounds); only
+// the data behind them changes.
+struct EngineCapacity {
+  int batch = 1, max_seqlen_q = 1, max_seqlen_k = 1;
+  int total_q = 1, total_k = 1;  // rows of the packed Q/O and K/V buffers
+  int num_pages = 1, pages_per_sequence = 1;
+};
+// Room for `problem` (its lengths, spare rows and pages).
+EngineCapacity capacity_for(const EngineProblem& problem);
+
+// Device buffers for problems within one capacity and layout (KvSource, page size, pool layout).
+class EngineBuffers {
+ public:
+  EngineBuffers(const DriverApi& api, const EngineProblem& layout, const EngineCapacity& capacity);
+  const EngineCapacity& capacity() const { return capacity_; }
+  // The launch arguments (the same for every problem checked on these buffers).
+  AttentionArgs args(const EngineProblem& layout, bool with_lse) const;
+
+  DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
+  int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)
+  TensorStrides pool_strides;    // paged / dense: row, head strides of K and V
+
+ private:
+  EngineCapacity capacity_;
+};
+
+struct EngineCheck {
+  CheckResult result;
+  std::string detail;  // which element failed first, when one did
+};
+
+// Fresh inputs and metadata for `problem` in `buffers`, poisoned outputs, one launch (`launch`
+// runs the kernel, e.g. a graph replay; when empty, make_kernel_params and launch_kernel on the
+// device's stream), the float64 reference, the comparison.
+using EngineLaunch = std::function<Status(const AttentionArgs& args)>;
+EngineCheck check_engine_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
+                                   const EngineProblem& problem, EngineBuffers& buffers, std::mt19937_64& rng,
+                                   const EngineLaunch& launch = {});
+
+}  // namespace flashjit

@@ -1,0 +1,39 @@
+// attention_params.cuh: the attention kernel's parameters, defined once for both sides: rendered
+// into every kernel (after ptx.cuh, which defines TmaDesc and the fixed-width integers) and
+// included by the host (src/launch/attention_launch.hpp, which defines them the same way), so a
+// field cannot be added, moved or retyped on one side only. Built per launch by
+// make_kernel_params (src/launch/attention_launch.cpp).
+
+struct Params {
+  TmaDesc q, k, v;   // 4-D maps over [batch, seqlen, heads, head_dim] (packed: batch 1, seqlen the rows;
+                     // paged K/V: [num_pages, page_size, heads, head_dim]); box rows kBlockM (q),
+                     // kBlockN / kCluster (k, v; paged: kv_rows_per_load)
+  TmaDesc o;         // box rows 64: each consumer warpgroup stores its own slice (dense O)
+  float* lse;        // dense: [batch, heads_q, seqlen_q]; varlen: [heads_q, total_q]; natural log; or null
+  int seqlen_q;      // dense: every sequence's; varlen: an upper bound
+  int seqlen_k;      // dense K/V: every sequence's; with seqused_k or paged: an upper bound
+  int heads_q;
+  float scale_log2;  // softmax scale * log2(e)
+  int batch;
+  // The tile deal (tile_schedule.cuh), fitted by the host to a grid of deal_ctas CTAs, and the
+  // tile decode's divisors as (multiplier, shift): query blocks per head (all of them, and phase
+  // 1's), the heads blocks are held back from, heads_q, and query heads per K/V head.
+  int fill_blocks, held_heads, deal_ctas, deal_full_rounds, deal_last_units, deal_odd_cta;
+  uint32_t div_m_blocks[2], div_paired[2], div_held_heads[2], div_heads_q[2], div_group[2];
+  // Engine inputs (spec keys varlen, paged), read on the device per tile by seqlen_info; null
+  // where not given. Device metadata is trusted here (flashjit_check_engine_metadata checks it).
+  const int* cu_seqlens_q;  // varlen: [batch + 1] query row offsets into Q, O and LSE
+  const int* cu_seqlens_k;  // varlen, packed K/V: [batch + 1] key row offsets
+  const int* seqused_k;     // [batch] keys per sequence (paged: always)
+  const int* block_table;   // paged: [batch][block_table_stride] page indices
+  int64_t block_table_stride;
+  int total_q;              // varlen: rows of Q and O (LSE's row count per head)
+  int page_size;            // paged: keys per page
+  int kv_rows_per_load;     // paged: rows per K/V load, gcd(page_size, kBlockN): no load straddles a page
+  int num_pages;            // paged: the pool's pages (the K/V maps' outer extent: TMA bounds every load)
+  uint32_t div_page_size[2];
+  // varlen O, stored row by row up to each sequence's end (a TMA store of a packed tensor would
+  // write into the next sequence): base and element strides.
+  uint16_t* o_rows;
+  int64_t o_row_stride, o_head_stride;
+};

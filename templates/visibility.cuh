@@ -1,0 +1,69 @@
+// visibility.cuh: which keys a query row sees, and which K/V blocks a query block visits. The one
+// statement of the rule: rendered into every kernel (before the kernel), and compiled on the host
+// by the float64 reference (src/verify/reference.cpp), the tile deal's cost model
+// (src/launch/tile_schedule.cpp) and the tests (tests/visibility_test.cpp), so the three cannot
+// disagree. Lengths are one sequence's (the kernel takes them from its SeqlenInfo).
+//
+// The rule (NOTES, correctness): key `key` of a sequence with seqlen_k keys is visible to query row
+// `row` of its seqlen_q queries when 0 <= key < seqlen_k and, with the causal mask, key <= row +
+// seqlen_k - seqlen_q: the mask is aligned to the bottom-right corner, so the last query sees every
+// key and a chunk of new queries against a cached prefix sees the prefix. A row that sees no key
+// (causal with seqlen_q > seqlen_k, or seqlen_k = 0) gives O = 0 and LSE = -inf.
+
+#ifndef FJ_DEVICE
+#define FJ_DEVICE inline
+#endif
+
+FJ_DEVICE int fj_min(int a, int b) { return a < b ? a : b; }
+FJ_DEVICE int fj_max(int a, int b) { return a > b ? a : b; }
+
+// The last key row `row` sees (-1: none).
+FJ_DEVICE int last_visible_key(bool causal, int row, int seqlen_q, int seqlen_k) {
+  return causal ? fj_min(seqlen_k - 1, row + seqlen_k - seqlen_q) : seqlen_k - 1;
+}
+
+FJ_DEVICE bool key_visible(bool causal, int row, int key, int seqlen_q, int seqlen_k) {
+  return key >= 0 && key <= last_visible_key(causal, row, seqlen_q, seqlen_k);
+}
+
+// How many keys row `row` sees (they are keys 0 .. count - 1).
+FJ_DEVICE int visible_key_count(bool causal, int row, int seqlen_q, int seqlen_k) {
+  return fj_max(0, last_visible_key(causal, row, seqlen_q, seqlen_k) + 1);
+}
+
+// Whether query block m_block of a sequence of seqlen_q queries holds any of them (the grid
+// covers the longest sequence's blocks; a shorter one's tiles past its queries are skipped).
+FJ_DEVICE bool query_block_has_rows(int m_block, int block_m, int seqlen_q) { return m_block * block_m < seqlen_q; }
+
+// Paged K/V: where key `key` sits, as (page index in the sequence's block-table row, row in the
+// page). A load of `rows` keys from a multiple of `rows` stays in one page when rows divides
+// page_size (paged_rows_per_load: gcd(page_size, block_n)).
+struct PagedRow {
+  int page_index, row_in_page;
+};
+FJ_DEVICE PagedRow paged_row(int key, int page_index, int page_size) { return {page_index, key - page_index * page_size}; }
+
+// The K/V blocks (block_n keys each) that query block m_block (block_m rows) visits: [n_min,
+// n_max), walked right to left from n_max - 1. The first n_masked of those steps (n_max - 1 down
+// to n_max - n_masked) hold a key some row of the block does not see and need the mask; every
+// other visited block is visible to every row of the block whole. A block no row sees is not
+// visited (n_min = n_max when none is).
+struct BlockRange {
+  int n_min, n_max;
+  int n_masked;
+  FJ_DEVICE int count() const { return n_max - n_min; }
+};
+
+FJ_DEVICE BlockRange kv_block_range(bool causal, int m_block, int block_m, int block_n, int seqlen_q, int seqlen_k) {
+  BlockRange r;
+  r.n_min = 0;
+  // The block's last row sees the most keys (the rule grows with the row), its first row the fewest.
+  const int last_row = (m_block + 1) * block_m - 1;
+  const int most = visible_key_count(causal, last_row, seqlen_q, seqlen_k);
+  r.n_max = (most + block_n - 1) / block_n;
+  // Blocks below the first row's visible keys, and below the key-length tail, are whole.
+  const int fewest = causal ? visible_key_count(causal, m_block * block_m, seqlen_q, seqlen_k) : seqlen_k;
+  const int whole = fj_min(fewest, seqlen_k - seqlen_k % block_n) / block_n;
+  r.n_masked = r.n_max - fj_min(fj_max(whole, r.n_min), r.n_max);
+  return r;
+}

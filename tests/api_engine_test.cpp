@@ -1,0 +1,156 @@
+// The engine inputs through the C API, no GPU: which fields a varlen / paged spec needs and which a
+// dense one refuses (each error names the field), and flashjit_check_engine_metadata_host naming
+// the first bad entry of the device metadata (checked here on host copies).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flashjit/flashjit.h"
+
+namespace {
+
+const char* kDense = "dtype=bf16,head_dim=128,causal=1";
+const char* kVarlen = "dtype=bf16,head_dim=128,causal=1,varlen=1";
+const char* kPaged = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1";
+
+std::string message() { return flashjit_last_error_message(); }
+std::string field() { return flashjit_last_error_field(); }
+
+// A vLLM-shaped step: 4 sequences, packed queries, a paged cache of 16-key pages (host arrays;
+// the pointer checks only look at alignment, the metadata check reads them on the host).
+struct Step {
+  std::vector<int32_t> cu_seqlens_q{0, 1, 5, 5, 205};  // decode, speculative, empty, prefill
+  std::vector<int32_t> seqused_k{300, 64, 0, 200};
+  std::vector<int32_t> block_table;
+  static constexpr int kPagesPerSequence = 32, kPageSize = 16, kPages = 100;
+  Step() {
+    block_table.assign(4 * kPagesPerSequence, -1);  // entries past a sequence's pages are never read
+    for (int b = 0, next = 0; b < 4; ++b)
+      for (int i = 0; i < (seqused_k[b] + kPageSize - 1) / kPageSize; ++i) block_table[b * kPagesPerSequence + i] = (next++ * 7) % kPages;
+  }
+  flashjit_attention_args_t args(bool paged) const {
+    flashjit_attention_args_t a;
+    flashjit_attention_args_init(&a);
+    a.q = 0x10000, a.k = 0x20000, a.v = 0x30000, a.o = 0x40000, a.lse = 0x50000;
+    a.batch = 4, a.seqlen_q = 200, a.seqlen_k = 512, a.heads_q = 32, a.heads_kv = 8;
+    a.q_strides = a.o_strides = flashjit_tensor_strides_t{0, 32 * 128, 128};
+    a.cu_seqlens_q = reinterpret_cast<uint64_t>(cu_seqlens_q.data());
+    a.total_q = 210;
+    a.seqused_k = reinterpret_cast<uint64_t>(seqused_k.data());
+    if (paged) {
+      a.k_strides = a.v_strides = flashjit_tensor_strides_t{kPageSize * 8 * 128, 8 * 128, 128};  // NHD pages
+      a.block_table = reinterpret_cast<uint64_t>(block_table.data());
+      a.block_table_batch_stride = kPagesPerSequence;
+      a.page_size = kPageSize;
+      a.num_pages = kPages;
+    } else {
+      a.k_strides = a.v_strides = flashjit_tensor_strides_t{512 * 8 * 128, 8 * 128, 128};  // [batch, 512, h, d]
+    }
+    return a;
+  }
+  // The same step as a dense launch (no engine inputs).
+  flashjit_attention_args_t dense_args() const {
+    flashjit_attention_args_t a = args(false);
+    a.cu_seqlens_q = a.seqused_k = 0;
+    a.total_q = 0;
+    a.q_strides = a.o_strides = flashjit_contiguous_bshd(200, 32, 128);
+    return a;
+  }
+};
+
+TEST(ApiEngine, AStepValidatesForItsSpec) {
+  const Step step;
+  flashjit_attention_args_t paged = step.args(true), dense_kv = step.args(false), dense = step.dense_args();
+  EXPECT_EQ(flashjit_validate_attention_args(kDense, &dense), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(flashjit_validate_attention_args(kPaged, &paged), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(flashjit_validate_attention_args(kVarlen, &dense_kv), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(flashjit_check_engine_metadata_host(kPaged, &paged), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(flashjit_check_engine_metadata_host(kVarlen, &dense_kv), FLASHJIT_SUCCESS) << message();
+  // Page sizes engines use, and odd ones, with the table's width to match.
+  for (int64_t page_size : {1, 3, 16, 64, 256}) {
+    flashjit_attention_args_t a = step.args(true);
+    a.page_size = page_size;
+    a.block_table_batch_stride = (512 + page_size - 1) / page_size;
+    EXPECT_EQ(flashjit_validate_attention_args(kPaged, &a), FLASHJIT_SUCCESS) << page_size << ": " << message();
+  }
+}
+
+// Each engine input a spec does not take is refused by name, and each one it needs is required.
+TEST(ApiEngine, FieldsTheSpecDoesNotTakeOrNeedsAreNamed) {
+  const Step step;
+  struct Case {
+    const char* spec;
+    const char* field;
+    const char* says;
+    std::function<void(flashjit_attention_args_t&)> set;
+  } cases[] = {
+      {kDense, "args.cu_seqlens_q", "varlen=1", [](auto& a) { a.cu_seqlens_q = 0x1000; }},
+      {kDense, "args.cu_seqlens_k", "varlen=1", [](auto& a) { a.cu_seqlens_k = 0x1000; }},
+      {kDense, "args.seqused_k", "varlen=1 or paged=1", [](auto& a) { a.seqused_k = 0x1000; }},
+      {kDense, "args.block_table", "paged=1", [](auto& a) { a.block_table = 0x1000; }},
+      {kDense, "args.page_size", "paged=1", [](auto& a) { a.page_size = 16; }},
+      {kDense, "args.num_pages", "paged=1", [](auto& a) { a.num_pages = 16; }},
+      {kDense, "args.total_q", "varlen=1", [](auto& a) { a.total_q = 16; }},
+      {kVarlen, "args.cu_seqlens_q", "null", [](auto& a) { a.cu_seqlens_q = 0; }},
+      {kVarlen, "args.cu_seqlens_q", "4-byte", [](auto& a) { a.cu_seqlens_q += 2; }},
+      {kVarlen, "args.total_q", "allowed: 1..", [](auto& a) { a.total_q = 0; }},
+      {kVarlen, "args.total_k", "cu_seqlens_k", [](auto& a) { a.total_k = 100; }},
+      {kVarlen, "args.block_table", "paged=1", [](auto& a) { a.block_table = 0x1000; }},
+      {kPaged, "args.seqused_k", "null", [](auto& a) { a.seqused_k = 0; }},
+      {kPaged, "args.block_table", "null", [](auto& a) { a.block_table = 0; }},
+      {kPaged, "args.page_size", "allowed: 1..", [](auto& a) { a.page_size = 0; }},
+      {kPaged, "args.num_pages", "allowed: 1..", [](auto& a) { a.num_pages = 0; }},
+      {kPaged, "args.cu_seqlens_k", "packed K/V", [](auto& a) { a.cu_seqlens_k = 0x1000; }},
+      {kPaged, "args.block_table_batch_stride", "ceil(seqlen_k / page_size)", [](auto& a) { a.block_table_batch_stride = 31; }},
+      {kPaged, "args.k_strides.batch", "multiple of 8", [](auto& a) { a.k_strides.batch = 12; }},
+  };
+  for (const Case& c : cases) {
+    const std::string spec = c.spec;
+    flashjit_attention_args_t a = spec == kDense ? step.dense_args() : step.args(spec == kPaged);
+    c.set(a);
+    EXPECT_EQ(flashjit_validate_attention_args(c.spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.spec << " " << c.field;
+    EXPECT_EQ(field(), c.field) << c.spec << ": " << message();
+    EXPECT_NE(message().find(c.says), std::string::npos) << message();
+  }
+  // The batch stride of packed Q/O is not used, so any value passes.
+  flashjit_attention_args_t a = step.args(true);
+  a.q_strides.batch = -5;
+  EXPECT_EQ(flashjit_validate_attention_args(kPaged, &a), FLASHJIT_SUCCESS) << message();
+}
+
+// Bad metadata entries, each named by index with what is allowed.
+TEST(ApiEngine, MetadataCheckNamesTheFirstBadEntry) {
+  struct Case {
+    const char* field;
+    const char* says;
+    std::function<void(Step&)> spoil;
+  } cases[] = {
+      {"args.cu_seqlens_q[0]", "0 or more", [](Step& s) { s.cu_seqlens_q[0] = -1; }},
+      {"args.cu_seqlens_q[3]", "never decrease", [](Step& s) { s.cu_seqlens_q[3] = 4; }},
+      {"args.cu_seqlens_q[4]", "seqlen_q = 200", [](Step& s) { s.cu_seqlens_q[4] = 206; }},
+      {"args.seqused_k[1]", "0..512", [](Step& s) { s.seqused_k[1] = 513; }},
+      {"args.seqused_k[2]", "0..512", [](Step& s) { s.seqused_k[2] = -3; }},
+      {"args.block_table[33]", "0..99", [](Step& s) { s.block_table[33] = 100; }},
+      {"args.block_table[96]", "0..99", [](Step& s) { s.block_table[96] = -1; }},
+  };
+  for (const Case& c : cases) {
+    Step step;
+    c.spoil(step);
+    flashjit_attention_args_t a = step.args(true);
+    EXPECT_EQ(flashjit_check_engine_metadata_host(kPaged, &a), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.field;
+    EXPECT_EQ(field(), c.field) << message();
+    EXPECT_NE(message().find(c.says), std::string::npos) << message();
+  }
+  // Rows past total_q, and entries past a sequence's pages (never read) are fine until used.
+  Step step;
+  step.cu_seqlens_q = {0, 1, 5, 5, 205};
+  flashjit_attention_args_t a = step.args(true);
+  a.total_q = 204;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(kPaged, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.cu_seqlens_q[4]") << message();
+  EXPECT_NE(message().find("packed tensor's rows"), std::string::npos) << message();
+}
+
+}  // namespace

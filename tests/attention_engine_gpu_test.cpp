@@ -1,0 +1,179 @@
+// The engine inputs on the GPU (spec varlen=1 / paged=1) against the float64 reference: random
+// ragged batches (empty and one-token sequences, queries longer and shorter than keys), K/V packed,
+// dense with seqused_k, or paged (page sizes 1, 3, 16, 64, 128, 256; shuffled tables, shared
+// pages; NHD, HND, K and V in one tensor), GQA ratios 1-16, head dims 64-256 and odd ones, fp16
+// and bf16, causal or not, and one CUDA graph replayed after the lengths and the table change.
+// Outputs are poisoned first; rows past the last sequence must stay untouched.
+// Skips with the reason where no Hopper GPU is present.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "support/gpu_harness.hpp"
+#include "verify/engine_check.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+std::mt19937_64 fresh_rng() {
+  std::random_device rd;
+  const uint64_t seed = (uint64_t(rd()) << 32) ^ rd();
+  std::printf("random seed %llu\n", (unsigned long long)seed);
+  return std::mt19937_64(seed);
+}
+
+std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
+  std::string spec = std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +
+                     ",causal=" + (p.causal ? "1" : "0") + ",varlen=1";
+  if (p.kv == KvSource::kPaged) spec += ",paged=1";
+  return extra.empty() ? spec : spec + "," + extra;
+}
+
+struct EngineCase {
+  std::string spec;
+  EngineProblem problem;
+};
+
+bool report(const EngineCase& c, const EngineCheck& check) {
+  const CheckResult& r = check.result;
+  const bool ok = r.ran && r.error.empty() && r.unwritten == 0 && r.o_error <= o_error_bound(c.problem.bf16) &&
+                  r.lse_error <= kLseErrorBound;
+  std::printf("%s o_err %.2e lse_err %.2e unwritten %zu  %s  %s %s %s\n", ok ? "PASS" : "FAIL", r.o_error, r.lse_error,
+              r.unwritten, c.spec.c_str(), c.problem.describe().c_str(), r.error.c_str(), check.detail.c_str());
+  EXPECT_TRUE(r.ran) << r.error;
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.unwritten, 0u) << check.detail;
+  EXPECT_LE(r.o_error, o_error_bound(c.problem.bf16)) << check.detail;
+  EXPECT_LE(r.lse_error, kLseErrorBound) << check.detail;
+  return ok;
+}
+
+void run_all(const std::vector<EngineCase>& cases) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<std::string> specs;
+  for (const EngineCase& c : cases) specs.push_back(c.spec);
+  precompile(specs);
+  auto rng = fresh_rng();
+  int failed = 0;
+  for (const EngineCase& c : cases) {
+    SCOPED_TRACE(c.spec + " " + c.problem.describe());
+    std::string error;
+    auto kernel = get_test_kernel(c.spec, &error);
+    ASSERT_TRUE(kernel) << error;
+    EngineBuffers buffers(*env->api, c.problem, capacity_for(c.problem));
+    failed += !report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, c.problem, buffers, rng));
+  }
+  std::printf("%zu cases, %d failed\n", cases.size(), failed);
+}
+
+EngineProblem ragged(std::mt19937_64& rng, bool bf16, int d, bool causal, int hq, int hkv, KvSource kv, int page_size,
+                     int batch, int max_len) {
+  EngineProblem p = random_engine_problem(rng, batch, max_len);
+  p.bf16 = bf16, p.head_dim = d, p.causal = causal, p.heads_q = hq, p.heads_kv = hkv, p.kv = kv, p.page_size = page_size;
+  return p;
+}
+
+TEST(AttentionEngineGpu, RaggedBatchesEveryHeadDimDtypeAndMask) {
+  std::mt19937_64 shapes(11);
+  std::vector<EngineCase> cases;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 80, 128, 192, 256})
+      for (bool causal : {false, true})
+        for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+          EngineProblem p = ragged(shapes, bf16, d, causal, 8, 2, kv, 64, 7, 700);
+          cases.push_back({engine_spec(p), p});
+        }
+  run_all(cases);
+}
+
+TEST(AttentionEngineGpu, PageSizesLayoutsAndSharedPages) {
+  std::mt19937_64 shapes(12);
+  std::vector<EngineCase> cases;
+  for (int page_size : {1, 3, 16, 48, 64, 128, 256})
+    for (int layout = 0; layout < 3; ++layout) {
+      EngineProblem p = ragged(shapes, true, 128, true, 8, 2, KvSource::kPaged, page_size, 6, 600);
+      p.head_major_pool = layout == 1;
+      p.kv_in_one_tensor = layout == 2;
+      cases.push_back({engine_spec(p), p});
+    }
+  run_all(cases);
+}
+
+TEST(AttentionEngineGpu, GroupedQueryRatiosAndMixedDecodeAndPrefill) {
+  std::mt19937_64 shapes(13);
+  std::vector<EngineCase> cases;
+  for (auto [hq, hkv] : {std::pair{4, 4}, {8, 2}, {16, 2}, {16, 1}, {32, 8}})
+    for (bool causal : {false, true}) {
+      // Decode (1 query) and speculative (2-16) sequences among prefills, in one launch.
+      EngineProblem p = ragged(shapes, true, 128, causal, hq, hkv, KvSource::kPaged, 16, 12, 1100);
+      p.seqlen_q[0] = 1, p.seqlen_k[0] = 1000;
+      p.seqlen_q[1] = 4, p.seqlen_k[1] = 900;
+      p.seqlen_q[2] = 300, p.seqlen_k[2] = 1100;
+      cases.push_back({engine_spec(p), p});
+    }
+  run_all(cases);
+}
+
+TEST(AttentionEngineGpu, ExplicitTilesAndStages) {
+  std::mt19937_64 shapes(14);
+  std::vector<EngineCase> cases;
+  for (const char* tiles : {"consumer_wgs=1", "consumer_wgs=3,head_dim=64", "stages=1", "stages=4,head_dim=64", "block_n=64", "block_n=176,head_dim=64"}) {
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged}) {
+      EngineProblem p = ragged(shapes, true, 128, true, 4, 2, kv, 32, 5, 500);
+      std::string extra = tiles;
+      if (extra.find("head_dim=64") != std::string::npos) {
+        p.head_dim = 64;
+        extra = extra.substr(0, extra.find(",head_dim"));
+      }
+      cases.push_back({engine_spec(p, extra), p});
+    }
+  }
+  run_all(cases);
+}
+
+// One capture, replays after the lengths, the block table, the data and the active sequences
+// changed within the captured bounds: every replay is checked against its own reference.
+TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+    EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
+    bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
+    for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
+    const EngineCapacity capacity = capacity_for(bounds);
+    const std::string spec = engine_spec(bounds);
+    std::string error;
+    auto kernel = get_test_kernel(spec, &error);
+    ASSERT_TRUE(kernel) << error;
+    EngineBuffers buffers(*env->api, bounds, capacity);
+    const DriverApi& api = *env->api;
+    CUgraphExec exec = nullptr;
+    auto replay = [&](const AttentionArgs& args) -> Status {
+      if (exec == nullptr) {  // the first step captures
+        auto params = make_kernel_params(api, kernel->config, args, env->sm_count);
+        if (!params) return params.take_error();
+        void* kernel_args[] = {&*params};
+        CUgraph graph = nullptr;
+        if (Status st = check(api, api.cuStreamBeginCapture(env->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
+        Status launched = launch_kernel(api, kernel->loaded->function(), attention_launch_shape(kernel->config, args, env->sm_count),
+                                        env->stream, kernel_args);
+        if (Status st = check(api, api.cuStreamEndCapture(env->stream, &graph), "end capture"); !st) return st;
+        if (!launched) return launched;
+        if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) return st;
+        api.cuGraphDestroy(graph);
+      }
+      return check(api, api.cuGraphLaunch(exec, env->stream), "graph launch");
+    };
+    for (int step = 0; step < 6; ++step) {
+      EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
+      p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
+      p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size;
+      EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
+      report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, p, buffers, rng, replay));
+    }
+    if (exec) api.cuGraphExecDestroy(exec);
+  }
+}
+
+}  // namespace
+}  // namespace flashjit::testing
