@@ -778,7 +778,7 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
-    if (r >= rows) continue;
+    if (r >= rows || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
     uint32_t v0, v1, v2, v3;
     const uint32_t src = out.base + swizzled_offset(out.row0 + r, chunk * 64 + unit * 8, out.rows);
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src) : "memory");
@@ -861,8 +861,12 @@ FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int which) {
 
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
+// Consumers that walk the deal with skips (lengths on the device, one Q buffer) decode a tile by
+// its slot; everywhere else the slot is the tile number.
+constexpr bool kWalkBySlot = !kPublishTiles && kDeviceLengths;
+
 FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int slot, int ring) {
-  int which = kPublishTiles ? local : slot;
+  int which = kWalkBySlot ? slot : local;
   const Tile tile = consumer_tile(p, sm, which);
   const SeqlenInfo seq = seqlen_info(p, tile.batch);
   const BlockRange range = tile_block_range(seq, tile.m_block);
@@ -908,7 +912,8 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
   const Tile again = consumer_tile(p, sm, which);
-  write_output(p, c.f, o, st, wg, t, again, seqlen_info(p, again.batch), o_staging(sm, wg, local, n_blocks, c.stage(n_blocks - 1)));
+  write_output(p, c.f, o, st, wg, t, again, seqlen_info(p, again.batch),
+               o_staging(sm, wg, kWalkBySlot ? local : which, n_blocks, c.stage(n_blocks - 1)));
   return n_blocks;
 }
 

@@ -5,7 +5,10 @@
 #   3. flashjit check on default specs
 #   4. compute-sanitizer memcheck and racecheck on small shapes per head dim
 #   5. SASS of every default variant: HGMMA, no local memory
+#   4b. compute-sanitizer memcheck and racecheck on the engine tests' page sizes (FLASHJIT_SANITIZE_ENGINE=1)
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
+#   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
+#   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
 #   the Tool.* tests that use it, libflashjit_fake_cuda.so);
 # without it, builds here. Full logs in $OUT (or ./out).
@@ -71,6 +74,16 @@ if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE:-1}" = 1 ];
   done
 fi
 
+# 4b. The engine kernels (paged, packed) under compute-sanitizer, through their GPU test.
+if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_ENGINE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    timeout "${FLASHJIT_SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$TESTS" \
+      --gtest_filter='AttentionEngineGpu.PageSizesLayoutsAndSharedPages' >"$OUT/sanitizer-engine-$tool.log" 2>&1 &&
+      row "compute-sanitizer $tool (engine page sizes)" pass "" ||
+      row "compute-sanitizer $tool (engine page sizes)" FAIL "$(grep -m1 -E 'ERROR SUMMARY|Invalid|hazard' "$OUT/sanitizer-engine-$tool.log")"
+  done
+fi
+
 # 5. SASS.
 if bash tests/gpu/check_sass.sh "$TOOL" >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
 else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
@@ -80,6 +93,13 @@ if [ -n "${FLASHJIT_BENCH_GRID:-all}" ] && [ "${FLASHJIT_BENCH_GRID:-all}" != no
   "$TOOL" bench --grid "${FLASHJIT_BENCH_GRID:-all}" >"$OUT/bench.txt" 2>&1 && row "bench ${FLASHJIT_BENCH_GRID:-all}" pass "$OUT/bench.txt" ||
     row "bench" FAIL "$(tail -1 "$OUT/bench.txt")"
   cat "$OUT/bench.txt"
+fi
+
+# 6b. A/B: the dense grid on a baseline tool and this one, ABBA in one run.
+if [ -n "${FLASHJIT_AB_BASE:-}" ]; then
+  OUT=$OUT/ab bash bench/ab_dense.sh "$FLASHJIT_AB_BASE" "$TOOL" "${FLASHJIT_AB_GRID:-fa3}" "${FLASHJIT_AB_ITERS:-20}" >"$OUT/ab.txt" 2>&1 &&
+    row "A/B dense ${FLASHJIT_AB_GRID:-fa3} (this / baseline)" pass "$(tail -1 "$OUT/ab.txt" | cut -c1-90)" ||
+    row "A/B dense" FAIL "$(tail -1 "$OUT/ab.txt")"
 fi
 
 # 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
@@ -97,6 +117,13 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_PEERS:-0}" = 1 ]; then
     --grid "${FLASHJIT_PEERS_GRID:-all}" --reps "${FLASHJIT_PEERS_REPS:-30}" ${FLASHJIT_BASELINE:+--baseline "$FLASHJIT_BASELINE"} >"$OUT/peers.txt" 2>&1 &&
     row "bench/peers.py" pass "$(tail -1 "$OUT/peers.txt")" || row "bench/peers.py" FAIL "$(tail -2 "$OUT/peers.txt" | head -1)"
   cat "$OUT/peers.txt"
+fi
+
+if [ -f "$LIB" ] && [ "${FLASHJIT_ENGINE_PEERS:-0}" = 1 ] && [ -f bench/engine_peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_ENGINE_PEERS_TIMEOUT:-300}" python3 bench/engine_peers.py --lib "$LIB" --out "$OUT/engine.json" \
+    ${FLASHJIT_ENGINE_PEERS_ARGS:-} >"$OUT/engine_peers.txt" 2>&1 &&
+    row "bench/engine_peers.py" pass "$(tail -1 "$OUT/engine_peers.txt" | cut -c1-90)" || row "bench/engine_peers.py" FAIL "$(tail -2 "$OUT/engine_peers.txt" | head -1)"
+  tail -40 "$OUT/engine_peers.txt"
 fi
 
 echo
