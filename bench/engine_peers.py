@@ -378,26 +378,59 @@ class Bench:
             self.failed.append(f"{row['case']} {row['label']} {name}: {short(e)}")
             print(f"    {name}: FAILED {short(e, 600)}", flush=True)
 
-    def peer(self, row, name, build, samples, kv_bytes=None):
-        """A peer: build() -> (fn, poison, get); one call checked against the reference (O only), then timed.
-        Any failure is printed and recorded; the others go on."""
-        try:
-            fn, poison, get = build()
-            poison()
-            fn()
-            torch.cuda.synchronize()
-            chk = row["checks"][name] = self.compare(samples, get, False)
-            self.print_check(name, chk)
-            row["peers"][name] = self.time(fn, row["flops"], kv_bytes)
-        except Exception as e:  # noqa: BLE001
-            row["peers"][name] = {"error": short(e, 600)}
-            print(f"    {name}: {short(e, 600)}", flush=True)
-            if os.environ.get("ENGINE_PEERS_TRACEBACK"):
-                traceback.print_exc()
+    def peer(self, row, name, builds, samples, kv_bytes=None):
+        """A peer: builds = a build() -> (fn, poison, get), or [(variant, build), ...] tried in order until one
+        builds and matches the reference (the last one is reported whatever its check says). One call checked
+        against the reference (O only), then timed. Any failure is printed and recorded; the others go on."""
+        if callable(builds):
+            builds = [(None, builds)]
+        for n, (variant, build) in enumerate(builds):
+            last = n == len(builds) - 1
+            title = name + (f" ({variant})" if variant else "")
+            try:
+                fn, poison, get = build()
+                poison()
+                fn()
+                torch.cuda.synchronize()
+                chk = self.compare(samples, get, False)
+                self.print_check(title, chk)
+                if not chk["ok"] and not last:
+                    print(f"    {title}: output differs from the reference; trying {builds[n + 1][0]}", flush=True)
+                    continue
+                row["checks"][name] = chk
+                if variant:
+                    row["variants"][name] = variant
+                row["peers"][name] = self.time(fn, row["flops"], kv_bytes)
+                return
+            except Exception as e:  # noqa: BLE001
+                print(f"    {title}: {short(e, 600)}", flush=True)
+                if os.environ.get("ENGINE_PEERS_TRACEBACK"):
+                    traceback.print_exc()
+                if last:
+                    row["peers"][name] = {"error": short(e, 600)}
+
+
+def cudnn_paged_builds(bench, q4, pk, pv, table, sq_t, used_t, sk, allow_copy):
+    """cuDNN paged on the same NHD pools seen as strided [pages, h, page_size, d] containers, then (when
+    allow_copy) on an HND copy of them, the layout cuDNN's own samples use."""
+    def build(copy):
+        def run():
+            oc = torch.empty_like(q4)
+            k, v = pk, pv
+            if copy:
+                k, v = (t.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3) for t in (pk, pv))
+            fn = bench.cudnn().paged(q4, k, v, oc, table, sq_t, used_t, sk)
+            fn.held = (fn.held, k, v)
+            return fn, lambda: oc.fill_(float("nan")), lambda i, r: (oc[i][r], None)
+        return run
+    builds = [("nhd pools, strided", build(False))]
+    if allow_copy:
+        builds.append(("hnd copy of the pools", build(True)))
+    return builds
 
 
 def new_row(case, label, flops, **shape):
-    return dict(case=case, label=label, flops=flops, shape=shape, checks={}, peers={}, kernels={}, ratios={})
+    return dict(case=case, label=label, flops=flops, shape=shape, checks={}, peers={}, kernels={}, ratios={}, variants={})
 
 
 def tflops(row, name):
@@ -405,9 +438,14 @@ def tflops(row, name):
 
 
 def ratio(row, key, a, b):
+    """TF/s of a over b (graph replay); None where either is missing or failed its check (then kept as key_raw)."""
     x, y = tflops(row, a), tflops(row, b)
-    row["ratios"][key] = round(x / y, 3) if x and y else None
-    return row["ratios"][key]
+    value = round(x / y, 3) if x and y else None
+    if value is not None and any(row["checks"].get(n, {}).get("ok") is False for n in (a, b)):
+        row["ratios"][key + "_raw"] = value
+        value = None
+    row["ratios"][key] = value
+    return value
 
 
 def print_timing(row, names):
@@ -573,20 +611,7 @@ def chunked_shape(bench, sq, sk, b, page_sizes):
                    engine_args(q, pk, pv, o, None, **pbounds), (q, pk, pv, o, lse, cu_q_t, used_t, table),
                    poison, get_packed, samples, kv_bytes)
 
-        def build_cudnn(pk=pk, pv=pv, table=table, row=row):
-            oc = torch.empty_like(q4)
-            cud = bench.cudnn()
-            try:  # the same NHD pools, as strided [pages, h, page_size, d] containers
-                fn = cud.paged(q4, pk, pv, oc, table, sq_t, used_t, sk)
-                row["cudnn_layout"] = "nhd pools (strided view)"
-            except Exception as e:  # noqa: BLE001
-                print(f"    cudnn on the NHD pools: {short(e)}; trying an HND copy", flush=True)
-                hk, hv = (t.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3) for t in (pk, pv))
-                fn = cud.paged(q4, hk, hv, oc, table, sq_t, used_t, sk)
-                fn.held = (fn.held, hk, hv)
-                row["cudnn_layout"] = "hnd copy of the pools"
-            return fn, lambda: oc.fill_(float("nan")), lambda i, r: (oc[i][r], None)
-        bench.peer(row, "cudnn", build_cudnn, samples, kv_bytes)
+        bench.peer(row, "cudnn", cudnn_paged_builds(bench, q4, pk, pv, table, sq_t, used_t, sk, True), samples, kv_bytes)
 
         if page % 256 == 0:  # FlashAttention-2 takes pages in multiples of 256 only
             def build_fa2(pk=pk, pv=pv, table=table):
@@ -663,12 +688,9 @@ def decode_cell(bench, b, sq, sk, page, kv_bytes, pk, pv, table, used_t, gathere
     bench.ours(row, "paged", SPEC_PAGED, engine_args(q, pk, pv, o, lse, **bounds),
                engine_args(q, pk, pv, o, None, **bounds), (q, pk, pv, o, lse, cu_q_t, used_t, table), poison,
                lambda i, r: (o[cu_q[i] + r], lse[:, cu_q[i] + r].t()), samples, kv_bytes)
-    if bench.decode_peers:
-        def build_cudnn():
-            oc = torch.empty_like(q4)
-            fn = bench.cudnn().paged(q4, pk, pv, oc, table, sq_t, used_t, sk)
-            return fn, lambda: oc.fill_(float("nan")), lambda i, r: (oc[i][r], None)
-        bench.peer(row, "cudnn", build_cudnn, samples, kv_bytes)
+    if bench.decode_peers:  # an HND copy only where it stays small
+        builds = cudnn_paged_builds(bench, q4, pk, pv, table, sq_t, used_t, sk, kv_bytes <= 4 * 2**30)
+        bench.peer(row, "cudnn", builds, samples, kv_bytes)
         ratio(row, "x_cudnn", "paged", "cudnn")
     p = row["peers"].get("paged", {})
     if "graph_us" in p:
@@ -693,7 +715,8 @@ def chk(row, names):
     for n in names:
         c = row["checks"].get(n)
         if c is not None:
-            marks.append(f"{n}:{'ok' if c['ok'] else 'FAIL'}({c['o_err']:.1e})")
+            variant = f"[{row['variants'][n]}]" if n in row.get("variants", {}) else ""
+            marks.append(f"{n}:{'ok' if c['ok'] else 'FAIL'}({c['o_err']:.1e}){variant}")
     return " ".join(marks)
 
 
