@@ -4,16 +4,26 @@
   python3 examples/python/attention_ctypes.py --lib build/libflashjit.so
 
 For each case: get the kernel (flashjit_kernel_get), launch it on torch tensors (data_ptr(), strides in
-elements, torch.cuda.current_stream().cuda_stream), and compare O and LSE with
-torch.nn.functional.scaled_dot_product_attention computed in float64 (causal masks aligned to the
-bottom-right corner, as flashjit's are). One case reads Q, K and V as strided views of a packed QKV
-tensor; one captures the launch in a torch CUDA graph and replays it after writing new inputs into the
-same tensors. Exits 1 on any mismatch or error; without a CUDA GPU (or PyTorch) it says so and exits 0.
+elements, torch.cuda.current_stream().cuda_stream), and compare O and LSE with attention computed in
+float64 (causal masks aligned to the bottom-right corner, as flashjit's are). Dense cases: one reads Q, K
+and V as strided views of a packed QKV tensor; one captures the launch in a torch CUDA graph and replays
+it after writing new inputs into the same tensors. Engine cases (spec varlen=1,paged=1; ENGINE INPUTS in
+flashjit.h): a vLLM-shaped mixed batch (decodes, a speculative sequence, a prefill chunk, a fresh prefill,
+an empty sequence, one with more queries than keys) as packed queries against a paged KV cache (page size
+16, shuffled page table, one page shared by two sequences); and one CUDA graph captured once and replayed
+after the lengths, the block table and the active sequences change in place (same tensors, same addresses,
+within the captured upper bounds). O and LSE are poisoned (NaN) before each launch; rows past the last
+sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA GPU (or PyTorch) it says
+so and exits 0.
+
+The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py and
+bench/engine_peers.py: one copy of the layouts.
 """
 import argparse
 import ctypes
 import math
 import os
+import random
 import sys
 
 
@@ -32,9 +42,12 @@ class AttentionArgs(ctypes.Structure):
                 ("softmax_scale", ctypes.c_float),
                 # not supported yet: must hold their "off" values
                 ("softcap", ctypes.c_float), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                # engine inputs (ENGINE INPUTS in flashjit.h); off: 0
                 ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
                 ("block_table", ctypes.c_uint64), ("block_table_batch_stride", ctypes.c_int64),
-                ("page_size", ctypes.c_int64)]
+                ("page_size", ctypes.c_int64),
+                # appended in 0.3 (the 280-byte layout)
+                ("num_pages", ctypes.c_int64), ("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64)]
 
 
 class ContextOptions(ctypes.Structure):
@@ -43,7 +56,7 @@ class ContextOptions(ctypes.Structure):
                 ("max_cache_bytes", ctypes.c_uint64)]
 
 
-class KernelInfo(ctypes.Structure):
+class KernelInfo(ctypes.Structure):  # the 80-byte layout (the library fills only what a caller's size holds)
     _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int32), ("spec", ctypes.c_char_p),
                 ("kernel_name", ctypes.c_char_p), ("cache_key", ctypes.c_char_p)] + \
                [(name, ctypes.c_int32) for name in ("dtype", "head_dim", "causal", "block_m", "block_n",
@@ -52,11 +65,90 @@ class KernelInfo(ctypes.Structure):
 
 
 ABI_VERSION = 1
-assert ctypes.sizeof(AttentionArgs) == 256 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 80
+FLAG_PDL = 1  # FLASHJIT_ATTENTION_FLAG_PDL
+assert ctypes.sizeof(AttentionArgs) == 280 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 80
+# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t
+assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
+        AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,
+        AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset) == \
+       (8, 48, 96, 192, 200, 208, 248, 256, 272)
 
 
 class FlashjitError(RuntimeError):
     pass
+
+
+def new_args(flags=0):
+    """flashjit_attention_args_init: struct_size set, everything off."""
+    return AttentionArgs(struct_size=ctypes.sizeof(AttentionArgs), flags=flags, window_left=-1, window_right=-1)
+
+
+def strides_of(t):
+    """flashjit strides (elements) of a [batch, seqlen, heads, d] tensor, of a paged pool [pages, page_size,
+    heads, d] (batch = the page stride), or of a packed [rows, heads, d] one (batch = row: not used)."""
+    assert t.stride(-1) == 1, "head_dim must be contiguous"
+    if t.dim() == 4:
+        return Strides(t.stride(0), t.stride(1), t.stride(2))
+    if t.dim() == 3:
+        return Strides(t.stride(0), t.stride(0), t.stride(1))
+    raise ValueError(f"expected a 3-D or 4-D tensor, got shape {tuple(t.shape)}")
+
+
+def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0):
+    """Arguments of a dense call on [batch, seqlen, heads, head_dim] tensors (LSE [batch, heads_q, seqlen_q])."""
+    args = new_args(flags)
+    args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    args.lse = lse.data_ptr() if lse is not None else 0
+    args.batch, args.seqlen_q, args.heads_q, args.head_dim = q.shape
+    args.seqlen_k, args.heads_kv = k.shape[1], k.shape[2]
+    args.q_strides, args.k_strides, args.v_strides, args.o_strides = (strides_of(t) for t in (q, k, v, o))
+    args.softmax_scale = scale
+    return args
+
+
+def _metadata_ptr(t, name, dims):
+    import torch
+    assert t.dtype == torch.int32 and t.dim() == dims and t.is_cuda, f"{name}: int32, {dims}-D, on the GPU"
+    assert t.stride(-1) == 1, f"{name}: the last dimension must be contiguous"
+    return t.data_ptr()
+
+
+def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
+                block_table=None, batch=None, scale=0.0, flags=0):
+    """Arguments of an engine call (ENGINE INPUTS in flashjit.h) on torch tensors.
+
+    q, o: packed [total_q, heads_q, d] with cu_seqlens_q (spec varlen=1; LSE [heads_q, total_q]), or
+    [batch, seqlen_q, heads_q, d] without. k, v: packed [total_k, heads_kv, d] with cu_seqlens_k; pools
+    [num_pages, page_size, heads_kv, d] (any strides, d contiguous) with block_table [batch, pages] int32
+    (spec paged=1; seqused_k required); or [batch, seqlen_k, heads_kv, d], with seqused_k or not.
+    seqlen_q / seqlen_k are the upper bounds a captured graph keeps."""
+    args = new_args(flags)
+    args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    args.lse = lse.data_ptr() if lse is not None else 0
+    if cu_seqlens_q is not None:
+        assert q.dim() == 3 and o.dim() == 3, "varlen: Q and O are [total_q, heads_q, d]"
+        args.cu_seqlens_q = _metadata_ptr(cu_seqlens_q, "cu_seqlens_q", 1)
+        args.total_q = q.shape[0]
+        args.batch = cu_seqlens_q.shape[0] - 1 if batch is None else batch
+    else:
+        assert q.dim() == 4, "without cu_seqlens_q, Q and O are [batch, seqlen_q, heads_q, d]"
+        args.batch = q.shape[0] if batch is None else batch
+    args.seqlen_q, args.seqlen_k = seqlen_q, seqlen_k
+    args.heads_q, args.heads_kv, args.head_dim = q.shape[-2], k.shape[-2], q.shape[-1]
+    if cu_seqlens_k is not None:
+        assert k.dim() == 3 and v.dim() == 3 and block_table is None, "packed K/V: [total_k, heads_kv, d]"
+        args.cu_seqlens_k = _metadata_ptr(cu_seqlens_k, "cu_seqlens_k", 1)
+        args.total_k = k.shape[0]
+    if seqused_k is not None:
+        args.seqused_k = _metadata_ptr(seqused_k, "seqused_k", 1)
+    if block_table is not None:
+        assert k.dim() == 4 and v.dim() == 4 and k.shape[:2] == v.shape[:2], "paged: pools [num_pages, page_size, heads_kv, d]"
+        args.block_table = _metadata_ptr(block_table, "block_table", 2)
+        args.block_table_batch_stride = block_table.stride(0)
+        args.num_pages, args.page_size = k.shape[0], k.shape[1]
+    args.q_strides, args.k_strides, args.v_strides, args.o_strides = (strides_of(t) for t in (q, k, v, o))
+    args.softmax_scale = scale
+    return args
 
 
 class Flashjit:
@@ -75,6 +167,8 @@ class Flashjit:
         L.flashjit_kernel_release.argtypes = [ctypes.c_void_p]
         L.flashjit_kernel_describe.argtypes = [ctypes.c_void_p, ctypes.POINTER(KernelInfo)]
         L.flashjit_attention_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionArgs), ctypes.c_void_p]
+        L.flashjit_kernel_launch_spec.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionArgs),
+                                                  ctypes.POINTER(ctypes.c_char_p)]
         self.check(L.flashjit_check_abi(ABI_VERSION), "check_abi")
         options = ContextOptions(struct_size=ctypes.sizeof(ContextOptions), device=device)
         self.context = ctypes.c_void_p()
@@ -87,6 +181,7 @@ class Flashjit:
             raise FlashjitError(f"flashjit {what}: {name}: {self.lib.flashjit_last_error_message().decode()}")
 
     def kernel(self, spec):
+        """(handle, resolved spec); compiles or loads on first use (never inside a graph capture)."""
         if spec not in self.kernels:
             handle = ctypes.c_void_p()
             self.check(self.lib.flashjit_kernel_get(self.context, spec.encode(), ctypes.byref(handle)), f"kernel_get({spec})")
@@ -95,30 +190,65 @@ class Flashjit:
             self.kernels[spec] = (handle, info.spec.decode())
         return self.kernels[spec]
 
-    def forward(self, spec, q, k, v, o, lse=None, scale=0.0):
-        """O (and LSE) of attention over [batch, seqlen, heads, head_dim] tensors, on the current stream."""
+    def launch_spec(self, spec, args):
+        """The resolved spec of the kernel these arguments run (the handle's own or its long-sequence one)."""
         handle, _ = self.kernel(spec)
-        args = AttentionArgs(struct_size=ctypes.sizeof(AttentionArgs), window_left=-1, window_right=-1)
-        args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
-        args.lse = lse.data_ptr() if lse is not None else 0
-        args.batch, args.seqlen_q, args.heads_q, args.head_dim = q.shape
-        args.seqlen_k, args.heads_kv = k.shape[1], k.shape[2]
-        for name, t in (("q_strides", q), ("k_strides", k), ("v_strides", v), ("o_strides", o)):
-            assert t.stride(3) == 1, f"{name}: head_dim must be contiguous"
-            setattr(args, name, Strides(t.stride(0), t.stride(1), t.stride(2)))
-        args.softmax_scale = scale
-        import torch
-        stream = torch.cuda.current_stream().cuda_stream
+        out = ctypes.c_char_p()
+        self.check(self.lib.flashjit_kernel_launch_spec(handle, ctypes.byref(args), ctypes.byref(out)), "kernel_launch_spec")
+        return out.value.decode()
+
+    def launch(self, spec, args, stream=None):
+        """flashjit_attention_forward on the current torch stream (or `stream`, a CUstream as an int)."""
+        handle, _ = self.kernel(spec)
+        if stream is None:
+            import torch
+            stream = torch.cuda.current_stream().cuda_stream
         self.check(self.lib.flashjit_attention_forward(handle, ctypes.byref(args), ctypes.c_void_p(stream)),
                    f"attention_forward({spec})")
+
+    def launcher(self, spec, args, keep=()):
+        """A zero-argument callable launching `args` on the current torch stream; it holds `args` and the
+        tensors in `keep` (those the pointers in args point to) alive."""
+        import torch
+        handle, _ = self.kernel(spec)
+        fwd, check, byref = self.lib.flashjit_attention_forward, self.check, ctypes.byref(args)
+        held = (args, tuple(keep))
+
+        def call():
+            status = fwd(handle, byref, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+            if status != 0:
+                check(status, f"attention_forward({spec})")
+        call.held = held
+        return call
+
+    def check_metadata(self, spec, args):
+        """flashjit_check_engine_metadata: the device metadata args points to, against the contract (off the
+        hot path: it copies and waits; not capture-safe). Raises FlashjitError naming the first bad entry."""
+        L = self.lib
+        if not hasattr(self, "_check_metadata"):
+            fn = L.flashjit_check_engine_metadata
+            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionArgs)]
+            self._check_metadata = fn
+        handle, _ = self.kernel(spec)
+        self.check(self._check_metadata(handle, ctypes.byref(args)), f"check_engine_metadata({spec})")
+
+    def forward(self, spec, q, k, v, o, lse=None, scale=0.0):
+        """O (and LSE) of attention over [batch, seqlen, heads, head_dim] tensors, on the current stream."""
+        self.launch(spec, dense_args(q, k, v, o, lse, scale))
 
     def close(self):
         for handle, _ in self.kernels.values():
             self.lib.flashjit_kernel_release(handle)
+        self.kernels = {}
         self.lib.flashjit_context_destroy(self.context)
 
 
-# ---- the float64 reference -------------------------------------------------------------------------
+def float32(x):
+    """x rounded to float32, as the kernel receives softmax_scale."""
+    return ctypes.c_float(x).value
+
+
+# ---- the float64 references ------------------------------------------------------------------------
 def reference(q, k, v, causal, scale):
     """O [b, s_q, h_q, d] and LSE [b, h_q, s_q] in float64, GQA by repeating K/V heads."""
     import torch
@@ -141,6 +271,74 @@ def reference(q, k, v, causal, scale):
     return o.transpose(1, 2), lse
 
 
+def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32):
+    """Float64 attention of one sequence, q [s_q, h_q, d] against k, v [s_k, h_kv, d], for the query rows
+    `rows` (indices; None: all). Bottom-right causal: query i sees keys j <= i + s_k - s_q; a row that sees
+    no key has O = 0 and LSE = -inf. Returns O [rows, h_q, d] and LSE [rows, h_q], float64. Computed
+    `chunk` rows at a time (scores: h_q x chunk x s_k doubles)."""
+    import torch
+    sq, hq, d = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    group = hq // hkv
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    rows = torch.arange(sq, device=q.device) if rows is None else torch.as_tensor(rows, device=q.device, dtype=torch.long)
+    r = rows.numel()
+    o = torch.zeros(r, hq, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((r, hq), float("-inf"), dtype=torch.float64, device=q.device)
+    if r == 0 or sk == 0:
+        return o, lse
+    kd = k.double().permute(1, 0, 2).unsqueeze(1)  # [h_kv, 1, s_k, d]
+    vd = v.double().permute(1, 0, 2).unsqueeze(1)
+    keys = torch.arange(sk, device=q.device).view(1, -1)
+    for start in range(0, r, chunk):
+        idx = rows[start:start + chunk]
+        c = idx.numel()
+        qd = q[idx].double().view(c, hkv, group, d).permute(1, 2, 0, 3)  # [h_kv, group, c, d]; head = kv * group + g
+        s = torch.matmul(qd, kd.transpose(-1, -2)) * scale  # [h_kv, group, c, s_k]
+        if causal:
+            s = s.masked_fill(~(keys <= idx.view(-1, 1) + (sk - sq)), float("-inf"))
+        m = torch.logsumexp(s, dim=-1)  # -inf for a row that sees no key
+        p = torch.nan_to_num(torch.exp(s - m.unsqueeze(-1)), nan=0.0)
+        o[start:start + c] = torch.matmul(p, vd).permute(2, 0, 1, 3).reshape(c, hq, d)
+        lse[start:start + c] = m.permute(2, 0, 1).reshape(c, hq)
+        del s, p
+    return o, lse
+
+
+class ErrorSum:
+    """O's relative L2 error and LSE's largest relative error (1 below |LSE| = 1) over the rows added.
+    A NaN anywhere (an unwritten row: outputs are poisoned) makes the error NaN or inf: never a pass."""
+
+    def __init__(self):
+        self.diff2 = self.ref2 = self.lse = 0.0
+        self.rows = 0
+        self.nan_rows = 0
+
+    def add(self, o, lse, ref_o, ref_lse):
+        """o [r, h, d] as the kernel wrote it, lse [r, h] (or None), ref_* from reference_rows."""
+        import torch
+        od = o.double()
+        self.rows += o.shape[0]
+        self.nan_rows += int(torch.isnan(od).flatten(1).any(dim=1).sum().item())
+        self.diff2 += float(((od - ref_o) ** 2).sum().item())
+        self.ref2 += float((ref_o ** 2).sum().item())
+        if lse is not None and lse.numel():
+            got = lse.double()
+            finite = torch.isfinite(ref_lse)
+            err = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0),
+                              torch.where(got == float("-inf"), 0.0, float("inf")))
+            err = torch.where(torch.isnan(got), float("inf"), err)
+            self.lse = max(self.lse, float(err.max().item()))
+
+    @property
+    def o(self):
+        return math.sqrt(self.diff2 / self.ref2) if self.ref2 > 0 else math.sqrt(self.diff2)
+
+    def passed(self, o_bound, lse_bound=None):
+        ok = self.o <= o_bound and self.nan_rows == 0  # False for NaN
+        return ok and (lse_bound is None or self.lse <= lse_bound)
+
+
 def errors(o, lse, ref_o, ref_lse):
     o_err = ((o.double() - ref_o).norm() / ref_o.norm()).item()
     lse_err = ((lse.double() - ref_lse).abs() / ref_lse.abs().clamp(min=1.0)).max().item()
@@ -151,7 +349,7 @@ O_BOUND = {"bf16": 6e-3, "fp16": 1e-3}  # as src/verify/check.hpp
 LSE_BOUND = 1e-4
 
 
-# ---- cases -----------------------------------------------------------------------------------------
+# ---- dense cases -----------------------------------------------------------------------------------
 def run_case(fj, name, dtype, d, causal, b, sq, sk, hq, hkv, packed=False, graph=False):
     import torch
     tdtype = torch.bfloat16 if dtype == "bf16" else torch.float16
@@ -211,6 +409,178 @@ CASES = [
 ]
 
 
+# ---- engine cases: packed queries against a paged KV cache ------------------------------------------
+ENGINE_SPEC = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1"
+
+
+class PagedBatch:
+    """Device buffers for mixed batches within fixed upper bounds (what a captured graph keeps): packed
+    Q/O [total_q, hq, d] (rows past the last sequence stay untouched), LSE [hq, total_q], K/V pools
+    [num_pages, page_size, hkv, d] (two tensors, or K and V of each page side by side in one
+    [num_pages, 2, page_size, hkv, d] cache), cu_seqlens_q [batch + 1], seqused_k [batch] and
+    block_table [batch, ceil(max_k / page_size)]. load() rewrites their contents in place."""
+
+    def __init__(self, *, batch, max_q, max_k, total_q, num_pages, page_size, hq, hkv, d, dtype, kv_in_one_tensor=False):
+        import torch
+        self.batch, self.max_q, self.max_k, self.page_size = batch, max_q, max_k, page_size
+        self.hq, self.hkv, self.d, self.dtype = hq, hkv, d, dtype
+        self.pages_per_sequence = -(-max_k // page_size)
+        self.q = torch.empty(total_q, hq, d, device="cuda", dtype=dtype)
+        self.o = torch.empty_like(self.q)
+        self.lse = torch.empty(hq, total_q, device="cuda", dtype=torch.float32)
+        if kv_in_one_tensor:
+            self.kv = torch.empty(num_pages, 2, page_size, hkv, d, device="cuda", dtype=dtype)
+            self.k, self.v = self.kv[:, 0], self.kv[:, 1]
+        else:
+            self.kv = None
+            self.k = torch.empty(num_pages, page_size, hkv, d, device="cuda", dtype=dtype)
+            self.v = torch.empty_like(self.k)
+        self.cu_seqlens_q = torch.zeros(batch + 1, device="cuda", dtype=torch.int32)
+        self.seqused_k = torch.zeros(batch, device="cuda", dtype=torch.int32)
+        self.block_table = torch.full((batch, self.pages_per_sequence), -1, device="cuda", dtype=torch.int32)
+        self.addresses = self._addresses()
+
+    def _addresses(self):
+        return tuple(t.data_ptr() for t in (self.q, self.o, self.lse, self.k, self.v, self.cu_seqlens_q,
+                                            self.seqused_k, self.block_table))
+
+    def args(self, scale):
+        return engine_args(self.q, self.k, self.v, self.o, self.lse, seqlen_q=self.max_q, seqlen_k=self.max_k,
+                           cu_seqlens_q=self.cu_seqlens_q, seqused_k=self.seqused_k, block_table=self.block_table,
+                           scale=scale)
+
+    def load(self, seqs, rng, gen, share=None):
+        """A batch written in place: seqs = [(queries, keys), ...], the sequences past len(seqs) inactive
+        (no queries, no keys); pages drawn from a shuffled pool, sequence share[1]'s first page replaced by
+        sequence share[0]'s (a shared page); unused table entries -1; fresh random Q, K, V everywhere; O and
+        LSE poisoned (NaN). Returns the host copy of the metadata (cu_seqlens_q, keys, table)."""
+        import torch
+        assert len(seqs) <= self.batch
+        seqs = list(seqs) + [(0, 0)] * (self.batch - len(seqs))
+        cu = [0]
+        for sq, sk in seqs:
+            assert 0 <= sq <= self.max_q and 0 <= sk <= self.max_k, (sq, sk)
+            cu.append(cu[-1] + sq)
+        assert cu[-1] < self.q.shape[0], "no spare row past the last sequence"
+        pool = list(range(self.k.shape[0]))
+        rng.shuffle(pool)
+        table = [[-1] * self.pages_per_sequence for _ in seqs]
+        used = 0
+        for b, (_, sk) in enumerate(seqs):
+            for i in range(-(-sk // self.page_size)):
+                table[b][i] = pool[used]
+                used += 1
+        assert used <= len(pool), "not enough pages"
+        if share is not None and table[share[0]][0] >= 0 and table[share[1]][0] >= 0:
+            table[share[1]][0] = table[share[0]][0]
+        keys = [sk for _, sk in seqs]
+
+        def rand(t):
+            t.copy_(torch.randn(t.shape, generator=gen, device="cuda", dtype=torch.float32).to(t.dtype))
+
+        with torch.no_grad():
+            self.cu_seqlens_q.copy_(torch.tensor(cu, dtype=torch.int32))
+            self.seqused_k.copy_(torch.tensor(keys, dtype=torch.int32))
+            self.block_table.copy_(torch.tensor(table, dtype=torch.int32))
+            rand(self.q)
+            for t in ((self.kv,) if self.kv is not None else (self.k, self.v)):
+                rand(t)
+            self.o.fill_(float("nan"))
+            self.lse.fill_(float("nan"))
+        assert self._addresses() == self.addresses, "a tensor moved"
+        return cu, keys, table
+
+    def check(self, cu, keys, table, scale):
+        """O and LSE of every sequence against reference_rows (K/V gathered through the table), and the rows
+        past the last sequence untouched (still NaN). Returns (ErrorSum, problem or "")."""
+        import torch
+        errs = ErrorSum()
+        for b, sk in enumerate(keys):
+            r0, r1 = cu[b], cu[b + 1]
+            if r1 == r0:
+                continue
+            pages = torch.tensor(table[b][:-(-sk // self.page_size)], dtype=torch.long, device="cuda")
+            k = self.k[pages].reshape(-1, self.hkv, self.d)[:sk]
+            v = self.v[pages].reshape(-1, self.hkv, self.d)[:sk]
+            ref_o, ref_lse = reference_rows(self.q[r0:r1], k, v, None, True, scale)
+            errs.add(self.o[r0:r1], self.lse[:, r0:r1].t(), ref_o, ref_lse)
+        problem = ""
+        if not (torch.isnan(self.o[cu[-1]:]).all() and torch.isnan(self.lse[:, cu[-1]:]).all()):
+            problem = f"rows past the last sequence (from {cu[-1]}) were written"
+        return errs, problem
+
+
+def describe(seqs):
+    return " ".join(f"{sq}/{sk}" for sq, sk in seqs)
+
+
+def report_engine(name, label, seqs, errs, problem):
+    passed = errs.passed(O_BOUND["bf16"], LSE_BOUND) and not problem
+    print(f"{'ok  ' if passed else 'FAIL'} {name:<34} {label:<9} q/k: {describe(seqs)}  "
+          f"O err {errs.o:.2e}  LSE err {errs.lse:.2e}" + (f"  unwritten rows {errs.nan_rows}" if errs.nan_rows else "")
+          + (f"  {problem}" if problem else ""))
+    return passed
+
+
+def engine_step_case(fj, name):
+    """One engine step: decodes (1 query), a speculative sequence (4), a prefill chunk against a cached
+    prefix (300 against 812 keys), a fresh prefill (129/129), an empty sequence and one with more queries
+    than keys (its first row sees no key), packed, against a paged cache (page 16, shuffled, one page
+    shared by the first decode and the speculative sequence)."""
+    import torch
+    seqs = [(1, 1000), (1, 37), (4, 517), (0, 0), (300, 812), (129, 129), (3, 2)]
+    page = 16
+    pages = sum(-(-sk // page) for _, sk in seqs)
+    batch = PagedBatch(batch=len(seqs), max_q=320, max_k=1024, total_q=sum(sq for sq, _ in seqs) + 3,
+                       num_pages=pages + 5, page_size=page, hq=8, hkv=2, d=128, dtype=torch.bfloat16)
+    rng, gen = random.Random(23), torch.Generator(device="cuda").manual_seed(23)
+    scale = float32(1.0 / math.sqrt(128))
+    cu, keys, table = batch.load(seqs, rng, gen, share=(0, 2))
+    args = batch.args(scale)
+    fj.check_metadata(ENGINE_SPEC, args)
+    fj.launch(ENGINE_SPEC, args)
+    torch.cuda.synchronize()
+    return report_engine(name, "", seqs, *batch.check(cu, keys, table, scale))
+
+
+def engine_graph_case(fj, name):
+    """One launch captured in a CUDA graph with capacity for 8 sequences (320 queries, 1024 keys each, 400
+    rows, 300 pages of 16 in one K/V cache tensor), replayed after new lengths, a new block table, other
+    active sequences and new data were written into the same tensors."""
+    import torch
+    problems = [
+        [(1, 700), (4, 64), (250, 1024), (1, 1), (0, 0), (17, 300)],
+        [(1, 1024), (1, 900), (1, 15), (320, 320), (0, 0), (4, 1000), (60, 100), (2, 1)],
+        [(0, 0), (128, 1000)],
+    ]
+    batch = PagedBatch(batch=8, max_q=320, max_k=1024, total_q=400, num_pages=300, page_size=16, hq=8, hkv=2, d=128,
+                       dtype=torch.bfloat16, kv_in_one_tensor=True)
+    rng, gen = random.Random(24), torch.Generator(device="cuda").manual_seed(24)
+    scale = float32(1.0 / math.sqrt(128))
+    batch.load(problems[0], rng, gen, share=(0, 2))
+    args = batch.args(scale)  # bounds and addresses frozen here
+    fj.check_metadata(ENGINE_SPEC, args)
+    fj.launch(ENGINE_SPEC, args)  # first launch outside the capture (kernel loaded already)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fj.launch(ENGINE_SPEC, args)
+    ok = True
+    for replay, seqs in enumerate(problems):
+        cu, keys, table = batch.load(seqs, rng, gen, share=(0, 1))
+        fj.check_metadata(ENGINE_SPEC, args)
+        g.replay()
+        torch.cuda.synchronize()
+        ok &= report_engine(name, f"replay {replay}", seqs, *batch.check(cu, keys, table, scale))
+    return ok
+
+
+ENGINE_CASES = [
+    ("engine step: mixed batch, paged 16", engine_step_case),
+    ("engine graph: new lengths in place", engine_graph_case),
+]
+
+
 def default_lib():
     here = os.path.dirname(os.path.abspath(__file__))
     for build in ("build", "build-api", "build-gpu"):
@@ -244,8 +614,19 @@ def main():
         except FlashjitError as e:
             print(f"FAIL {name}: {e}")
             failed += 1
+    try:
+        print(f"engine spec {ENGINE_SPEC}: resolved {fj.kernel(ENGINE_SPEC)[1]}")
+    except FlashjitError as e:
+        print(f"engine spec {ENGINE_SPEC}: {e}")  # the engine cases fail below with the same error
+    for name, case in ENGINE_CASES:
+        try:
+            failed += not case(fj, name)
+        except Exception as e:  # noqa: BLE001 -- a failing case is reported, the others still run
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+            failed += 1
     fj.close()
-    print(f"{len(CASES) - failed} of {len(CASES)} cases match the float64 reference" + ("" if failed else ": ok"))
+    total = len(CASES) + len(ENGINE_CASES)
+    print(f"{total - failed} of {total} cases match the float64 reference" + ("" if failed else ": ok"))
     return 1 if failed else 0
 
 
