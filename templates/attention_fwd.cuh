@@ -177,8 +177,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
   d.ctas = gridDim.x;
   d.cta = blockIdx.x;
-  d.m_blocks = (uint32_t)padded_m_blocks(p);
-  d.heads = (uint32_t)p.heads_q * (uint32_t)p.batch;
+  set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)p.heads_q * (uint32_t)p.batch, kDeviceLengths);
   d.unit = deal_unit(deals_causal_pairs(kCausal, kDeviceLengths), kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
@@ -199,6 +198,7 @@ FJ_DEVICE bool has_tile(const Params& p, int slot) { return deal_slot(tile_deal(
 // NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
 // the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
 // through the loop, where the d128 variant has no registers to spare (it spilled).
+// (query block, head + heads_q * batch) -> the tile.
 FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   Tile tile;
   tile.m_block = (int)dealt.m_block;
@@ -208,7 +208,19 @@ FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   return tile;
 }
 
-FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, deal_tile(tile_deal(p), (uint32_t)slot)); }
+// The deal's answer as (query block, head index): rows first where lengths are on the device
+// (set_deal_shape), the last row first.
+FJ_DEVICE DealtTile dealt_tile(const Params& p, int slot) {
+  DealtTile dealt = deal_tile(tile_deal(p), (uint32_t)slot);
+  if constexpr (kDeviceLengths) {
+    const uint32_t head_index = dealt.m_block;
+    dealt.m_block = (uint32_t)padded_m_blocks(p) - 1u - dealt.head;
+    dealt.head = head_index;
+  }
+  return dealt;
+}
+
+FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, dealt_tile(p, slot)); }
 
 // ================================================================ K/V coordinates
 // Where the producer finds a K/V block: the one seam between the kernel and the cache's layout.
@@ -220,18 +232,34 @@ FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, deal_tile(
 // last key reads page -1: out of the map's bounds, which TMA fills with zeros and still counts
 // towards the barrier's bytes; the block table is never read past the sequence's pages. A page
 // index outside [0, num_pages) likewise loads zeros: TMA bounds every load by the pool's extent.
+// NOTES: the page indices of kPageBatch loads are read together, then their loads issued: one
+// thread reading them one by one waited out a block-table read per load, and at page 16 (8 loads
+// a block) the producer fell behind the consumers (0.62x the contiguous kernel, H200 call 2).
+constexpr int kPageBatch = 3;
+
 template <int kChunks>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq) {
   const int* pages = p.block_table + seq.k_batch * p.block_table_stride;
   const int rows = p.kv_rows_per_load;
 #pragma unroll 1
-  for (int r = 0; r < kBlockN; r += rows) {
-    const int key = n * kBlockN + r;
-    const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-    const int page = key < seq.seqlen_k ? __ldg(pages + at.page_index) : -1;
+  for (int r0 = 0; r0 < kBlockN; r0 += kPageBatch * rows) {
+    int page[kPageBatch];
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page);
+    for (int i = 0; i < kPageBatch; ++i) {
+      const int key = n * kBlockN + r0 + i * rows;
+      const bool wanted = r0 + i * rows < kBlockN && key < seq.seqlen_k;
+      page[i] = wanted ? __ldg(pages + fast_div((uint32_t)key, p.div_page_size)) : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kPageBatch; ++i) {
+      const int r = r0 + i * rows;
+      if (r >= kBlockN) break;
+      const int key = n * kBlockN + r;
+      const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page[i]);
+    }
   }
 }
 

@@ -78,6 +78,16 @@ FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t t
 // the lengths are read on the device (varlen, seqused_k, paged).
 FJ_DEVICE bool deals_causal_pairs(bool causal, bool device_lengths) { return causal && !device_lengths; }
 
+// The deal's shape. Tiles go [heads][query blocks], each head's blocks heaviest first, except where
+// the lengths are read on the device: there [query-block rows][heads], the last row first, so
+// that the heaviest tiles anywhere (the longest sequences' last causal blocks) go out first and
+// the light ones fill in after them. The deal itself is the same: its "heads" are then the rows
+// and its "query blocks" the heads (deal_tile's m_block a head, its head a row from the last).
+FJ_DEVICE void set_deal_shape(TileDeal& d, uint32_t m_blocks, uint32_t heads, bool rows_first) {
+  d.m_blocks = rows_first ? heads : m_blocks;
+  d.heads = rows_first ? m_blocks : heads;
+}
+
 FJ_DEVICE uint32_t held_fill(const TileDeal& d) { return d.unit == 2 ? d.fill : 0; }
 FJ_DEVICE uint32_t held_heads(const TileDeal& d) {
   return d.held_heads == 0 || d.held_heads >= d.heads || held_fill(d) != d.m_blocks ? d.heads : d.held_heads;

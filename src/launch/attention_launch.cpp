@@ -79,9 +79,9 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   // deal itself.
   TileDeal d{};
   d.ctas = grid_ctas > 0 ? grid_ctas : 1;
-  d.m_blocks = uint32_t(attention_query_blocks(c, a));  // padded to whole clusters
-  d.heads = uint32_t(a.heads_q) * uint32_t(a.batch);
-  const bool pairs = deals_causal_pairs(c.spec.causal, c.spec.varlen || c.spec.paged);
+  const bool device_lengths = c.spec.varlen || c.spec.paged;
+  set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(a.heads_q) * uint32_t(a.batch), device_lengths);
+  const bool pairs = deals_causal_pairs(c.spec.causal, device_lengths);
   d.unit = deal_unit(pairs, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
   d.fill = uint32_t(std::clamp<int64_t>(hold.fill_blocks, 0, d.m_blocks));
   d.held_heads = uint32_t(std::clamp<int64_t>(hold.held_heads, 0, d.heads));
