@@ -1,4 +1,5 @@
 // flashjit check: one kernel on fresh random data on the GPU against the float64 reference.
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -9,6 +10,7 @@
 #include "driver/device_info.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "verify/check.hpp"
+#include "verify/engine_check.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
@@ -20,6 +22,72 @@ static cl::opt<int> SeqlenK("seqlen-k", cl::desc("Key length"), cl::init(1000), 
 static cl::opt<int> HeadsQ("heads-q", cl::desc("Query heads"), cl::init(8), cl::sub(check_command()));
 static cl::opt<int> HeadsKv("heads-kv", cl::desc("Key/value heads (divides heads-q)"), cl::init(8), cl::sub(check_command()));
 static cl::opt<int> Device("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(check_command()));
+static cl::opt<std::string> Seqlens("seqlens", cl::desc("varlen/paged specs: each sequence's query and key counts, Q:K,Q:K,... "
+                                                       "(zero allowed); default: --batch sequences of --seqlen-q:--seqlen-k"),
+                                    cl::value_desc("Q:K,..."), cl::sub(check_command()));
+static cl::opt<int> PageSize("page-size", cl::desc("paged specs: keys per page (any value from 1)"), cl::init(16), cl::sub(check_command()));
+
+namespace {
+
+// "Q:K,Q:K" -> the lengths; an empty text gives `batch` copies of (seqlen_q, seqlen_k).
+bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error) {
+  if (text.empty()) {
+    p.seqlen_q.assign(size_t(Batch), SeqlenQ);
+    p.seqlen_k.assign(size_t(Batch), SeqlenK);
+    return true;
+  }
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    int q = -1, k = -1;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%d:%d%c", &q, &k, &tail) != 2 || q < 0 || k < 0) {
+      *error = "--seqlens: '" + item.substr(0, 32) + "' is not Q:K with Q, K >= 0";
+      return false;
+    }
+    p.seqlen_q.push_back(q);
+    p.seqlen_k.push_back(k);
+    at = end + 1;
+  }
+  return true;
+}
+
+// A ragged batch (varlen / paged spec) against the float64 reference.
+int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, CUfunction function,
+                     const KernelConfig& config) {
+  EngineProblem p;
+  p.bf16 = config.spec.dtype == DType::kBf16;
+  p.head_dim = config.spec.head_dim;
+  p.causal = config.spec.causal;
+  p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
+  p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
+  p.page_size = PageSize;
+  std::string error;
+  parse_seqlens(Seqlens, p, &error);  // checked before the device
+  std::mt19937_64 rng(std::random_device{}());
+  EngineBuffers buffers(api, p, capacity_for(p));
+  const EngineCheck check = check_engine_attention({&api, context, stream, sm_count}, function, config, p, buffers, rng);
+  const CheckResult& r = check.result;
+  const bool ok = r.passed(p.bf16) && r.error.empty();
+  if (json_option()) {
+    llvm::json::Object out{{"spec", to_string(config.spec)}, {"shape", p.describe()}, {"passed", ok},
+                           {"o_rel_error", r.o_error}, {"o_bound", o_error_bound(p.bf16)}, {"lse_error", r.lse_error},
+                           {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error},
+                           {"detail", check.detail}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+  } else {
+    std::printf("spec        %s\nshape       %s\n", to_string(config.spec).c_str(), p.describe().c_str());
+    if (!r.error.empty()) std::printf("error       %s\n", r.error.c_str());
+    if (!check.detail.empty()) std::printf("first bad   %s\n", check.detail.c_str());
+    std::printf("O error     %.3e (bound %.0e, ||O - ref|| / ||ref|| against float64)\n", r.o_error, o_error_bound(p.bf16));
+    std::printf("LSE error   %.3e (bound %.0e)\nunwritten   %zu\nresult      %s\n", r.lse_error, kLseErrorBound, r.unwritten,
+                ok ? "PASS" : "FAIL");
+  }
+  return ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace
 
 int run_check() {
   // 1. The kernel (parse errors exit 2 naming the field).
@@ -31,6 +99,14 @@ int run_check() {
     if (value < 1) return usage_error(std::string("--") + name + " must be at least 1, got " + std::to_string(value));
   }
   if (HeadsQ % HeadsKv != 0) return usage_error("--heads-kv must divide --heads-q");
+  if (spec->varlen || spec->paged) {  // the lengths before the device: bad usage is exit 2 anywhere
+    EngineProblem lengths;
+    std::string error;
+    if (!parse_seqlens(Seqlens, lengths, &error)) return usage_error(error);
+    if (PageSize < 1) return usage_error("--page-size must be at least 1, got " + std::to_string(PageSize));
+  } else if (!Seqlens.empty()) {
+    return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
+  }
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
   if (!family) return fail(family.error());
@@ -50,6 +126,13 @@ int run_check() {
   auto loaded = engine.load(**api, *prepared, context->get());
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
+  if (prepared->config.spec.varlen || prepared->config.spec.paged) {
+    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, (*loaded)->function(), prepared->config);
+    (*api)->cuStreamDestroy(stream);
+    engine.modules().drop_context(context->get());
+    drop_verify_kernels(context->get());
+    return rc;
+  }
   Problem p;
   p.bf16 = prepared->config.spec.dtype == DType::kBf16;
   p.head_dim = prepared->config.spec.head_dim;
