@@ -41,6 +41,7 @@ for lang in c cpp; do
   cmake --build "$tmp/build-$lang" >"$tmp/build-$lang.log" 2>&1 || { cat "$tmp/build-$lang.log"; exit 1; }
   run "examples/$lang" "$tmp/build-$lang/flashjit_example_$lang"
 done
+run "examples/c engine step" "$tmp/build-c/flashjit_engine_step_c"
 
 step "examples/c with pkg-config"
 export PKG_CONFIG_PATH=$(dirname "$pc")
