@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -168,6 +169,31 @@ std::string EngineProblem::describe() const {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
   }
   return text + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
+}
+
+bool parse_engine_lengths(const std::string& text, std::vector<int>* seqlen_q, std::vector<int>* seqlen_k, std::string* error) {
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    int q = -1, k = -1;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%d:%d%c", &q, &k, &tail) != 2 || q < 0 || k < 0) {
+      *error = "'" + item.substr(0, 32) + "' is not Q:K with Q, K >= 0";
+      return false;
+    }
+    seqlen_q->push_back(q);
+    seqlen_k->push_back(k);
+    at = end + 1;
+  }
+  return true;
+}
+
+double visible_pairs(const EngineProblem& p) {
+  double pairs = 0;
+  for (size_t b = 0; b < p.seqlen_q.size(); ++b)
+    for (int row = 0; row < p.seqlen_q[b]; ++row) pairs += visible_key_count(p.causal, row, p.seqlen_q[b], p.seqlen_k[b]);
+  return pairs;
 }
 
 EngineProblem random_engine_problem(std::mt19937_64& rng, int batch, int max_len) {

@@ -42,6 +42,13 @@ struct EngineProblem {
   std::string describe() const;
 };
 
+// "Q:K,Q:K,..." (each sequence's query and key counts, zero allowed) into the lengths; false
+// with the reason when the text is not that.
+bool parse_engine_lengths(const std::string& text, std::vector<int>* seqlen_q, std::vector<int>* seqlen_k, std::string* error);
+
+// The visible (query, key) pairs of every sequence (useful FLOPs = 4 x head_dim x heads_q x pairs).
+double visible_pairs(const EngineProblem& problem);
+
 // A random ragged batch: zero-length, one-token and longer sequences, keys shorter and longer
 // than the queries. `max_len` bounds any sequence.
 EngineProblem random_engine_problem(std::mt19937_64& rng, int batch, int max_len);

@@ -22,6 +22,11 @@ struct Cell {
   std::string group;  // fa3 | gqa | decode | custom
   AttentionSpec spec;
   int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1;
+  // varlen / paged specs: each sequence's query and key counts (K/V packed, or paged with
+  // page_size keys a page); checked against the float64 reference once, then timed.
+  std::vector<int> engine_q, engine_k;
+  int page_size = 16;
+  bool engine() const { return spec.varlen || spec.paged; }
 };
 
 struct Timing {
@@ -47,6 +52,7 @@ struct Bench {
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);
+  Timing run_engine(const Cell& cell, const KernelConfig& config, CUfunction fn, Timing t);
   // Idle-stream and graph-replay medians of launch(i) (i counts the launches).
   Status time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms);
 };

@@ -20,6 +20,7 @@
 #include "tools/flashjit/commands.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
+#include "verify/engine_check.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
@@ -35,6 +36,10 @@ static cl::opt<int> BHeadsQ("heads-q", cl::desc("Query heads (with --spec)"), cl
 static cl::opt<int> BHeadsKv("heads-kv", cl::desc("KV heads (with --spec; default heads-q)"), cl::init(0), cl::sub(bench_command()));
 static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (median reported)"), cl::init(30), cl::sub(bench_command()));
 static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(bench_command()));
+static cl::opt<std::string> BSeqlens("seqlens", cl::desc("varlen/paged specs: each sequence's query and key counts, Q:K,Q:K,... "
+                                                        "(default: --batch sequences of --seqlen-q:--seqlen-k)"),
+                                     cl::value_desc("Q:K,..."), cl::sub(bench_command()));
+static cl::opt<int> BPageSize("page-size", cl::desc("paged specs: keys per page"), cl::init(16), cl::sub(bench_command()));
 static cl::opt<bool> BPdl("pdl", cl::desc("Launch with programmatic dependent launch (the C API's FLASHJIT_ATTENTION_FLAG_PDL)"),
                           cl::init(false), cl::sub(bench_command()));
 
@@ -77,13 +82,30 @@ std::vector<Cell> cells_for(const std::string& grid) {
   return cells;
 }
 
+// The engine cell as the reference sees it (lengths, mask), for its useful FLOPs.
+EngineProblem engine_problem(const Cell& c) {
+  EngineProblem p;
+  p.causal = c.spec.causal;
+  p.seqlen_q = c.engine_q;
+  p.seqlen_k = c.engine_k;
+  return p;
+}
+
 double flops(const Cell& c) {
+  if (c.engine()) return 4.0 * c.heads_q * c.spec.head_dim * visible_pairs(engine_problem(c));
   const double f = 4.0 * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k * c.spec.head_dim;
   return c.spec.causal && c.seqlen_q == c.seqlen_k ? f / 2 : f;
 }
 
 // Bytes of K and V read (the decode figure of merit).
-double kv_bytes(const Cell& c) { return 2.0 * 2.0 * c.batch * c.heads_kv * double(c.seqlen_k) * c.spec.head_dim; }
+double kv_bytes(const Cell& c) {
+  if (c.engine()) {
+    double keys = 0;
+    for (int k : c.engine_k) keys += k;
+    return 2.0 * 2.0 * c.heads_kv * keys * c.spec.head_dim;
+  }
+  return 2.0 * 2.0 * c.batch * c.heads_kv * double(c.seqlen_k) * c.spec.head_dim;
+}
 
 }  // namespace
 
@@ -98,6 +120,22 @@ int run_bench() {
     c.group = "custom";
     c.spec = *spec;
     c.batch = BBatch; c.seqlen_q = BSeqQ; c.seqlen_k = BSeqK; c.heads_q = BHeadsQ; c.heads_kv = BHeadsKv ? BHeadsKv : BHeadsQ;
+    if (c.engine()) {  // each sequence's lengths: --seqlens, or --batch copies of the shape flags
+      std::string error;
+      if (BSeqlens.empty()) {
+        c.engine_q.assign(size_t(c.batch), c.seqlen_q);
+        c.engine_k.assign(size_t(c.batch), c.seqlen_k);
+      } else if (!parse_engine_lengths(BSeqlens, &c.engine_q, &c.engine_k, &error)) {
+        return usage_error("--seqlens: " + error);
+      }
+      if (BPageSize < 1) return usage_error("--page-size must be at least 1, got " + std::to_string(BPageSize));
+      c.page_size = BPageSize;
+      c.batch = int(c.engine_q.size());
+      c.seqlen_q = *std::max_element(c.engine_q.begin(), c.engine_q.end());
+      c.seqlen_k = *std::max_element(c.engine_k.begin(), c.engine_k.end());
+    } else if (!BSeqlens.empty()) {
+      return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
+    }
     cells.push_back(c);
   }
   if (Iters < 1) return usage_error("--iters must be at least 1");

@@ -29,27 +29,15 @@ static cl::opt<int> PageSize("page-size", cl::desc("paged specs: keys per page (
 
 namespace {
 
-// "Q:K,Q:K" -> the lengths; an empty text gives `batch` copies of (seqlen_q, seqlen_k).
+// --seqlens into the lengths; empty: `batch` copies of (seqlen_q, seqlen_k).
 bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error) {
-  if (text.empty()) {
-    p.seqlen_q.assign(size_t(Batch), SeqlenQ);
-    p.seqlen_k.assign(size_t(Batch), SeqlenK);
-    return true;
+  if (!text.empty()) {
+    if (parse_engine_lengths(text, &p.seqlen_q, &p.seqlen_k, error)) return true;
+    *error = "--seqlens: " + *error;
+    return false;
   }
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    int q = -1, k = -1;
-    char tail = 0;
-    if (std::sscanf(item.c_str(), "%d:%d%c", &q, &k, &tail) != 2 || q < 0 || k < 0) {
-      *error = "--seqlens: '" + item.substr(0, 32) + "' is not Q:K with Q, K >= 0";
-      return false;
-    }
-    p.seqlen_q.push_back(q);
-    p.seqlen_k.push_back(k);
-    at = end + 1;
-  }
+  p.seqlen_q.assign(size_t(Batch), SeqlenQ);
+  p.seqlen_k.assign(size_t(Batch), SeqlenK);
   return true;
 }
 
