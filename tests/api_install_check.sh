@@ -29,6 +29,7 @@ config=$(find "$prefix" -name flashjitConfig.cmake | head -1)
 readelf -d "$lib" | grep -q 'R.*PATH.*\$ORIGIN' || { echo "FAIL: libflashjit.so has no \$ORIGIN rpath"; exit 1; }
 readelf -d "$prefix/bin/flashjit" | grep -q 'R.*PATH.*\$ORIGIN' || { echo "FAIL: the tool has no \$ORIGIN rpath"; exit 1; }
 if grep -rq "$tmp/prefix" "$prefix"; then echo "FAIL: an installed file names the install prefix (not relocatable)"; exit 1; fi
+bash "$src/tests/elf_rpath_check.sh" "$prefix" >"$tmp/rpath.log" || { cat "$tmp/rpath.log"; exit 1; }
 
 # FLASHJIT_NESTED_CONFIGURE_ONLY=DIR: configure the examples into DIR/example-LANG and stop
 # (tests/nested_configure_check.py).
