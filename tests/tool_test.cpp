@@ -21,8 +21,17 @@
 #include <string>
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
+
+#include "cache/cache_key.hpp"
+#include "cache/disk_store.hpp"
+#include "cache/entry_format.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/tuning.hpp"
 
 extern char** environ;
 
@@ -192,6 +201,69 @@ json::Object prewarm_small(const std::string& dir) {
     return {};
   }
   return *(*rows)[0].getAsObject();
+}
+
+// The lines of a table: from the header to the row before the summary line, without the indented
+// notes under a row (errors, ptxas warnings).
+std::vector<std::string> table_lines(const std::string& out) {
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  llvm::StringRef(out).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> table;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {  // the last line is the summary
+    if (!lines[i].startswith(" ")) table.push_back(lines[i].str());
+  }
+  return table;
+}
+
+// Every column lines up: its cells (no spaces in them) all start at one offset (left-aligned) or
+// all end at one (right-aligned), in the header and in every row.
+void expect_columns_line_up(const std::vector<std::string>& lines) {
+  ASSERT_GE(lines.size(), 2u);
+  std::vector<std::vector<std::pair<size_t, size_t>>> cells;  // per line: [start, end) of each cell
+  for (const std::string& line : lines) {
+    auto& row = cells.emplace_back();
+    for (size_t i = 0; i < line.size();) {
+      if (line[i] == ' ') { ++i; continue; }
+      const size_t end = std::min(line.find(' ', i), line.size());
+      row.push_back({i, end});
+      i = end;
+    }
+    ASSERT_EQ(row.size(), cells.front().size()) << "cells in\n" << line << "\nand\n" << lines.front();
+  }
+  for (size_t c = 0; c < cells.front().size(); ++c) {
+    bool starts = true, ends = true;
+    for (const auto& row : cells) {
+      starts = starts && row[c].first == cells.front()[c].first;
+      ends = ends && row[c].second == cells.front()[c].second;
+    }
+    std::string all;
+    for (const std::string& line : lines) all += line + "\n";
+    EXPECT_TRUE(starts || ends) << "column " << c << " does not line up:\n" << all;
+  }
+}
+
+// A stand-in cache entry (no compile): what the tool reads from an entry but a real cubin.
+CompiledKernel fake_entry(const std::string& spec_text) {
+  CompiledKernel k;
+  k.spec_text = spec_text;
+  k.kernel_name = "flashjit_attention_fwd";
+  k.cubin = std::string("\x7f" "ELF", 4) + std::string(1000, 'x');
+  k.report.registers = 128;
+  return k;
+}
+
+// Stores a fake entry under the key the engine computes for spec, so that the tool finds it (a hit).
+std::string publish_fake_entry_for(const std::string& dir, const std::string& spec_text) {
+  auto config = make_config(*parse_spec(spec_text));
+  EXPECT_TRUE(config.ok()) << spec_text;
+  const std::string key = cache_key_for(make_compile_request(*config));
+  auto store = DiskStore::open({dir, 0});
+  if (!store.ok()) {
+    ADD_FAILURE() << store.error().message;
+    return key;
+  }
+  EXPECT_TRUE((*store)->publish(key, fake_entry(to_string(config->spec))).ok());
+  return key;
 }
 
 // ---- exit codes and messages ----
@@ -564,6 +636,64 @@ TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
   EXPECT_EQ(no_driver.exit_code, 1) << no_driver;
   EXPECT_NE(no_driver.err.find("driver"), std::string::npos) << no_driver;
   EXPECT_FALSE(fs::exists(fs::path(cache.path()) / "tuned")) << "nothing recorded without a measurement";
+}
+
+// ---- issue 22: spec values, version, help, source, prewarm, cache ----
+
+TEST(Tool, ExplicitZeroIsAnInvalidSpec) {
+  for (const char* field : {"stages", "consumer_wgs", "block_m", "block_n", "cluster", "head_dim_v"}) {
+    ToolRun r = run_tool({"source", "--spec", std::string("dtype=fp16,head_dim=64,") + field + "=0"});
+    EXPECT_EQ(r.exit_code, 2) << field << "\n" << r;
+    EXPECT_NE(r.err.find(std::string("spec field '") + field + "'"), std::string::npos) << r;
+    EXPECT_TRUE(r.out.empty()) << field;
+  }
+}
+
+// nvcc, for CUDA toolkit use of the printed source: $FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.
+std::string find_nvcc() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FLASHJIT_TEST_NVCC"); env && *env) candidates.push_back(env);
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) candidates.push_back(std::string(home) + "/bin/nvcc");
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  if (const char* path = std::getenv("PATH")) {
+    llvm::SmallVector<llvm::StringRef, 16> dirs;
+    llvm::StringRef(path).split(dirs, ':', -1, false);
+    for (llvm::StringRef dir : dirs) candidates.push_back(dir.str() + "/nvcc");
+  }
+  for (const std::string& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return {};
+}
+
+// Runs a program (argv[0] a path) with output to files; returns its exit status and output.
+ToolRun run_program(const std::vector<std::string>& args) {
+  TempDir io;
+  const std::string out_path = io.sub("stdout"), err_path = io.sub("stderr");
+  std::vector<std::string> storage = args;
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ToolRun run;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
+    return run;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = read_all(out_path);
+  run.err = read_all(err_path);
+  return run;
 }
 
 #ifdef FLASHJIT_FAKE_LIBCUDA
