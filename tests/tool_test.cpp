@@ -649,6 +649,39 @@ TEST(Tool, ExplicitZeroIsAnInvalidSpec) {
   }
 }
 
+TEST(Tool, VersionNamesFlashjitNvrtcAndTheCacheFormat) {
+  ToolRun r = run_tool({"--version"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("flashjit " FLASHJIT_VERSION_STRING), std::string::npos) << r;
+  EXPECT_NE(r.out.find("NVRTC " + nvrtc_version()), std::string::npos) << r;
+  EXPECT_NE(r.out.find("cache entry format " + std::to_string(kEntryFormatVersion)), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("LLVM"), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("Host CPU"), std::string::npos) << r;
+}
+
+// LLVM's own options (statistics, debug counters, crash diagnostics, colours) are not flashjit's:
+// no help shows them, not even --help-hidden; flashjit's options still show.
+TEST(Tool, HelpShowsNoLlvmInternalOptions) {
+  const char* llvm_options[] = {"rng-seed", "debug-counter", "--stats", "track-memory", "info-output-file", "sort-timers",
+                                "crash-diagnostics-dir", "disable-symbolication", "scalable", "--color", "print-all-options"};
+  std::vector<std::vector<std::string>> runs = {{"--help"}, {"--help-hidden"}, {"--help-list-hidden"}};
+  for (const char* command : {"prewarm", "cache", "doctor", "check", "bench", "tune", "source"}) {
+    runs.push_back({command, "--help"});
+    runs.push_back({command, "--help-hidden"});
+  }
+  for (const auto& args : runs) {
+    ToolRun r = run_tool(args);
+    const std::string what = args.size() == 1 ? args[0] : args[0] + " " + args[1];
+    EXPECT_EQ(r.exit_code, 0) << what << "\n" << r;
+    for (const char* option : llvm_options) EXPECT_EQ(r.out.find(option), std::string::npos) << what << ": " << option << "\n" << r;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << what << "\n" << r;
+  }
+  ToolRun prewarm = run_tool({"prewarm", "--help-hidden"});
+  for (const char* option : {"--spec", "--defaults", "--jobs", "--no-cache", "--cache-dir", "--json"}) {
+    EXPECT_NE(prewarm.out.find(option), std::string::npos) << option << "\n" << prewarm;
+  }
+}
+
 // nvcc, for CUDA toolkit use of the printed source: $FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.
 std::string find_nvcc() {
   std::vector<std::string> candidates;

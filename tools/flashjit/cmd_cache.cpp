@@ -13,7 +13,7 @@ namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::list<std::string> Args(cl::Positional, cl::desc("list | stats | verify | clear | extract KEY FILE"),
-                                  cl::OneOrMore, cl::sub(cache_command()));
+                                  cl::OneOrMore, cl::cat(tool_category()), cl::sub(cache_command()));
 
 namespace {
 

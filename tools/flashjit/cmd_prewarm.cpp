@@ -17,12 +17,12 @@ namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on (and their long-sequence kernels)"),
-                              cl::sub(prewarm_command()));
+                              cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::list<std::string> Specs("spec", cl::desc("A spec, e.g. dtype=bf16,head_dim=128,causal=1 (repeatable)"),
-                                   cl::value_desc("SPEC"), cl::sub(prewarm_command()));
-static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::sub(prewarm_command()));
+                                   cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(prewarm_command()));
+static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::opt<bool> NoCache("no-cache", cl::desc("Compile everything, reading and writing no cache (for compile timing)"),
-                             cl::sub(prewarm_command()));
+                             cl::cat(tool_category()), cl::sub(prewarm_command()));
 
 namespace {
 

@@ -9,7 +9,7 @@ namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec (tile fields left at auto take the table's values)"), cl::Required,
-                                 cl::value_desc("SPEC"), cl::sub(source_command()));
+                                 cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(source_command()));
 
 int run_source() {
   // 1. Spec -> config (parse errors exit 2 naming the field).

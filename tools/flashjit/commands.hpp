@@ -24,6 +24,9 @@ llvm::cl::SubCommand& bench_command();
 llvm::cl::SubCommand& tune_command();
 llvm::cl::SubCommand& source_command();
 
+// Every flashjit option is in this category; options outside it (LLVM's own) are hidden.
+llvm::cl::OptionCategory& tool_category();
+
 // Shared by several subcommands.
 llvm::cl::opt<std::string>& cache_dir_option();
 llvm::cl::opt<bool>& json_option();
