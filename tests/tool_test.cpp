@@ -682,6 +682,50 @@ TEST(Tool, HelpShowsNoLlvmInternalOptions) {
   }
 }
 
+// source takes --json and --cache-dir like every command: JSON gives the spec, the entry point, the
+// NVRTC options and the source; the cache directory's tuning record for the spec applies, as it
+// does for the kernel the engine compiles; nothing is written there.
+TEST(Tool, SourceTakesJsonAndCacheDir) {
+  TempDir cache;
+  ToolRun r = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  ASSERT_NE(v.getAsObject(), nullptr) << r;
+  const json::Object& o = *v.getAsObject();
+  expect_fields(o, {{"spec", Kind::kString}, {"kernel", Kind::kString}, {"options", Kind::kArray}, {"source", Kind::kString}});
+  auto table = make_config(*parse_spec(kSmallSpec));
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(str(o, "spec"), to_string(table->spec));
+  EXPECT_EQ(str(o, "kernel"), "flashjit_attention_fwd");
+  const CompileRequest request = make_compile_request(*table);
+  EXPECT_EQ(str(o, "source"), request.source);
+  const json::Array& options = *o.getArray("options");
+  ASSERT_EQ(options.size(), request.options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    auto option = options[i].getAsString();
+    EXPECT_EQ(option ? option->str() : "<not a string>", request.options[i]);
+  }
+  EXPECT_TRUE(fs::is_empty(cache.path())) << "source wrote to the cache directory";
+
+  // A tuning record for the spec: source shows the winner's kernel, as prepare() would compile it.
+  const AttentionSpec base = *parse_spec(kSmallSpec);
+  const std::string winner = "dtype=fp16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=0,pingpong=0";
+  ASSERT_TRUE(save_tuning_record(cache.path(), base, {to_string(base), winner, 1.0, "b=1"}).ok());
+  ToolRun tuned = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(tuned.exit_code, 0) << tuned;
+  json::Value t = parse_json(tuned);
+  ASSERT_NE(t.getAsObject(), nullptr) << tuned;
+  EXPECT_EQ(str(*t.getAsObject(), "spec"), to_string(make_config(*parse_spec(winner))->spec)) << tuned;
+  ToolRun text = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path()});
+  EXPECT_EQ(text.exit_code, 0) << text;
+  EXPECT_NE(text.out.find("tuning record"), std::string::npos) << text.out.substr(0, 1000);
+
+  // A directory that does not exist is not created.
+  ToolRun missing = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.sub("absent")});
+  EXPECT_EQ(missing.exit_code, 0) << missing;
+  EXPECT_FALSE(fs::exists(cache.sub("absent")));
+}
+
 // nvcc, for CUDA toolkit use of the printed source: $FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.
 std::string find_nvcc() {
   std::vector<std::string> candidates;
@@ -727,6 +771,35 @@ ToolRun run_program(const std::vector<std::string>& args) {
   run.out = read_all(out_path);
   run.err = read_all(err_path);
   return run;
+}
+
+// What `source` prints compiles with the CUDA toolkit's nvcc, with the nvcc options its header
+// gives (it failed: ptx.cuh's int64_t typedef for NVRTC clashes with the host headers nvcc includes).
+TEST(Tool, SourceCompilesWithNvcc) {
+  const std::string nvcc = find_nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc here (FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH): NVRTC alone is installed";
+  TempDir dir;
+  ToolRun r = run_tool({"source", "--spec", "dtype=bf16,head_dim=64,causal=1"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::string source = dir.sub("k.cu"), cubin = dir.sub("k.cubin");
+  std::ofstream(source, std::ios::binary) << r.out;
+  // The header's nvcc options line, e.g. "// nvcc options: -gencode=arch=compute_90a,code=sm_90a ...".
+  const std::string tag = "\n// nvcc options: ";
+  const size_t at = r.out.find(tag);
+  ASSERT_NE(at, std::string::npos) << r.out.substr(0, 600);
+  const size_t begin = at + tag.size();
+  const std::string line = r.out.substr(begin, r.out.find('\n', begin) - begin);
+  std::vector<std::string> args{nvcc};
+  llvm::SmallVector<llvm::StringRef, 8> options;
+  llvm::StringRef(line).split(options, ' ', -1, false);
+  for (llvm::StringRef o : options) args.push_back(o.str());
+  for (const char* a : {"-cubin", "-o"}) args.push_back(a);
+  args.push_back(cubin);
+  args.push_back(source);
+  ToolRun compiled = run_program(args);
+  ASSERT_EQ(compiled.exit_code, 0) << line << "\n" << compiled;
+  EXPECT_EQ(read_all(cubin).substr(0, 4), std::string("\x7f" "ELF", 4));
+  EXPECT_EQ(compiled.err.find("error"), std::string::npos) << compiled;
 }
 
 #ifdef FLASHJIT_FAKE_LIBCUDA

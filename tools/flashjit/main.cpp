@@ -52,13 +52,13 @@ llvm::cl::opt<std::string>& cache_dir_option() {
   static llvm::cl::opt<std::string> option("cache-dir", llvm::cl::desc("Cache directory (default: $FLASHJIT_CACHE_DIR, $XDG_CACHE_HOME/flashjit, ~/.cache/flashjit)"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::cat(tool_category()), llvm::cl::sub(prewarm_command()), llvm::cl::sub(cache_command()),
                                     llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()), llvm::cl::sub(bench_command()),
-                                    llvm::cl::sub(tune_command()));
+                                    llvm::cl::sub(tune_command()), llvm::cl::sub(source_command()));
   return option;
 }
 llvm::cl::opt<bool>& json_option() {
   static llvm::cl::opt<bool> option("json", llvm::cl::desc("Machine-readable output"), llvm::cl::cat(tool_category()), llvm::cl::sub(prewarm_command()),
                          llvm::cl::sub(cache_command()), llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()),
-                         llvm::cl::sub(bench_command()), llvm::cl::sub(tune_command()));
+                         llvm::cl::sub(bench_command()), llvm::cl::sub(tune_command()), llvm::cl::sub(source_command()));
   return option;
 }
 
