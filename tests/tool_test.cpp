@@ -802,6 +802,23 @@ TEST(Tool, SourceCompilesWithNvcc) {
   EXPECT_EQ(compiled.err.find("error"), std::string::npos) << compiled;
 }
 
+// Prewarm exists to store kernels: a cache directory that cannot be used is a failure naming it
+// and why (it warned, said "compiled" and exited 0), unless the user asked for memory only.
+TEST(Tool, PrewarmIntoAnUnusableCacheDirectoryFails) {
+  TempDir dir;
+  const std::string file = dir.sub("a-file");
+  std::ofstream(file) << "not a directory";
+  for (const std::string& cache : {file, file + "/cache"}) {
+    ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", cache});
+    EXPECT_EQ(r.exit_code, 1) << cache << "\n" << r;
+    EXPECT_NE(r.err.find(cache), std::string::npos) << r;
+    EXPECT_NE(r.err.find(std::strerror(ENOTDIR)), std::string::npos) << r;
+    EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r;
+  }
+  ToolRun memory = run_tool({"prewarm", "--no-cache", "--spec", kSmallSpec, "--cache-dir", file, "--json"});
+  EXPECT_EQ(memory.exit_code, 0) << memory;
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 std::string fake_libcuda() { return from_env_or("FLASHJIT_TEST_FAKE_LIBCUDA", FLASHJIT_FAKE_LIBCUDA); }
 

@@ -11,6 +11,8 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "cache/cache_dir.hpp"
+#include "cache/disk_store.hpp"
 #include "tools/flashjit/commands.hpp"
 
 namespace flashjit::tool {
@@ -66,6 +68,28 @@ std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
   return rows;
 }
 
+// Prewarm exists to store kernels: without a cache directory it can use, it fails before
+// compiling anything (the engine would warn and keep them in memory), naming the directory and why.
+Status check_cache_directory() {
+  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()));
+  const char* memory_only = " (prewarm --no-cache compiles without storing)";
+  if (dir.empty()) return Error::make(ErrorCode::kCacheIo, std::string("no cache directory to store kernels in: set --cache-dir, FLASHJIT_CACHE_DIR or HOME") + memory_only);
+  auto store = DiskStore::open({dir, 0});
+  if (!store) return Error::make(ErrorCode::kCacheIo, "cannot store kernels: " + store.error().message + memory_only);
+  return {};
+}
+
+// A kernel compiled but not stored (a read-only directory, a failed write) failed prewarm's purpose.
+void fail_unstored(std::vector<Row>& rows, KernelCache& cache) {
+  for (Row& r : rows) {
+    if (r.status != "compiled") continue;
+    if (cache.disk() && posix::stat_path(cache.disk()->entry_path(r.key)).ok()) continue;
+    r.status = "failed";
+    r.error = "compiled but not stored in " + cache.dir() +
+              (cache.mode() == CacheMode::kReadOnlyDisk ? ": the directory is not writable" : " (see the warning above)");
+  }
+}
+
 void print_table(const std::vector<Row>& rows, double wall_ms) {
   std::printf("%-78s %-8s %10s %5s %6s %7s\n", "spec", "status", "compile_ms", "regs", "spill", "smem");
   for (const Row& r : rows) {
@@ -106,6 +130,10 @@ int run_prewarm() {
   }
   if (specs.empty()) return usage_error("prewarm needs --defaults or at least one --spec");
 
+  if (!NoCache) {
+    if (Status st = check_cache_directory(); !st) return fail(st.error());
+  }
+
   // 2. Compile on a pool of workers, one spec at a time each.
   EngineOptions options = engine_options();
   options.memory_only = NoCache;
@@ -137,6 +165,7 @@ int run_prewarm() {
   // 3. Report.
   std::vector<Row> rows;
   for (std::vector<Row>& r : rows_per_spec) rows.insert(rows.end(), r.begin(), r.end());
+  if (!NoCache) fail_unstored(rows, engine.cache());
   if (json_option()) print_json(rows); else print_table(rows, wall_ms);
   for (const Row& r : rows)
     if (r.status == "failed") return kExitFailure;
