@@ -819,6 +819,18 @@ TEST(Tool, PrewarmIntoAnUnusableCacheDirectoryFails) {
   EXPECT_EQ(memory.exit_code, 0) << memory;
 }
 
+// verify recompiles nothing: its warning about a bad entry must not say "recompiling".
+TEST(Tool, CacheVerifyWarningSaysWhatVerifyDid) {
+  TempDir cache;
+  const std::string key = publish_fake_entry_for(cache.path(), kSmallSpec);
+  std::ofstream(cache.sub(key + ".entry"), std::ios::binary | std::ios::trunc) << "garbage";
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path()});
+  EXPECT_EQ(verify.exit_code, 1) << verify;
+  EXPECT_NE(verify.err.find("corrupt entry"), std::string::npos) << verify;
+  EXPECT_NE(verify.err.find("moved to"), std::string::npos) << verify;
+  EXPECT_EQ(verify.err.find("recompil"), std::string::npos) << verify;
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 std::string fake_libcuda() { return from_env_or("FLASHJIT_TEST_FAKE_LIBCUDA", FLASHJIT_FAKE_LIBCUDA); }
 
