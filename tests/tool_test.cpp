@@ -831,6 +831,24 @@ TEST(Tool, CacheVerifyWarningSaysWhatVerifyDid) {
   EXPECT_EQ(verify.err.find("recompil"), std::string::npos) << verify;
 }
 
+TEST(Tool, CacheWithoutAnActionListsTheActions) {
+  TempDir cache;
+  ToolRun r = run_tool({"cache", "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  for (const char* action : {"list", "stats", "verify", "clear", "extract KEY FILE"}) EXPECT_NE(r.err.find(action), std::string::npos) << action << "\n" << r;
+  EXPECT_EQ(r.err.find("positional"), std::string::npos) << r;
+}
+
+TEST(Tool, CacheExtractToAnUnwritablePathSaysWhy) {
+  TempDir cache;
+  const std::string key = publish_fake_entry_for(cache.path(), kSmallSpec);
+  const std::string out = "/nonexistent/flashjit-test/x.cubin";
+  ToolRun r = run_tool({"cache", "extract", key, out, "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_NE(r.err.find(out), std::string::npos) << r;
+  EXPECT_NE(r.err.find(std::strerror(ENOENT)), std::string::npos) << r;
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 std::string fake_libcuda() { return from_env_or("FLASHJIT_TEST_FAKE_LIBCUDA", FLASHJIT_FAKE_LIBCUDA); }
 

@@ -8,6 +8,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/entry_format.hpp"
 #include "common/log.hpp"
+#include "common/quote.hpp"
 
 namespace flashjit {
 namespace {
@@ -328,7 +329,7 @@ Result<std::string> DiskStore::resolve_key(std::string_view key_or_prefix) const
   std::string prefix(key_or_prefix);
   std::transform(prefix.begin(), prefix.end(), prefix.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   if (!is_cache_key_prefix(prefix)) {
-    return Error::invalid_argument("key", "'" + std::string(key_or_prefix) + "' is not a key or key prefix (1..64 hex digits)");
+    return Error::invalid_argument("key", quote_user_text(key_or_prefix) + " is not a key or key prefix (1..64 hex digits)");
   }
   auto entries = scan_entries();
   if (!entries.ok()) return entries.take_error();

@@ -1,19 +1,25 @@
 // flashjit cache list | stats | verify | clear | extract KEY FILE
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
+#include "common/quote.hpp"
 #include "tools/flashjit/commands.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
+// NOTES: ZeroOrMore, checked in run_cache: with OneOrMore, a bare `flashjit cache` got LLVM's "Not
+// enough positional command line arguments" instead of the list of actions.
 static cl::list<std::string> Args(cl::Positional, cl::desc("list | stats | verify | clear | extract KEY FILE"),
-                                  cl::OneOrMore, cl::cat(tool_category()), cl::sub(cache_command()));
+                                  cl::ZeroOrMore, cl::cat(tool_category()), cl::sub(cache_command()));
+
+constexpr const char* kActions = "list, stats, verify, clear, extract KEY FILE";
 
 namespace {
 
@@ -93,13 +99,22 @@ int clear(DiskStore& store) {
   return kExitOk;
 }
 
+// Writes bytes to path (created or truncated); the error names the path and errno's text.
+Status write_file(const std::string& path, const std::string& bytes) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (!out) return Error::make(ErrorCode::kCacheIo, "cannot write " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+  const int write_errno = errno;
+  if (std::fclose(out) != 0 || !written) {
+    return Error::make(ErrorCode::kCacheIo, "cannot write " + path + ": " + std::strerror(written ? errno : write_errno));
+  }
+  return {};
+}
+
 int extract(DiskStore& store, const std::string& key, const std::string& file) {
   auto cubin = store.extract(key);
   if (!cubin) return fail(cubin.error());
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(cubin->data(), std::streamsize(cubin->size()));
-  out.close();
-  if (!out) return fail(Error::make(ErrorCode::kCacheIo, "cannot write " + file));
+  if (Status st = write_file(file, *cubin); !st) return fail(st.error());
   if (!json_option()) std::printf("wrote %zu bytes of cubin to %s\n", cubin->size(), file.c_str());
   return kExitOk;
 }
@@ -107,10 +122,11 @@ int extract(DiskStore& store, const std::string& key, const std::string& file) {
 }  // namespace
 
 int run_cache() {
+  if (Args.empty()) return usage_error(std::string("cache needs an action: ") + kActions);
   const std::string action = Args[0];
   const size_t want = action == "extract" ? 3 : 1;
   if (action != "list" && action != "stats" && action != "verify" && action != "clear" && action != "extract") {
-    return usage_error("unknown cache action '" + action + "'; allowed: list, stats, verify, clear, extract KEY FILE");
+    return usage_error("unknown cache action " + quote_user_text(action) + "; allowed: " + kActions);
   }
   if (Args.size() != want) return usage_error("cache " + action + (want == 3 ? " takes KEY FILE" : " takes no arguments"));
   CacheDirSource source;
