@@ -849,6 +849,27 @@ TEST(Tool, CacheExtractToAnUnwritablePathSaysWhy) {
   EXPECT_NE(r.err.find(std::strerror(ENOENT)), std::string::npos) << r;
 }
 
+// Columns are as wide as their widest cell, so every row lines up with the header whatever the
+// spec's length (the spec column was 78 wide, resolved specs 110 and more).
+TEST(Tool, TablesLineUpWhateverTheSpecWidth) {
+  TempDir cache;
+  publish_fake_entry_for(cache.path(), "dtype=fp16,head_dim=64,causal=0,hang_trap=1");  // a hit, longer spec
+  ToolRun prewarm = run_tool({"prewarm", "--spec", kSmallSpec, "--spec", "dtype=fp16,head_dim=64,causal=0,hang_trap=1",
+                              "--cache-dir", cache.path()});
+  ASSERT_EQ(prewarm.exit_code, 0) << prewarm;
+  const std::vector<std::string> rows = table_lines(prewarm.out);
+  EXPECT_EQ(rows.size(), 3u) << prewarm;
+  expect_columns_line_up(rows);
+
+  // cache list: those two, and a bad entry (its problem on a line of its own under the row).
+  std::ofstream(cache.sub(std::string(64, 'a') + ".entry"), std::ios::binary) << "garbage";
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path()});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  const std::vector<std::string> entries = table_lines(list.out);
+  EXPECT_EQ(entries.size(), 4u) << list;
+  expect_columns_line_up(entries);
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 std::string fake_libcuda() { return from_env_or("FLASHJIT_TEST_FAKE_LIBCUDA", FLASHJIT_FAKE_LIBCUDA); }
 

@@ -10,6 +10,7 @@
 #include "cache/disk_store.hpp"
 #include "common/quote.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/text_table.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
@@ -48,11 +49,18 @@ int list(DiskStore& store) {
     print(std::move(array));
     return kExitOk;
   }
-  std::printf("%-16s %-72s %5s %6s %9s\n", "key", "spec", "regs", "spill", "bytes");
+  using Align = TextTable::Align;
+  TextTable table({{"key"}, {"spec"}, {"regs", Align::kRight}, {"spill", Align::kRight}, {"bytes", Align::kRight}});
   for (const auto& e : *entries) {
-    std::printf("%-16.16s %-72s %5d %6d %9llu%s\n", e.key.c_str(), e.valid ? e.spec_text.c_str() : ("INVALID: " + e.problem).c_str(),
-                e.report.registers, e.report.spill_bytes(), (unsigned long long)e.file_bytes, e.valid ? "" : " (bad)");
+    // A bad entry: INVALID in the spec column, why on a line of its own (a long message would
+    // widen the column for every row).
+    std::vector<std::string> notes;
+    if (!e.valid) notes.push_back("    problem: " + e.problem);
+    table.add_row({e.key.substr(0, 16), e.valid ? e.spec_text : "INVALID", cell(e.report.registers), cell(e.report.spill_bytes()),
+                   cell((long long)e.file_bytes)},
+                  std::move(notes));
   }
+  table.print(stdout);
   std::printf("%zu entries in %s\n", entries->size(), store.dir().c_str());
   return kExitOk;
 }

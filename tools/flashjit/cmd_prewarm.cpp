@@ -14,6 +14,7 @@
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/text_table.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
@@ -91,12 +92,17 @@ void fail_unstored(std::vector<Row>& rows, KernelCache& cache) {
 }
 
 void print_table(const std::vector<Row>& rows, double wall_ms) {
-  std::printf("%-78s %-8s %10s %5s %6s %7s\n", "spec", "status", "compile_ms", "regs", "spill", "smem");
+  using Align = TextTable::Align;
+  TextTable table({{"spec"}, {"status"}, {"compile_ms", Align::kRight}, {"regs", Align::kRight}, {"spill", Align::kRight},
+                   {"smem", Align::kRight}});
   for (const Row& r : rows) {
-    std::printf("%-78s %-8s %10.0f %5d %6d %7d\n", r.spec.c_str(), r.status.c_str(), r.compile_ms, r.registers, r.spill_bytes, r.smem_bytes);
-    if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
-    for (const std::string& w : r.warnings) std::printf("    ptxas: %s\n", w.c_str());
+    std::vector<std::string> notes;
+    if (!r.error.empty()) notes.push_back("    error: " + r.error);
+    for (const std::string& w : r.warnings) notes.push_back("    ptxas: " + w);
+    table.add_row({r.spec, r.status, cell("%.0f", r.compile_ms), cell(r.registers), cell(r.spill_bytes), cell(r.smem_bytes)},
+                  std::move(notes));
   }
+  table.print(stdout);
   size_t compiled = 0, hits = 0, failed = 0;
   for (const Row& r : rows) (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
   std::printf("%zu kernels: %zu compiled, %zu hits, %zu failed in %.0f ms\n", rows.size(), compiled, hits, failed, wall_ms);
