@@ -138,7 +138,7 @@ int run_cache() {
   }
   if (Args.size() != want) return usage_error("cache " + action + (want == 3 ? " takes KEY FILE" : " takes no arguments"));
   CacheDirSource source;
-  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()), &source);
+  const std::string dir = resolve_cache_dir(cache_dir_flag(), &source);
   if (dir.empty()) return fail(Error::make(ErrorCode::kCacheIo, "no cache directory: set --cache-dir, FLASHJIT_CACHE_DIR or HOME"));
   auto store = DiskStore::open({dir, 0});
   if (!store) return fail(store.error());

@@ -72,7 +72,7 @@ std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
 // Prewarm exists to store kernels: without a cache directory it can use, it fails before
 // compiling anything (the engine would warn and keep them in memory), naming the directory and why.
 Status check_cache_directory() {
-  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()));
+  const std::string dir = resolve_cache_dir(cache_dir_flag());
   const char* memory_only = " (prewarm --no-cache compiles without storing)";
   if (dir.empty()) return Error::make(ErrorCode::kCacheIo, std::string("no cache directory to store kernels in: set --cache-dir, FLASHJIT_CACHE_DIR or HOME") + memory_only);
   auto store = DiskStore::open({dir, 0});
@@ -87,7 +87,7 @@ void fail_unstored(std::vector<Row>& rows, KernelCache& cache) {
     if (cache.disk() && posix::stat_path(cache.disk()->entry_path(r.key)).ok()) continue;
     r.status = "failed";
     r.error = "compiled but not stored in " + cache.dir() +
-              (cache.mode() == CacheMode::kReadOnlyDisk ? ": the directory is not writable" : " (see the warning above)");
+              (cache.mode() == CacheMode::kReadOnlyDisk ? ": the directory is not writable" : ": its write failed (see the cache warning)");
   }
 }
 

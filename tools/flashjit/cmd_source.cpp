@@ -44,7 +44,7 @@ std::string joined(const std::vector<std::string>& words) {
 // (Engine::prepare), else asked. record_path says where the winner came from.
 AttentionSpec spec_to_render(const AttentionSpec& asked, std::string* record_path) {
   if (!has_auto_tiles(asked)) return asked;
-  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()));
+  const std::string dir = resolve_cache_dir(cache_dir_flag());
   auto tuned = load_tuned_spec(dir, asked);
   if (!tuned) return asked;
   *record_path = tuning_record_path(dir, asked);

@@ -73,6 +73,11 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
+std::optional<std::string> cache_dir_flag() {
+  if (cache_dir_option().empty()) return std::nullopt;
+  return cache_dir_option().getValue();
+}
+
 EngineOptions engine_options() {
   EngineOptions o;
   if (!cache_dir_option().empty()) o.cache_dir = cache_dir_option().getValue();
