@@ -1,11 +1,15 @@
 // ptx.cuh: the small PTX wrappers the attention kernel is built from (sm_90a).
 // No CUDA headers: NVRTC compiles this file alone, so a variant builds in well under a second.
-// Facts (operand orders, descriptor bits, fences) are from shared/reference/hopper-ptx-crib.md.
+// Facts (operand orders, descriptor bits, fences) are from NVIDIA's PTX ISA (wgmma, cp.async.bulk, mbarrier).
 
+#ifdef __CUDACC_RTC__  // NVRTC: no host headers
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 typedef long long int64_t;
 typedef unsigned short uint16_t;
+#else  // nvcc, on what `flashjit source` prints: its implicit host headers declare some of these
+#include <stdint.h>
+#endif
 
 #define FJ_DEVICE __device__ __forceinline__
 #define FJ_NEG_INF (-__int_as_float(0x7f800000))

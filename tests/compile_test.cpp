@@ -18,6 +18,24 @@ CompileRequest request_for(const std::string& spec_text) {
                         to_string(config->spec)};
 }
 
+// The source as NVRTC reads it: the __CUDACC_RTC__ branches kept, the others (for nvcc, which
+// compiles what `flashjit source` prints) dropped, and the conditional lines themselves.
+std::string nvrtc_view(const std::string& source) {
+  std::string out;
+  enum { kOutside, kRtc, kOther } state = kOutside;
+  size_t begin = 0;
+  while (begin < source.size()) {
+    const size_t end = std::min(source.find('\n', begin), source.size());
+    const std::string line = source.substr(begin, end - begin);
+    begin = end + 1;
+    if (line.rfind("#ifdef __CUDACC_RTC__", 0) == 0) { state = kRtc; continue; }
+    if (state != kOutside && line.rfind("#else", 0) == 0) { state = kOther; continue; }
+    if (state != kOutside && line.rfind("#endif", 0) == 0) { state = kOutside; continue; }
+    if (state != kOther) out += line + "\n";
+  }
+  return out;
+}
+
 TEST(Render, DeterministicAndSpecific) {
   const std::string a = request_for("dtype=bf16,head_dim=128,causal=1").source;
   const std::string b = request_for("dtype=bf16,head_dim=128,causal=1").source;
@@ -27,7 +45,22 @@ TEST(Render, DeterministicAndSpecific) {
   EXPECT_NE(a, request_for("dtype=bf16,head_dim=128,causal=1,stages=3").source);
   EXPECT_NE(a.find("m64n128k16.f32.bf16.bf16"), std::string::npos);
   EXPECT_NE(a.find("constexpr bool kCausal = 1;"), std::string::npos);
-  EXPECT_EQ(a.find("#include"), std::string::npos) << "templates must not need headers";
+  EXPECT_EQ(nvrtc_view(a).find("#include"), std::string::npos) << "templates must not need headers";
+}
+
+// The branch for nvcc changes nothing NVRTC compiles: the cubin of the rendered source is the one
+// of its NVRTC view (the text before that branch was added, bar the conditional lines).
+TEST(Render, NvccBranchLeavesTheNvrtcCubinAsItWas) {
+  const CompileRequest request = request_for("dtype=fp16,head_dim=64,causal=0");
+  ASSERT_NE(request.source.find("#ifdef __CUDACC_RTC__"), std::string::npos);
+  CompileRequest view = request;
+  view.source = nvrtc_view(request.source);
+  ASSERT_NE(view.source, request.source);
+  auto rendered = compile_with_nvrtc(request);
+  auto plain = compile_with_nvrtc(view);
+  ASSERT_TRUE(rendered.ok() && plain.ok());
+  EXPECT_TRUE(rendered->cubin == plain->cubin) << "the cubins differ";
+  EXPECT_EQ(rendered->report, plain->report);
 }
 
 TEST(PtxasReport, ParsesRegistersSpillsAndWarnings) {

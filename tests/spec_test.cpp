@@ -45,7 +45,7 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
       {"head_dim=264", "head_dim", "8..256"},
       {"head_dim=abc", "head_dim", "'abc'"},
       {"head_dim=64,head_dim_v=128", "head_dim_v", "equal to head_dim"},
-      {"causal=2", "causal", "0 or 1"},
+      {"causal=2", "causal", "0, 1, false or true"},
       {"stages=0x", "stages", "1..4"},
       {"stages=5", "stages", "1..4"},
       {"consumer_wgs=4", "consumer_wgs", "1, 2 or 3"},
@@ -53,7 +53,7 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
       {"consumer_wgs=1,block_m=128", "block_m", "64"},
       {"block_n=24", "block_n", "multiple of 16"},
       {"block_n=272", "block_n", "16..256"},
-      {"hang_trap=yes", "hang_trap", "0 or 1"},
+      {"hang_trap=yes", "hang_trap", "0, 1, false or true"},
       {"warp_size=32", "warp_size", "known:"},
       {"causal=1,causal=0", "causal", "twice"},
       {"causal", "causal", "key=value"},
@@ -65,6 +65,80 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
     EXPECT_EQ(spec.error().code, ErrorCode::kInvalidSpec) << c.text;
     EXPECT_EQ(spec.error().field, c.field) << c.text;
     EXPECT_NE(spec.error().message.find(c.needle), std::string::npos) << c.text << " -> " << spec.error().message;
+  }
+}
+
+// Leaving a key out is the only way to ask for the table's value: an explicit 0 is out of range
+// like any other value (it used to build the default silently).
+TEST(Spec, ExplicitZeroIsAnErrorNamingTheField) {
+  for (const char* key : {"head_dim_v", "stages", "consumer_wgs", "block_m", "block_n", "cluster"}) {
+    const std::string text = std::string("head_dim=64,") + key + "=0";
+    auto spec = parse_spec(text);
+    ASSERT_FALSE(spec.ok()) << text << " was accepted as " << to_string(*spec);
+    EXPECT_EQ(spec.error().code, ErrorCode::kInvalidSpec) << text;
+    EXPECT_EQ(spec.error().field, key) << text;
+    EXPECT_NE(spec.error().message.find("value 0 is not allowed"), std::string::npos) << spec.error().message;
+  }
+  // Specs written by the library (configs, tuning winners) hold no 0: they still parse back.
+  for (const char* text : {"head_dim=64", "head_dim=256,causal=1", "dtype=fp16,head_dim=8"}) {
+    auto config = make_config(*parse_spec(text));
+    ASSERT_TRUE(config.ok()) << text;
+    auto again = parse_spec(to_string(config->spec));
+    ASSERT_TRUE(again.ok()) << to_string(config->spec) << ": " << again.error().message;
+    EXPECT_EQ(*again, config->spec);
+  }
+}
+
+// A message quotes at most a short prefix of what the user wrote, and says how long it was: a
+// 100,000-character value gave a 100,040-byte message.
+TEST(Spec, ErrorsQuoteAShortPrefixOfLongUserText) {
+  const std::string long_text(100000, '7');
+  const struct {
+    std::string text;
+    const char* field;
+  } cases[] = {{"head_dim=" + long_text, "head_dim"},
+               {"dtype=" + long_text, "dtype"},
+               {"causal=" + long_text, "causal"},
+               {long_text + "=1", ""},             // an unknown key
+               {"head_dim=64," + long_text, ""}};  // an item that is not key=value
+  for (const auto& c : cases) {
+    auto spec = parse_spec(c.text);
+    ASSERT_FALSE(spec.ok());
+    const std::string& message = spec.error().message;
+    EXPECT_LT(message.size(), 400u) << message.substr(0, 200);
+    EXPECT_NE(message.find("100000 characters"), std::string::npos) << message.substr(0, 400);
+    EXPECT_NE(message.find("7777777777777777"), std::string::npos) << message.substr(0, 400);  // the prefix
+    EXPECT_LT(spec.error().field.size(), 80u);
+    if (*c.field) EXPECT_EQ(spec.error().field, c.field);
+  }
+  // Short text is quoted whole, as before.
+  auto spec = parse_spec("dtype=fp32");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.error().message.find("'fp32'"), std::string::npos) << spec.error().message;
+  EXPECT_EQ(spec.error().message.find("characters"), std::string::npos) << spec.error().message;
+}
+
+// Every bool key takes 0/1 and the words true/false in any case, and its error says exactly that
+// (it said "allowed: 0 or 1" while accepting "true").
+TEST(Spec, BoolKeysTakeZeroOneAndTrueFalseInAnyCase) {
+  for (const char* key : {"causal", "overlap", "pingpong", "hang_trap"}) {
+    SCOPED_TRACE(key);
+    for (const char* word : {"1", "true", "TRUE", "True"}) {
+      auto spec = parse_spec(std::string("head_dim=64,") + key + "=" + word);
+      ASSERT_TRUE(spec.ok()) << word << ": " << spec.error().message;
+      EXPECT_EQ(*spec, *parse_spec(std::string("head_dim=64,") + key + "=1")) << word;
+    }
+    for (const char* word : {"0", "false", "FALSE", "False"}) {
+      auto spec = parse_spec(std::string("head_dim=64,") + key + "=" + word);
+      ASSERT_TRUE(spec.ok()) << word << ": " << spec.error().message;
+      EXPECT_EQ(*spec, *parse_spec(std::string("head_dim=64,") + key + "=0")) << word;
+    }
+    for (const char* word : {"yes", "2", "truex", ""}) {
+      auto spec = parse_spec(std::string("head_dim=64,") + key + "=" + word);
+      ASSERT_FALSE(spec.ok()) << word;
+      EXPECT_EQ(spec.error().field, key);
+      EXPECT_NE(spec.error().message.find("allowed: 0, 1, false or true (any case)"), std::string::npos) << spec.error().message;
+    }
   }
 }
 
@@ -235,6 +309,34 @@ TEST(Config, SharedMemoryOverflowNamesStagesOrBlockN) {
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.error().field, "block_n");
   EXPECT_NE(config.error().message.find("232448"), std::string::npos);
+}
+
+// A spec whose block_n does not fit is told the largest that does (a multiple of 16, for its head
+// dim, block_m and stages); it said "a smaller block_n".
+TEST(Config, SharedMemoryOverflowNamesTheLargestBlockNThatFits) {
+  const struct {
+    const char* text;
+    int largest;  // 227 KB - 1 KB slack - Q - barriers over one stage's K and V rows, x stages
+  } cases[] = {{"head_dim=256,block_n=256", 80},                  // 64 KB of Q, 2 x 1 KB per row
+               {"head_dim=256,consumer_wgs=3", 64},               // the table's 80 with 96 KB of Q
+               {"head_dim=256,consumer_wgs=3,stages=4,block_n=256", 32},  // no stage count fits: block_n
+               {"head_dim=128,block_n=256", 192}};                // 32 KB of Q, 2 x 512 B per row
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto spec = parse_spec(c.text);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    auto config = make_config(*spec);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.error().field, "block_n");
+    const std::string says = "block_n: at most " + std::to_string(c.largest);
+    EXPECT_NE(config.error().message.find(says), std::string::npos) << config.error().message;
+    // It is the largest: it fits, 16 more does not.
+    AttentionSpec fits = *spec;
+    fits.block_n = c.largest;
+    EXPECT_TRUE(make_config(fits).ok()) << to_string(fits);
+    fits.block_n = c.largest + 16;
+    EXPECT_FALSE(make_config(fits).ok()) << to_string(fits);
+  }
 }
 
 TEST(Config, RegisterBudget) {

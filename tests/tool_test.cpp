@@ -21,8 +21,17 @@
 #include <string>
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
+
+#include "cache/cache_key.hpp"
+#include "cache/disk_store.hpp"
+#include "cache/entry_format.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/tuning.hpp"
 
 extern char** environ;
 
@@ -192,6 +201,69 @@ json::Object prewarm_small(const std::string& dir) {
     return {};
   }
   return *(*rows)[0].getAsObject();
+}
+
+// The lines of a table: from the header to the row before the summary line, without the indented
+// notes under a row (errors, ptxas warnings).
+std::vector<std::string> table_lines(const std::string& out) {
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  llvm::StringRef(out).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> table;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {  // the last line is the summary
+    if (!lines[i].startswith(" ")) table.push_back(lines[i].str());
+  }
+  return table;
+}
+
+// Every column lines up: its cells (no spaces in them) all start at one offset (left-aligned) or
+// all end at one (right-aligned), in the header and in every row.
+void expect_columns_line_up(const std::vector<std::string>& lines) {
+  ASSERT_GE(lines.size(), 2u);
+  std::vector<std::vector<std::pair<size_t, size_t>>> cells;  // per line: [start, end) of each cell
+  for (const std::string& line : lines) {
+    auto& row = cells.emplace_back();
+    for (size_t i = 0; i < line.size();) {
+      if (line[i] == ' ') { ++i; continue; }
+      const size_t end = std::min(line.find(' ', i), line.size());
+      row.push_back({i, end});
+      i = end;
+    }
+    ASSERT_EQ(row.size(), cells.front().size()) << "cells in\n" << line << "\nand\n" << lines.front();
+  }
+  for (size_t c = 0; c < cells.front().size(); ++c) {
+    bool starts = true, ends = true;
+    for (const auto& row : cells) {
+      starts = starts && row[c].first == cells.front()[c].first;
+      ends = ends && row[c].second == cells.front()[c].second;
+    }
+    std::string all;
+    for (const std::string& line : lines) all += line + "\n";
+    EXPECT_TRUE(starts || ends) << "column " << c << " does not line up:\n" << all;
+  }
+}
+
+// A stand-in cache entry (no compile): what the tool reads from an entry but a real cubin.
+CompiledKernel fake_entry(const std::string& spec_text) {
+  CompiledKernel k;
+  k.spec_text = spec_text;
+  k.kernel_name = "flashjit_attention_fwd";
+  k.cubin = std::string("\x7f" "ELF", 4) + std::string(1000, 'x');
+  k.report.registers = 128;
+  return k;
+}
+
+// Stores a fake entry under the key the engine computes for spec, so that the tool finds it (a hit).
+std::string publish_fake_entry_for(const std::string& dir, const std::string& spec_text) {
+  auto config = make_config(*parse_spec(spec_text));
+  EXPECT_TRUE(config.ok()) << spec_text;
+  const std::string key = cache_key_for(make_compile_request(*config));
+  auto store = DiskStore::open({dir, 0});
+  if (!store.ok()) {
+    ADD_FAILURE() << store.error().message;
+    return key;
+  }
+  EXPECT_TRUE((*store)->publish(key, fake_entry(to_string(config->spec))).ok());
+  return key;
 }
 
 // ---- exit codes and messages ----
@@ -564,6 +636,238 @@ TEST(Tool, TuneNeedsAnAutoSpecAndADriver) {
   EXPECT_EQ(no_driver.exit_code, 1) << no_driver;
   EXPECT_NE(no_driver.err.find("driver"), std::string::npos) << no_driver;
   EXPECT_FALSE(fs::exists(fs::path(cache.path()) / "tuned")) << "nothing recorded without a measurement";
+}
+
+// ---- issue 22: spec values, version, help, source, prewarm, cache ----
+
+TEST(Tool, ExplicitZeroIsAnInvalidSpec) {
+  for (const char* field : {"stages", "consumer_wgs", "block_m", "block_n", "cluster", "head_dim_v"}) {
+    ToolRun r = run_tool({"source", "--spec", std::string("dtype=fp16,head_dim=64,") + field + "=0"});
+    EXPECT_EQ(r.exit_code, 2) << field << "\n" << r;
+    EXPECT_NE(r.err.find(std::string("spec field '") + field + "'"), std::string::npos) << r;
+    EXPECT_TRUE(r.out.empty()) << field;
+  }
+}
+
+TEST(Tool, VersionNamesFlashjitNvrtcAndTheCacheFormat) {
+  ToolRun r = run_tool({"--version"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("flashjit " FLASHJIT_VERSION_STRING), std::string::npos) << r;
+  EXPECT_NE(r.out.find("NVRTC " + nvrtc_version()), std::string::npos) << r;
+  EXPECT_NE(r.out.find("cache entry format " + std::to_string(kEntryFormatVersion)), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("LLVM"), std::string::npos) << r;
+  EXPECT_EQ(r.out.find("Host CPU"), std::string::npos) << r;
+}
+
+// LLVM's own options (statistics, debug counters, crash diagnostics, colours) are not flashjit's:
+// no help shows them, not even --help-hidden; flashjit's options still show.
+TEST(Tool, HelpShowsNoLlvmInternalOptions) {
+  const char* llvm_options[] = {"rng-seed", "debug-counter", "--stats", "track-memory", "info-output-file", "sort-timers",
+                                "crash-diagnostics-dir", "disable-symbolication", "scalable", "--color", "print-all-options"};
+  std::vector<std::vector<std::string>> runs = {{"--help"}, {"--help-hidden"}, {"--help-list-hidden"}};
+  for (const char* command : {"prewarm", "cache", "doctor", "check", "bench", "tune", "source"}) {
+    runs.push_back({command, "--help"});
+    runs.push_back({command, "--help-hidden"});
+  }
+  for (const auto& args : runs) {
+    ToolRun r = run_tool(args);
+    const std::string what = args.size() == 1 ? args[0] : args[0] + " " + args[1];
+    EXPECT_EQ(r.exit_code, 0) << what << "\n" << r;
+    for (const char* option : llvm_options) EXPECT_EQ(r.out.find(option), std::string::npos) << what << ": " << option << "\n" << r;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << what << "\n" << r;
+  }
+  ToolRun prewarm = run_tool({"prewarm", "--help-hidden"});
+  for (const char* option : {"--spec", "--defaults", "--jobs", "--no-cache", "--cache-dir", "--json"}) {
+    EXPECT_NE(prewarm.out.find(option), std::string::npos) << option << "\n" << prewarm;
+  }
+}
+
+// source takes --json and --cache-dir like every command: JSON gives the spec, the entry point, the
+// NVRTC options and the source; the cache directory's tuning record for the spec applies, as it
+// does for the kernel the engine compiles; nothing is written there.
+TEST(Tool, SourceTakesJsonAndCacheDir) {
+  TempDir cache;
+  ToolRun r = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  ASSERT_NE(v.getAsObject(), nullptr) << r;
+  const json::Object& o = *v.getAsObject();
+  expect_fields(o, {{"spec", Kind::kString}, {"kernel", Kind::kString}, {"options", Kind::kArray}, {"source", Kind::kString}});
+  auto table = make_config(*parse_spec(kSmallSpec));
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(str(o, "spec"), to_string(table->spec));
+  EXPECT_EQ(str(o, "kernel"), "flashjit_attention_fwd");
+  const CompileRequest request = make_compile_request(*table);
+  EXPECT_EQ(str(o, "source"), request.source);
+  const json::Array& options = *o.getArray("options");
+  ASSERT_EQ(options.size(), request.options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    auto option = options[i].getAsString();
+    EXPECT_EQ(option ? option->str() : "<not a string>", request.options[i]);
+  }
+  EXPECT_TRUE(fs::is_empty(cache.path())) << "source wrote to the cache directory";
+
+  // A tuning record for the spec: source shows the winner's kernel, as prepare() would compile it.
+  const AttentionSpec base = *parse_spec(kSmallSpec);
+  const std::string winner = "dtype=fp16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=0,pingpong=0";
+  ASSERT_TRUE(save_tuning_record(cache.path(), base, {to_string(base), winner, 1.0, "b=1"}).ok());
+  ToolRun tuned = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  ASSERT_EQ(tuned.exit_code, 0) << tuned;
+  json::Value t = parse_json(tuned);
+  ASSERT_NE(t.getAsObject(), nullptr) << tuned;
+  EXPECT_EQ(str(*t.getAsObject(), "spec"), to_string(make_config(*parse_spec(winner))->spec)) << tuned;
+  ToolRun text = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path()});
+  EXPECT_EQ(text.exit_code, 0) << text;
+  EXPECT_NE(text.out.find("tuning record"), std::string::npos) << text.out.substr(0, 1000);
+
+  // A directory that does not exist is not created.
+  ToolRun missing = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.sub("absent")});
+  EXPECT_EQ(missing.exit_code, 0) << missing;
+  EXPECT_FALSE(fs::exists(cache.sub("absent")));
+}
+
+// nvcc, for CUDA toolkit use of the printed source: $FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH.
+std::string find_nvcc() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FLASHJIT_TEST_NVCC"); env && *env) candidates.push_back(env);
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) candidates.push_back(std::string(home) + "/bin/nvcc");
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  if (const char* path = std::getenv("PATH")) {
+    llvm::SmallVector<llvm::StringRef, 16> dirs;
+    llvm::StringRef(path).split(dirs, ':', -1, false);
+    for (llvm::StringRef dir : dirs) candidates.push_back(dir.str() + "/nvcc");
+  }
+  for (const std::string& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return {};
+}
+
+// Runs a program (argv[0] a path) with output to files; returns its exit status and output.
+ToolRun run_program(const std::vector<std::string>& args) {
+  TempDir io;
+  const std::string out_path = io.sub("stdout"), err_path = io.sub("stderr");
+  std::vector<std::string> storage = args;
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ToolRun run;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
+    return run;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = read_all(out_path);
+  run.err = read_all(err_path);
+  return run;
+}
+
+// What `source` prints compiles with the CUDA toolkit's nvcc, with the nvcc options its header
+// gives (it failed: ptx.cuh's int64_t typedef for NVRTC clashes with the host headers nvcc includes).
+TEST(Tool, SourceCompilesWithNvcc) {
+  const std::string nvcc = find_nvcc();
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc here (FLASHJIT_TEST_NVCC, $CUDA_HOME/bin, /usr/local/cuda/bin, PATH): NVRTC alone is installed";
+  TempDir dir;
+  ToolRun r = run_tool({"source", "--spec", "dtype=bf16,head_dim=64,causal=1"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::string source = dir.sub("k.cu"), cubin = dir.sub("k.cubin");
+  std::ofstream(source, std::ios::binary) << r.out;
+  // The header's nvcc options line, e.g. "// nvcc options: -gencode=arch=compute_90a,code=sm_90a ...".
+  const std::string tag = "\n// nvcc options: ";
+  const size_t at = r.out.find(tag);
+  ASSERT_NE(at, std::string::npos) << r.out.substr(0, 600);
+  const size_t begin = at + tag.size();
+  const std::string line = r.out.substr(begin, r.out.find('\n', begin) - begin);
+  std::vector<std::string> args{nvcc};
+  llvm::SmallVector<llvm::StringRef, 8> options;
+  llvm::StringRef(line).split(options, ' ', -1, false);
+  for (llvm::StringRef o : options) args.push_back(o.str());
+  for (const char* a : {"-cubin", "-o"}) args.push_back(a);
+  args.push_back(cubin);
+  args.push_back(source);
+  ToolRun compiled = run_program(args);
+  ASSERT_EQ(compiled.exit_code, 0) << line << "\n" << compiled;
+  EXPECT_EQ(read_all(cubin).substr(0, 4), std::string("\x7f" "ELF", 4));
+  EXPECT_EQ(compiled.err.find("error"), std::string::npos) << compiled;
+}
+
+// Prewarm exists to store kernels: a cache directory that cannot be used is a failure naming it
+// and why (it warned, said "compiled" and exited 0), unless the user asked for memory only.
+TEST(Tool, PrewarmIntoAnUnusableCacheDirectoryFails) {
+  TempDir dir;
+  const std::string file = dir.sub("a-file");
+  std::ofstream(file) << "not a directory";
+  for (const std::string& cache : {file, file + "/cache"}) {
+    ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", cache});
+    EXPECT_EQ(r.exit_code, 1) << cache << "\n" << r;
+    EXPECT_NE(r.err.find(cache), std::string::npos) << r;
+    EXPECT_NE(r.err.find(std::strerror(ENOTDIR)), std::string::npos) << r;
+    EXPECT_EQ(r.out.find("compiled"), std::string::npos) << r;
+  }
+  ToolRun memory = run_tool({"prewarm", "--no-cache", "--spec", kSmallSpec, "--cache-dir", file, "--json"});
+  EXPECT_EQ(memory.exit_code, 0) << memory;
+}
+
+// verify recompiles nothing: its warning about a bad entry must not say "recompiling".
+TEST(Tool, CacheVerifyWarningSaysWhatVerifyDid) {
+  TempDir cache;
+  const std::string key = publish_fake_entry_for(cache.path(), kSmallSpec);
+  std::ofstream(cache.sub(key + ".entry"), std::ios::binary | std::ios::trunc) << "garbage";
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path()});
+  EXPECT_EQ(verify.exit_code, 1) << verify;
+  EXPECT_NE(verify.err.find("corrupt entry"), std::string::npos) << verify;
+  EXPECT_NE(verify.err.find("moved to"), std::string::npos) << verify;
+  EXPECT_EQ(verify.err.find("recompil"), std::string::npos) << verify;
+}
+
+TEST(Tool, CacheWithoutAnActionListsTheActions) {
+  TempDir cache;
+  ToolRun r = run_tool({"cache", "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 2) << r;
+  for (const char* action : {"list", "stats", "verify", "clear", "extract KEY FILE"}) EXPECT_NE(r.err.find(action), std::string::npos) << action << "\n" << r;
+  EXPECT_EQ(r.err.find("positional"), std::string::npos) << r;
+}
+
+TEST(Tool, CacheExtractToAnUnwritablePathSaysWhy) {
+  TempDir cache;
+  const std::string key = publish_fake_entry_for(cache.path(), kSmallSpec);
+  const std::string out = "/nonexistent/flashjit-test/x.cubin";
+  ToolRun r = run_tool({"cache", "extract", key, out, "--cache-dir", cache.path()});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_NE(r.err.find(out), std::string::npos) << r;
+  EXPECT_NE(r.err.find(std::strerror(ENOENT)), std::string::npos) << r;
+}
+
+// Columns are as wide as their widest cell, so every row lines up with the header whatever the
+// spec's length (the spec column was 78 wide, resolved specs 110 and more).
+TEST(Tool, TablesLineUpWhateverTheSpecWidth) {
+  TempDir cache;
+  publish_fake_entry_for(cache.path(), "dtype=fp16,head_dim=64,causal=0,hang_trap=1");  // a hit, longer spec
+  ToolRun prewarm = run_tool({"prewarm", "--spec", kSmallSpec, "--spec", "dtype=fp16,head_dim=64,causal=0,hang_trap=1",
+                              "--cache-dir", cache.path()});
+  ASSERT_EQ(prewarm.exit_code, 0) << prewarm;
+  const std::vector<std::string> rows = table_lines(prewarm.out);
+  EXPECT_EQ(rows.size(), 3u) << prewarm;
+  expect_columns_line_up(rows);
+
+  // cache list: those two, and a bad entry (its problem on a line of its own under the row).
+  std::ofstream(cache.sub(std::string(64, 'a') + ".entry"), std::ios::binary) << "garbage";
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path()});
+  ASSERT_EQ(list.exit_code, 0) << list;
+  const std::vector<std::string> entries = table_lines(list.out);
+  EXPECT_EQ(entries.size(), 4u) << list;
+  expect_columns_line_up(entries);
 }
 
 #ifdef FLASHJIT_FAKE_LIBCUDA

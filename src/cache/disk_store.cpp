@@ -8,6 +8,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/entry_format.hpp"
 #include "common/log.hpp"
+#include "common/quote.hpp"
 
 namespace flashjit {
 namespace {
@@ -107,7 +108,7 @@ Result<CompiledKernel> DiskStore::load(const std::string& key) {
   // Decode; a bad file is a miss and is set aside, so the recompiled entry can take its name.
   auto kernel = decode_entry(file->bytes, key);
   if (!kernel.ok()) {
-    set_aside(key, file->identity, kernel.error().message);
+    set_aside(key, file->identity, kernel.error().message, FoundBy::kLoad);
     return kernel.take_error();
   }
 
@@ -149,7 +150,8 @@ KeyLock DiskStore::lock_key(const std::string& key, std::chrono::milliseconds ti
   return KeyLock::acquire(posix::join_path(options_.dir, key + std::string(kLockSuffix)), timeout);
 }
 
-void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem) {
+void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem,
+                          FoundBy found_by) {
   // Only the file that was read: a writer may have renamed a good entry over the name since.
   const std::string path = entry_path(key);
   auto now = posix::stat_path(path);
@@ -159,16 +161,17 @@ void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& see
   }
 
   // Move it aside; once moved, no reader sees it again, so this warning is its only one.
+  const char* who = found_by == FoundBy::kVerify ? "cache verify" : "cache";
+  const char* then = found_by == FoundBy::kVerify ? "" : "; treated as a miss";
   auto moved = move_aside(options_.dir, key + std::string(kEntrySuffix));
   if (moved.ok()) {
-    logger().warn("cache: corrupt entry {} ({}); moved to {}, recompiling", path, problem, *moved);
+    logger().warn("{}: corrupt entry {} ({}); moved to {}{}", who, path, problem, *moved, then);
     return;
   }
 
   // It stays (read-only directory): still a miss every time, but logged once per file.
   if (!first_report(path)) return;
-  logger().warn("cache: corrupt entry {} ({}); cannot set it aside ({}), recompiling", path, problem,
-                moved.error().message);
+  logger().warn("{}: corrupt entry {} ({}); cannot set it aside ({}){}", who, path, problem, moved.error().message, then);
 }
 
 Result<std::vector<DiskStore::EntryFile>> DiskStore::scan_entries() const {
@@ -282,7 +285,7 @@ Result<VerifyReport> DiskStore::verify() {
       continue;
     }
     info.problem = kernel.error().message;
-    set_aside(e.key, file->identity, info.problem);
+    set_aside(e.key, file->identity, info.problem, FoundBy::kVerify);
     report.bad.push_back(std::move(info));
   }
   return report;
@@ -326,7 +329,7 @@ Result<std::string> DiskStore::resolve_key(std::string_view key_or_prefix) const
   std::string prefix(key_or_prefix);
   std::transform(prefix.begin(), prefix.end(), prefix.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   if (!is_cache_key_prefix(prefix)) {
-    return Error::invalid_argument("key", "'" + std::string(key_or_prefix) + "' is not a key or key prefix (1..64 hex digits)");
+    return Error::invalid_argument("key", quote_user_text(key_or_prefix) + " is not a key or key prefix (1..64 hex digits)");
   }
   auto entries = scan_entries();
   if (!entries.ok()) return entries.take_error();

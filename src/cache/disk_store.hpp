@@ -120,7 +120,10 @@ class DiskStore {
 
   explicit DiskStore(DiskStoreOptions options, bool writable);
   Result<std::vector<EntryFile>> scan_entries() const;
-  void set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem);
+  // Who met a bad entry decides its warning's wording: load() treats it as a miss (the caller may
+  // compile it again), verify() only reports it.
+  enum class FoundBy { kLoad, kVerify };
+  void set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem, FoundBy found_by);
   void evict_to_cap(const std::string& keep_key);
   void sweep_stale_temp_files();
 

@@ -124,7 +124,7 @@ Status make_directories(const std::string& dir) {
   }
   auto st = stat_path(dir);
   if (!st.ok()) return st.take_error();
-  if (!st->directory) return Error::make(ErrorCode::kCacheIo, "not a directory: " + dir);
+  if (!st->directory) return io_error("cannot use directory", dir, ENOTDIR);
   return Status::Ok();
 }
 

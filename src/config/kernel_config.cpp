@@ -5,6 +5,55 @@ namespace {
 
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
 
+// Shared memory of a resolved spec with q_buffers Q tiles: 1 KB slack to align tiles to the
+// 1024-byte swizzle atom, then Q (two buffers where they fit: the next tile's Q loads while this
+// tile's O, staged in its own Q buffer, is stored), the K/V ring, and the mbarriers (full and
+// empty per Q buffer, full and empty for K and for V per stage), 8 bytes each, then one 4-byte
+// order word per consumer warpgroup (see pin_wait_below in the template), then, 8-byte aligned,
+// two words per Q buffer: the tile the producer loaded into it (see tile_words in the template).
+int shared_memory_bytes(const AttentionSpec& s, int q_buffers) {
+  const int qk_chunks = (s.head_dim + 63) / 64, v_chunks = (s.head_dim_v + 63) / 64;
+  const int q_tile_bytes = s.block_m * 128 * qk_chunks;
+  const int kv_stage_bytes = s.block_n * 128 * (qk_chunks + v_chunks);
+  const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, 8) + 8 * q_buffers;
+  return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + round_up(barrier_bytes, 128);
+}
+
+bool fits(const AttentionSpec& s) { return shared_memory_bytes(s, 1) <= kMaxSharedMemoryBytes; }
+
+// The most stages that fit with the spec's tiles; 0 when not even one does.
+int most_stages_that_fit(AttentionSpec s) {
+  for (s.stages = 4; s.stages >= 1 && !fits(s); --s.stages) {
+  }
+  return s.stages;
+}
+
+// The largest block_n (a multiple of 16) that fits with the spec's other fields; 0 when none does.
+int largest_block_n_that_fits(AttentionSpec s) {
+  for (s.block_n = 256; s.block_n >= 16 && !fits(s); s.block_n -= 16) {
+  }
+  return s.block_n >= 16 ? s.block_n : 0;
+}
+
+// What to change when the shared memory does not fit: the stages where the user set them and one
+// fits, else block_n, saying the value that fits.
+Error shared_memory_error(const AttentionSpec& asked, const KernelConfig& c) {
+  const AttentionSpec& s = c.spec;
+  const int max_stages = most_stages_that_fit(s);
+  const bool name_stages = asked.stages != 0 && max_stages >= 1;
+  const int max_block_n = largest_block_n_that_fits(s);
+  const char* field = name_stages ? "stages" : "block_n";
+  const std::string allowed =
+      name_stages ? "at most " + std::to_string(max_stages) + " stages with block_n=" + std::to_string(s.block_n)
+      : max_block_n ? "at most " + std::to_string(max_block_n) + " (the largest multiple of 16 that fits)"
+                    : "none fits with block_m=" + std::to_string(s.block_m) + " and stages=" + std::to_string(s.stages);
+  return Error::invalid_spec(field, "spec needs " + std::to_string(c.smem_bytes) + " bytes of shared memory (head_dim=" +
+                                        std::to_string(s.head_dim) + ", block_m=" + std::to_string(s.block_m) +
+                                        ", block_n=" + std::to_string(s.block_n) + ", stages=" + std::to_string(s.stages) +
+                                        "), more than the " + std::to_string(kMaxSharedMemoryBytes) + " allowed; " + field +
+                                        ": " + allowed);
+}
+
 }  // namespace
 
 std::vector<AttentionSpec> default_prewarm_specs() {
@@ -81,38 +130,16 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.k_tile_bytes = s.block_n * 128 * c.qk_chunks;
   c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
 
-  // Shared memory: 1 KB slack to align tiles to the 1024-byte swizzle atom, then Q (two buffers
-  // where they fit: the next tile's Q loads while this tile's O, staged in its own Q buffer, is
-  // stored), the K/V ring, and the mbarriers (full and empty per Q buffer, full and empty for K
-  // and for V per stage), 8 bytes each, then one 4-byte order word per consumer warpgroup (see
-  // pin_wait_below in the template), then, 8-byte aligned, two words per Q buffer: the tile the
-  // producer loaded into it (see tile_words in the template).
-  const auto smem_with = [&](int q_buffers) {
-    const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, 8) + 8 * q_buffers;
-    return 1024 + q_buffers * c.q_tile_bytes + s.stages * (c.k_tile_bytes + c.v_tile_bytes) + round_up(barrier_bytes, 128);
-  };
-  c.q_buffers = smem_with(2) <= kMaxSharedMemoryBytes ? 2 : 1;
-  c.smem_bytes = smem_with(c.q_buffers);
+  // Shared memory (shared_memory_bytes): two Q buffers where they fit, else one.
+  c.q_buffers = shared_memory_bytes(s, 2) <= kMaxSharedMemoryBytes ? 2 : 1;
+  c.smem_bytes = shared_memory_bytes(s, c.q_buffers);
   // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
   // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
   // next tile's Q can load during this tile's last blocks. Not with clusters (one tile per CTA).
   c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64;
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
-  if (c.smem_bytes > kMaxSharedMemoryBytes) {
-    const int per_stage = c.k_tile_bytes + c.v_tile_bytes;
-    const int max_stages = (kMaxSharedMemoryBytes - 1024 - c.q_tile_bytes - 128) / per_stage;
-    const bool stages_fixed = spec.stages != 0;
-    const char* field = stages_fixed && max_stages >= 1 ? "stages" : "block_n";
-    std::string allowed = stages_fixed && max_stages >= 1
-                              ? "at most " + std::to_string(max_stages) + " stages with block_n=" + std::to_string(s.block_n)
-                              : "a smaller block_n";
-    return Error::invalid_spec(field, "spec needs " + std::to_string(c.smem_bytes) +
-                                          " bytes of shared memory (head_dim=" + std::to_string(s.head_dim) +
-                                          ", block_m=" + std::to_string(s.block_m) + ", block_n=" + std::to_string(s.block_n) +
-                                          ", stages=" + std::to_string(s.stages) + "), more than the " +
-                                          std::to_string(kMaxSharedMemoryBytes) + " allowed; " + field + ": " + allowed);
-  }
+  if (c.smem_bytes > kMaxSharedMemoryBytes) return shared_memory_error(spec, c);
 
   // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
   // of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),

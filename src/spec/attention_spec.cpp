@@ -7,6 +7,8 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
+#include "common/quote.hpp"
+
 namespace flashjit {
 
 const char* dtype_name(DType dtype) { return dtype == DType::kFp16 ? "fp16" : "bf16"; }
@@ -14,9 +16,8 @@ const char* dtype_name(DType dtype) { return dtype == DType::kFp16 ? "fp16" : "b
 namespace {
 
 Error bad_value(std::string_view key, std::string_view value, std::string_view allowed) {
-  return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "': value '" +
-                                                   std::string(value) + "' is not allowed; allowed: " +
-                                                   std::string(allowed));
+  return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "': value " + quote_user_text(value) +
+                                                   " is not allowed; allowed: " + std::string(allowed));
 }
 
 Result<int> parse_int(std::string_view key, std::string_view value, std::string_view allowed) {
@@ -28,10 +29,14 @@ Result<int> parse_int(std::string_view key, std::string_view value, std::string_
   return out;
 }
 
+// What every bool key takes (README's spec table says the same).
+constexpr const char* kBoolAllowed = "0, 1, false or true (any case)";
+
 Result<bool> parse_bool(std::string_view key, std::string_view value) {
-  if (value == "1" || value == "true") return true;
-  if (value == "0" || value == "false") return false;
-  return bad_value(key, value, "0 or 1");
+  const llvm::StringRef v(value.data(), value.size());
+  if (v == "1" || v.equals_insensitive("true")) return true;
+  if (v == "0" || v.equals_insensitive("false")) return false;
+  return bad_value(key, value, kBoolAllowed);
 }
 
 // One row per key, in canonical order: how to read it, how to print it (empty = omitted).
@@ -56,6 +61,16 @@ Status set_bool(bool& slot, std::string_view key, std::string_view value) {
   return {};
 }
 
+// A field whose 0 means "auto" inside AttentionSpec: the text must leave the key out to say that,
+// so an explicit 0 is out of range like any other value.
+Status set_tile(int& slot, std::string_view key, std::string_view value, std::string_view allowed) {
+  if (Status st = set_int(slot, key, value, allowed); !st) return st;
+  if (slot != 0) return {};
+  return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "': value 0 is not allowed; allowed: " +
+                                                   std::string(allowed) + " (leave " + std::string(key) +
+                                                   " out for the default)");
+}
+
 std::string int_or_auto(int value) { return value ? std::to_string(value) : std::string(); }
 
 const std::vector<Field>& fields() {
@@ -71,27 +86,27 @@ const std::vector<Field>& fields() {
        [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..256"); },
        [](const AttentionSpec& s) { return std::to_string(s.head_dim); }},
       {"head_dim_v", "equal to head_dim",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim_v, "head_dim_v", v, "equal to head_dim"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.head_dim_v, "head_dim_v", v, "equal to head_dim"); },
        [](const AttentionSpec& s) { return int_or_auto(s.head_dim_v); }},
-      {"causal", "0 or 1",
+      {"causal", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.causal, "causal", v); },
        [](const AttentionSpec& s) { return std::string(s.causal ? "1" : "0"); }},
       {"stages", "1..4",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.stages, "stages", v, "1..4"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.stages, "stages", v, "1..4"); },
        [](const AttentionSpec& s) { return int_or_auto(s.stages); }},
       {"consumer_wgs", "1, 2 or 3",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.consumer_wgs, "consumer_wgs", v, "1, 2 or 3"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.consumer_wgs, "consumer_wgs", v, "1, 2 or 3"); },
        [](const AttentionSpec& s) { return int_or_auto(s.consumer_wgs); }},
       {"block_m", "64 * consumer_wgs",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_m, "block_m", v, "64, 128 or 192"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.block_m, "block_m", v, "64, 128 or 192"); },
        [](const AttentionSpec& s) { return int_or_auto(s.block_m); }},
       {"block_n", "a multiple of 16 in 16..256",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.block_n, "block_n", v, "a multiple of 16 in 16..256"); },
        [](const AttentionSpec& s) { return int_or_auto(s.block_n); }},
       {"cluster", "1 or 2",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.cluster, "cluster", v, "1 or 2"); },
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.cluster, "cluster", v, "1 or 2"); },
        [](const AttentionSpec& s) { return int_or_auto(s.cluster); }},
-      {"overlap", "0 or 1",
+      {"overlap", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) -> Status {
          bool b = false;
          if (Status st = set_bool(b, "overlap", v); !st) return st;
@@ -99,7 +114,7 @@ const std::vector<Field>& fields() {
          return {};
        },
        [](const AttentionSpec& s) { return s.overlap < 0 ? std::string() : std::to_string(s.overlap); }},
-      {"pingpong", "0 or 1",
+      {"pingpong", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) -> Status {
          bool b = false;
          if (Status st = set_bool(b, "pingpong", v); !st) return st;
@@ -107,14 +122,14 @@ const std::vector<Field>& fields() {
          return {};
        },
        [](const AttentionSpec& s) { return s.pingpong < 0 ? std::string() : std::to_string(s.pingpong); }},
-      {"hang_trap", "0 or 1",
+      {"hang_trap", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.hang_trap, "hang_trap", v); },
        [](const AttentionSpec& s) { return s.hang_trap ? std::string("1") : std::string(); }},
       // Engine inputs; printed only when on, so every spec from before them keeps its text (and key).
-      {"varlen", "0 or 1",
+      {"varlen", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.varlen, "varlen", v); },
        [](const AttentionSpec& s) { return s.varlen ? std::string("1") : std::string(); }},
-      {"paged", "0 or 1",
+      {"paged", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.paged, "paged", v); },
        [](const AttentionSpec& s) { return s.paged ? std::string("1") : std::string(); }},
   };
@@ -134,14 +149,15 @@ Result<AttentionSpec> parse_spec(std::string_view text) {
     std::string_view key(key_ref.trim().data(), key_ref.trim().size());
     std::string_view value(value_ref.trim().data(), value_ref.trim().size());
     if (!part.contains('=')) {
-      return Error::invalid_spec(std::string(key), "spec item '" + part.str() + "' is not key=value");
+      return Error::invalid_spec(shorten_user_text(key), "spec item " + quote_user_text(std::string_view(part.data(), part.size())) +
+                                                             " is not key=value");
     }
     size_t index = 0;
     while (index < fields().size() && key != fields()[index].key) ++index;
     if (index == fields().size()) {
       std::string keys;
       for (const Field& f : fields()) keys += (keys.empty() ? "" : ", ") + std::string(f.key);
-      return Error::invalid_spec(std::string(key), "unknown spec field '" + std::string(key) + "'; known: " + keys);
+      return Error::invalid_spec(shorten_user_text(key), "unknown spec field " + quote_user_text(key) + "; known: " + keys);
     }
     if (seen[index]) return Error::invalid_spec(std::string(key), "spec field '" + std::string(key) + "' given twice");
     seen[index] = true;

@@ -26,22 +26,22 @@ namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> Grid("grid", cl::desc("Cells: fa3 (the FlashAttention-3 paper's grid), headline, gqa, decode, all"),
-                                 cl::init(""), cl::sub(bench_command()));
+                                 cl::init(""), cl::cat(tool_category()), cl::sub(bench_command()));
 static cl::list<std::string> BenchSpecs("spec", cl::desc("Bench this spec on the shape given by the shape flags (repeatable)"),
-                                        cl::value_desc("SPEC"), cl::sub(bench_command()));
-static cl::opt<int> BBatch("batch", cl::desc("Batch (with --spec)"), cl::init(2), cl::sub(bench_command()));
-static cl::opt<int> BSeqQ("seqlen-q", cl::desc("Query length (with --spec)"), cl::init(8192), cl::sub(bench_command()));
-static cl::opt<int> BSeqK("seqlen-k", cl::desc("Key length (with --spec)"), cl::init(8192), cl::sub(bench_command()));
-static cl::opt<int> BHeadsQ("heads-q", cl::desc("Query heads (with --spec)"), cl::init(16), cl::sub(bench_command()));
-static cl::opt<int> BHeadsKv("heads-kv", cl::desc("KV heads (with --spec; default heads-q)"), cl::init(0), cl::sub(bench_command()));
-static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (median reported)"), cl::init(30), cl::sub(bench_command()));
-static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(bench_command()));
+                                        cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BBatch("batch", cl::desc("Batch (with --spec)"), cl::init(2), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BSeqQ("seqlen-q", cl::desc("Query length (with --spec)"), cl::init(8192), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BSeqK("seqlen-k", cl::desc("Key length (with --spec)"), cl::init(8192), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BHeadsQ("heads-q", cl::desc("Query heads (with --spec)"), cl::init(16), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BHeadsKv("heads-kv", cl::desc("KV heads (with --spec; default heads-q)"), cl::init(0), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> Iters("iters", cl::desc("Timed runs per cell and method (median reported)"), cl::init(30), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::cat(tool_category()), cl::sub(bench_command()));
 static cl::opt<std::string> BSeqlens("seqlens", cl::desc("varlen/paged specs: each sequence's query and key counts, Q:K,Q:K,... "
                                                         "(default: --batch sequences of --seqlen-q:--seqlen-k)"),
-                                     cl::value_desc("Q:K,..."), cl::sub(bench_command()));
-static cl::opt<int> BPageSize("page-size", cl::desc("paged specs: keys per page"), cl::init(16), cl::sub(bench_command()));
+                                     cl::value_desc("Q:K,..."), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<int> BPageSize("page-size", cl::desc("paged specs: keys per page"), cl::init(16), cl::cat(tool_category()), cl::sub(bench_command()));
 static cl::opt<bool> BPdl("pdl", cl::desc("Launch with programmatic dependent launch (the C API's FLASHJIT_ATTENTION_FLAG_PDL)"),
-                          cl::init(false), cl::sub(bench_command()));
+                          cl::init(false), cl::cat(tool_category()), cl::sub(bench_command()));
 
 namespace {
 

@@ -1,19 +1,26 @@
 // flashjit cache list | stats | verify | clear | extract KEY FILE
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
+#include "common/quote.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/text_table.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
+// NOTES: ZeroOrMore, checked in run_cache: with OneOrMore, a bare `flashjit cache` got LLVM's "Not
+// enough positional command line arguments" instead of the list of actions.
 static cl::list<std::string> Args(cl::Positional, cl::desc("list | stats | verify | clear | extract KEY FILE"),
-                                  cl::OneOrMore, cl::sub(cache_command()));
+                                  cl::ZeroOrMore, cl::cat(tool_category()), cl::sub(cache_command()));
+
+constexpr const char* kActions = "list, stats, verify, clear, extract KEY FILE";
 
 namespace {
 
@@ -42,11 +49,18 @@ int list(DiskStore& store) {
     print(std::move(array));
     return kExitOk;
   }
-  std::printf("%-16s %-72s %5s %6s %9s\n", "key", "spec", "regs", "spill", "bytes");
+  using Align = TextTable::Align;
+  TextTable table({{"key"}, {"spec"}, {"regs", Align::kRight}, {"spill", Align::kRight}, {"bytes", Align::kRight}});
   for (const auto& e : *entries) {
-    std::printf("%-16.16s %-72s %5d %6d %9llu%s\n", e.key.c_str(), e.valid ? e.spec_text.c_str() : ("INVALID: " + e.problem).c_str(),
-                e.report.registers, e.report.spill_bytes(), (unsigned long long)e.file_bytes, e.valid ? "" : " (bad)");
+    // A bad entry: INVALID in the spec column, why on a line of its own (a long message would
+    // widen the column for every row).
+    std::vector<std::string> notes;
+    if (!e.valid) notes.push_back("    problem: " + e.problem);
+    table.add_row({e.key.substr(0, 16), e.valid ? e.spec_text : "INVALID", cell(e.report.registers), cell(e.report.spill_bytes()),
+                   cell((long long)e.file_bytes)},
+                  std::move(notes));
   }
+  table.print(stdout);
   std::printf("%zu entries in %s\n", entries->size(), store.dir().c_str());
   return kExitOk;
 }
@@ -93,13 +107,22 @@ int clear(DiskStore& store) {
   return kExitOk;
 }
 
+// Writes bytes to path (created or truncated); the error names the path and errno's text.
+Status write_file(const std::string& path, const std::string& bytes) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (!out) return Error::make(ErrorCode::kCacheIo, "cannot write " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+  const int write_errno = errno;
+  if (std::fclose(out) != 0 || !written) {
+    return Error::make(ErrorCode::kCacheIo, "cannot write " + path + ": " + std::strerror(written ? errno : write_errno));
+  }
+  return {};
+}
+
 int extract(DiskStore& store, const std::string& key, const std::string& file) {
   auto cubin = store.extract(key);
   if (!cubin) return fail(cubin.error());
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(cubin->data(), std::streamsize(cubin->size()));
-  out.close();
-  if (!out) return fail(Error::make(ErrorCode::kCacheIo, "cannot write " + file));
+  if (Status st = write_file(file, *cubin); !st) return fail(st.error());
   if (!json_option()) std::printf("wrote %zu bytes of cubin to %s\n", cubin->size(), file.c_str());
   return kExitOk;
 }
@@ -107,14 +130,15 @@ int extract(DiskStore& store, const std::string& key, const std::string& file) {
 }  // namespace
 
 int run_cache() {
+  if (Args.empty()) return usage_error(std::string("cache needs an action: ") + kActions);
   const std::string action = Args[0];
   const size_t want = action == "extract" ? 3 : 1;
   if (action != "list" && action != "stats" && action != "verify" && action != "clear" && action != "extract") {
-    return usage_error("unknown cache action '" + action + "'; allowed: list, stats, verify, clear, extract KEY FILE");
+    return usage_error("unknown cache action " + quote_user_text(action) + "; allowed: " + kActions);
   }
   if (Args.size() != want) return usage_error("cache " + action + (want == 3 ? " takes KEY FILE" : " takes no arguments"));
   CacheDirSource source;
-  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()), &source);
+  const std::string dir = resolve_cache_dir(cache_dir_flag(), &source);
   if (dir.empty()) return fail(Error::make(ErrorCode::kCacheIo, "no cache directory: set --cache-dir, FLASHJIT_CACHE_DIR or HOME"));
   auto store = DiskStore::open({dir, 0});
   if (!store) return fail(store.error());

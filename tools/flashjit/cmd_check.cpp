@@ -15,17 +15,17 @@
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec"), cl::Required, cl::value_desc("SPEC"), cl::sub(check_command()));
-static cl::opt<int> Batch("batch", cl::desc("Batch size"), cl::init(2), cl::sub(check_command()));
-static cl::opt<int> SeqlenQ("seqlen-q", cl::desc("Query length"), cl::init(1000), cl::sub(check_command()));
-static cl::opt<int> SeqlenK("seqlen-k", cl::desc("Key length"), cl::init(1000), cl::sub(check_command()));
-static cl::opt<int> HeadsQ("heads-q", cl::desc("Query heads"), cl::init(8), cl::sub(check_command()));
-static cl::opt<int> HeadsKv("heads-kv", cl::desc("Key/value heads (divides heads-q)"), cl::init(8), cl::sub(check_command()));
-static cl::opt<int> Device("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(check_command()));
+static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec"), cl::Required, cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> Batch("batch", cl::desc("Batch size"), cl::init(2), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> SeqlenQ("seqlen-q", cl::desc("Query length"), cl::init(1000), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> SeqlenK("seqlen-k", cl::desc("Key length"), cl::init(1000), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> HeadsQ("heads-q", cl::desc("Query heads"), cl::init(8), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> HeadsKv("heads-kv", cl::desc("Key/value heads (divides heads-q)"), cl::init(8), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> Device("device", cl::desc("Device ordinal"), cl::init(0), cl::cat(tool_category()), cl::sub(check_command()));
 static cl::opt<std::string> Seqlens("seqlens", cl::desc("varlen/paged specs: each sequence's query and key counts, Q:K,Q:K,... "
                                                        "(zero allowed); default: --batch sequences of --seqlen-q:--seqlen-k"),
-                                    cl::value_desc("Q:K,..."), cl::sub(check_command()));
-static cl::opt<int> PageSize("page-size", cl::desc("paged specs: keys per page (any value from 1)"), cl::init(16), cl::sub(check_command()));
+                                    cl::value_desc("Q:K,..."), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<int> PageSize("page-size", cl::desc("paged specs: keys per page (any value from 1)"), cl::init(16), cl::cat(tool_category()), cl::sub(check_command()));
 
 namespace {
 

@@ -17,7 +17,7 @@ int run_doctor() {
   auto system = query_system();
   // 2. Cache directory and whether it takes writes.
   CacheDirSource source = CacheDirSource::kNone;
-  const std::string dir = resolve_cache_dir(cache_dir_option().empty() ? std::nullopt : std::optional<std::string>(cache_dir_option().getValue()), &source);
+  const std::string dir = resolve_cache_dir(cache_dir_flag(), &source);
   bool writable = false;
   std::string cache_problem;
   if (dir.empty()) {

@@ -11,18 +11,21 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "cache/cache_dir.hpp"
+#include "cache/disk_store.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/text_table.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on (and their long-sequence kernels)"),
-                              cl::sub(prewarm_command()));
+                              cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::list<std::string> Specs("spec", cl::desc("A spec, e.g. dtype=bf16,head_dim=128,causal=1 (repeatable)"),
-                                   cl::value_desc("SPEC"), cl::sub(prewarm_command()));
-static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::sub(prewarm_command()));
+                                   cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(prewarm_command()));
+static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::opt<bool> NoCache("no-cache", cl::desc("Compile everything, reading and writing no cache (for compile timing)"),
-                             cl::sub(prewarm_command()));
+                             cl::cat(tool_category()), cl::sub(prewarm_command()));
 
 namespace {
 
@@ -66,13 +69,40 @@ std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
   return rows;
 }
 
-void print_table(const std::vector<Row>& rows, double wall_ms) {
-  std::printf("%-78s %-8s %10s %5s %6s %7s\n", "spec", "status", "compile_ms", "regs", "spill", "smem");
-  for (const Row& r : rows) {
-    std::printf("%-78s %-8s %10.0f %5d %6d %7d\n", r.spec.c_str(), r.status.c_str(), r.compile_ms, r.registers, r.spill_bytes, r.smem_bytes);
-    if (!r.error.empty()) std::printf("    error: %s\n", r.error.c_str());
-    for (const std::string& w : r.warnings) std::printf("    ptxas: %s\n", w.c_str());
+// Prewarm exists to store kernels: without a cache directory it can use, it fails before
+// compiling anything (the engine would warn and keep them in memory), naming the directory and why.
+Status check_cache_directory() {
+  const std::string dir = resolve_cache_dir(cache_dir_flag());
+  const char* memory_only = " (prewarm --no-cache compiles without storing)";
+  if (dir.empty()) return Error::make(ErrorCode::kCacheIo, std::string("no cache directory to store kernels in: set --cache-dir, FLASHJIT_CACHE_DIR or HOME") + memory_only);
+  auto store = DiskStore::open({dir, 0});
+  if (!store) return Error::make(ErrorCode::kCacheIo, "cannot store kernels: " + store.error().message + memory_only);
+  return {};
+}
+
+// A kernel compiled but not stored (a read-only directory, a failed write) failed prewarm's purpose.
+void fail_unstored(std::vector<Row>& rows, KernelCache& cache) {
+  for (Row& r : rows) {
+    if (r.status != "compiled") continue;
+    if (cache.disk() && posix::stat_path(cache.disk()->entry_path(r.key)).ok()) continue;
+    r.status = "failed";
+    r.error = "compiled but not stored in " + cache.dir() +
+              (cache.mode() == CacheMode::kReadOnlyDisk ? ": the directory is not writable" : ": its write failed (see the cache warning)");
   }
+}
+
+void print_table(const std::vector<Row>& rows, double wall_ms) {
+  using Align = TextTable::Align;
+  TextTable table({{"spec"}, {"status"}, {"compile_ms", Align::kRight}, {"regs", Align::kRight}, {"spill", Align::kRight},
+                   {"smem", Align::kRight}});
+  for (const Row& r : rows) {
+    std::vector<std::string> notes;
+    if (!r.error.empty()) notes.push_back("    error: " + r.error);
+    for (const std::string& w : r.warnings) notes.push_back("    ptxas: " + w);
+    table.add_row({r.spec, r.status, cell("%.0f", r.compile_ms), cell(r.registers), cell(r.spill_bytes), cell(r.smem_bytes)},
+                  std::move(notes));
+  }
+  table.print(stdout);
   size_t compiled = 0, hits = 0, failed = 0;
   for (const Row& r : rows) (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
   std::printf("%zu kernels: %zu compiled, %zu hits, %zu failed in %.0f ms\n", rows.size(), compiled, hits, failed, wall_ms);
@@ -106,6 +136,10 @@ int run_prewarm() {
   }
   if (specs.empty()) return usage_error("prewarm needs --defaults or at least one --spec");
 
+  if (!NoCache) {
+    if (Status st = check_cache_directory(); !st) return fail(st.error());
+  }
+
   // 2. Compile on a pool of workers, one spec at a time each.
   EngineOptions options = engine_options();
   options.memory_only = NoCache;
@@ -137,6 +171,7 @@ int run_prewarm() {
   // 3. Report.
   std::vector<Row> rows;
   for (std::vector<Row>& r : rows_per_spec) rows.insert(rows.end(), r.begin(), r.end());
+  if (!NoCache) fail_unstored(rows, engine.cache());
   if (json_option()) print_json(rows); else print_table(rows, wall_ms);
   for (const Row& r : rows)
     if (r.status == "failed") return kExitFailure;

@@ -1,27 +1,87 @@
-// flashjit source: the CUDA source a spec renders to and the NVRTC options it compiles with, for
-// reading the kernel a spec gets and for inspecting its PTX or SASS with the CUDA toolkit.
+// flashjit source: the CUDA source a spec renders to, the NVRTC options it compiles with and the
+// nvcc options that compile the same text, for reading the kernel a spec gets and for inspecting
+// its PTX or SASS with the CUDA toolkit. Like the engine, it takes the cache directory's tuning
+// record for a spec left at auto; it writes nothing, not even the directory.
 #include <cstdio>
 
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "cache/cache_dir.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "config/kernel_config.hpp"
+#include "runtime/tuning.hpp"
 #include "tools/flashjit/commands.hpp"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec (tile fields left at auto take the table's values)"), cl::Required,
-                                 cl::value_desc("SPEC"), cl::sub(source_command()));
+static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec (tile fields left at auto take the tuning record's or the table's values)"),
+                                 cl::Required, cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(source_command()));
+
+namespace {
+
+// NVRTC's options as nvcc takes them. NOTES: the target as one -gencode (compute_90a to sm_90a),
+// the one NVRTC compiles for and the one -cubin allows; --no-cache is NVRTC's own result cache.
+std::vector<std::string> nvcc_options(const std::vector<std::string>& nvrtc) {
+  const std::string arch_flag = std::string("--gpu-architecture=") + kTargetArch;
+  const std::string arch = std::string(kTargetArch).substr(3);  // "90a"
+  std::vector<std::string> out;
+  for (const std::string& option : nvrtc) {
+    if (option == "--no-cache") continue;
+    out.push_back(option == arch_flag ? "-gencode=arch=compute_" + arch + ",code=sm_" + arch : option);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+// The spec the engine compiles for `asked`: a tuning record's winner where one applies
+// (Engine::prepare), else asked. record_path says where the winner came from.
+AttentionSpec spec_to_render(const AttentionSpec& asked, std::string* record_path) {
+  if (!has_auto_tiles(asked)) return asked;
+  const std::string dir = resolve_cache_dir(cache_dir_flag());
+  auto tuned = load_tuned_spec(dir, asked);
+  if (!tuned) return asked;
+  *record_path = tuning_record_path(dir, asked);
+  return *tuned;
+}
+
+void print_json(const CompileRequest& request, bool tuned) {
+  llvm::json::Array options, nvcc;
+  for (const std::string& o : request.options) options.push_back(o);
+  for (const std::string& o : nvcc_options(request.options)) nvcc.push_back(o);
+  llvm::json::Object out{{"spec", request.spec_text}, {"kernel", request.kernel_name}, {"options", std::move(options)},
+                         {"nvcc_options", std::move(nvcc)}, {"tuned", tuned}, {"source", request.source}};
+  llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+}
+
+void print_text(const CompileRequest& request, const std::string& asked, const std::string& record_path) {
+  std::printf("// flashjit source: %s\n", request.spec_text.c_str());
+  if (!record_path.empty()) std::printf("// tuned: flashjit tune's winner for %s, from the tuning record %s\n", asked.c_str(), record_path.c_str());
+  std::printf("// kernel: %s\n// nvrtc options: %s\n", request.kernel_name.c_str(), joined(request.options).c_str());
+  std::printf("// nvcc options: %s\n", joined(nvcc_options(request.options)).c_str());
+  std::printf("//   e.g. nvcc <nvcc options> -cubin -o k.cubin k.cu && cuobjdump --dump-sass k.cubin\n");
+  std::printf("%s", request.source.c_str());
+}
+
+}  // namespace
 
 int run_source() {
-  // 1. Spec -> config (parse errors exit 2 naming the field).
+  // 1. Spec -> config (parse errors exit 2 naming the field), with the tuning record's winner.
   auto spec = parse_spec(Spec);
   if (!spec) return fail(spec.error());
-  auto config = make_config(*spec);
+  std::string record_path;
+  auto config = make_config(spec_to_render(*spec, &record_path));
   if (!config) return fail(config.error());
   // 2. Config -> the exact compile request the engine would hash and compile.
   const CompileRequest request = make_compile_request(*config);
-  std::printf("// flashjit source: %s\n// kernel: %s\n// nvrtc options:", request.spec_text.c_str(), request.kernel_name.c_str());
-  for (const std::string& option : request.options) std::printf(" %s", option.c_str());
-  std::printf("\n%s", request.source.c_str());
+  if (json_option()) print_json(request, !record_path.empty());
+  else print_text(request, to_string(*spec), record_path);
   return kExitOk;
 }
 

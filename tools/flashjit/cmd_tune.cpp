@@ -20,14 +20,14 @@ namespace flashjit::tool {
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> TuneSpec("spec", cl::desc("The spec to tune, tile fields left out"), cl::Required,
-                                     cl::value_desc("SPEC"), cl::sub(tune_command()));
-static cl::opt<int> TBatch("batch", cl::desc("Batch of the tuning shape"), cl::init(2), cl::sub(tune_command()));
-static cl::opt<int> TSeqQ("seqlen-q", cl::desc("Query length of the tuning shape"), cl::init(8192), cl::sub(tune_command()));
-static cl::opt<int> TSeqK("seqlen-k", cl::desc("Key length of the tuning shape"), cl::init(8192), cl::sub(tune_command()));
-static cl::opt<int> THeadsQ("heads-q", cl::desc("Query heads (default 2048 / head_dim)"), cl::init(0), cl::sub(tune_command()));
-static cl::opt<int> THeadsKv("heads-kv", cl::desc("KV heads (default heads-q)"), cl::init(0), cl::sub(tune_command()));
-static cl::opt<int> TIters("iters", cl::desc("Timed runs per candidate (median)"), cl::init(10), cl::sub(tune_command()));
-static cl::opt<int> TDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::sub(tune_command()));
+                                     cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> TBatch("batch", cl::desc("Batch of the tuning shape"), cl::init(2), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> TSeqQ("seqlen-q", cl::desc("Query length of the tuning shape"), cl::init(8192), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> TSeqK("seqlen-k", cl::desc("Key length of the tuning shape"), cl::init(8192), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> THeadsQ("heads-q", cl::desc("Query heads (default 2048 / head_dim)"), cl::init(0), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> THeadsKv("heads-kv", cl::desc("KV heads (default heads-q)"), cl::init(0), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> TIters("iters", cl::desc("Timed runs per candidate (median)"), cl::init(10), cl::cat(tool_category()), cl::sub(tune_command()));
+static cl::opt<int> TDevice("device", cl::desc("Device ordinal"), cl::init(0), cl::cat(tool_category()), cl::sub(tune_command()));
 
 namespace {
 

@@ -1,6 +1,7 @@
 // The `flashjit` tool: one subcommand per file, sharing the options declared here.
 // Exit status: 0 success, 2 bad usage or an invalid spec (the message names the field), 1 other failures.
 #pragma once
+#include <optional>
 #include <string>
 
 #include <llvm/Support/CommandLine.h>
@@ -24,6 +25,9 @@ llvm::cl::SubCommand& bench_command();
 llvm::cl::SubCommand& tune_command();
 llvm::cl::SubCommand& source_command();
 
+// Every flashjit option is in this category; options outside it (LLVM's own) are hidden.
+llvm::cl::OptionCategory& tool_category();
+
 // Shared by several subcommands.
 llvm::cl::opt<std::string>& cache_dir_option();
 llvm::cl::opt<bool>& json_option();
@@ -39,6 +43,9 @@ int run_source();
 // Prints an error ("flashjit: <message>") and returns the exit status its code calls for.
 int fail(const Error& error);
 int usage_error(const std::string& message);
+
+// --cache-dir's value, or nullopt when it was not given (for resolve_cache_dir).
+std::optional<std::string> cache_dir_flag();
 
 // Engine options from the shared flags.
 EngineOptions engine_options();

@@ -1,11 +1,21 @@
 // flashjit: prewarm the kernel cache, inspect it, check the environment and the kernels.
 #include <cstdio>
+#include <string_view>
+#include <vector>
 
 #include <llvm/Support/raw_ostream.h>
 
+#include "cache/cache_key.hpp"
+#include "cache/entry_format.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "tools/flashjit/commands.hpp"
 
 namespace flashjit::tool {
+
+llvm::cl::OptionCategory& tool_category() {
+  static llvm::cl::OptionCategory category("flashjit options");
+  return category;
+}
 
 llvm::cl::SubCommand& prewarm_command() {
   static llvm::cl::SubCommand command("prewarm", "Compile kernels into the cache (no GPU needed)");
@@ -40,15 +50,15 @@ llvm::cl::SubCommand& source_command() {
 
 llvm::cl::opt<std::string>& cache_dir_option() {
   static llvm::cl::opt<std::string> option("cache-dir", llvm::cl::desc("Cache directory (default: $FLASHJIT_CACHE_DIR, $XDG_CACHE_HOME/flashjit, ~/.cache/flashjit)"),
-                                    llvm::cl::value_desc("DIR"), llvm::cl::sub(prewarm_command()), llvm::cl::sub(cache_command()),
+                                    llvm::cl::value_desc("DIR"), llvm::cl::cat(tool_category()), llvm::cl::sub(prewarm_command()), llvm::cl::sub(cache_command()),
                                     llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()), llvm::cl::sub(bench_command()),
-                                    llvm::cl::sub(tune_command()));
+                                    llvm::cl::sub(tune_command()), llvm::cl::sub(source_command()));
   return option;
 }
 llvm::cl::opt<bool>& json_option() {
-  static llvm::cl::opt<bool> option("json", llvm::cl::desc("Machine-readable output"), llvm::cl::sub(prewarm_command()),
+  static llvm::cl::opt<bool> option("json", llvm::cl::desc("Machine-readable output"), llvm::cl::cat(tool_category()), llvm::cl::sub(prewarm_command()),
                          llvm::cl::sub(cache_command()), llvm::cl::sub(doctor_command()), llvm::cl::sub(check_command()),
-                         llvm::cl::sub(bench_command()), llvm::cl::sub(tune_command()));
+                         llvm::cl::sub(bench_command()), llvm::cl::sub(tune_command()), llvm::cl::sub(source_command()));
   return option;
 }
 
@@ -63,11 +73,55 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
+std::optional<std::string> cache_dir_flag() {
+  if (cache_dir_option().empty()) return std::nullopt;
+  return cache_dir_option().getValue();
+}
+
 EngineOptions engine_options() {
   EngineOptions o;
   if (!cache_dir_option().empty()) o.cache_dir = cache_dir_option().getValue();
   return o;
 }
+
+namespace {
+
+// --version: flashjit's own versions, not LLVM's (the default printer names the LLVM build).
+void print_version(llvm::raw_ostream& out) {
+  out << "flashjit " << FLASHJIT_VERSION_STRING << "\n"
+      << "  NVRTC " << nvrtc_version() << ", target " << kTargetArch << "\n"
+      << "  cache entry format " << kEntryFormatVersion << ", key schema " << kCacheSchema << "\n";
+}
+
+// NOTES: libLLVMSupport registers options of its own (statistics, debug counters, crash
+// diagnostics, colours); ReallyHidden keeps them out of every help, --help-hidden included. Of
+// LLVM's generic options, help and version stay visible.
+void hide_llvm_options() {
+  llvm::cl::HideUnrelatedOptions(tool_category(), *llvm::cl::TopLevelSubCommand);
+  for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands()) {
+    llvm::cl::HideUnrelatedOptions(tool_category(), *sub);
+    auto& options = llvm::cl::getRegisteredOptions(*sub);
+    for (const char* name : {"help-list-hidden", "print-options", "print-all-options"}) {
+      if (auto it = options.find(name); it != options.end()) it->second->setHiddenFlag(llvm::cl::ReallyHidden);
+    }
+  }
+}
+
+// argv with --help-hidden read as --help (and --help-list-hidden as --help-list). NOTES: flashjit
+// hides none of its own options, so both show the same; LLVM's --help-hidden would also list every
+// option category, LLVM's own included, each saying "This option category has no options".
+std::vector<char*> without_hidden_help(int argc, char** argv) {
+  static char help[] = "--help", help_list[] = "--help-list";
+  std::vector<char*> args(argv, argv + argc);
+  for (char*& arg : args) {
+    const std::string_view a(arg);
+    if (a == "--help-hidden" || a == "-help-hidden") arg = help;
+    if (a == "--help-list-hidden" || a == "-help-list-hidden") arg = help_list;
+  }
+  return args;
+}
+
+}  // namespace
 
 }  // namespace flashjit::tool
 
@@ -75,11 +129,14 @@ int main(int argc, char** argv) {
   using namespace flashjit::tool;
   cache_dir_option();  // register the shared options before parsing
   json_option();
+  hide_llvm_options();
+  llvm::cl::SetVersionPrinter(print_version);
   std::string errors;
   llvm::raw_string_ostream err(errors);
   // NOTES: with an error stream, ParseCommandLineOptions reports instead of exiting, so a usage
   // error exits 2 as documented.
-  if (!llvm::cl::ParseCommandLineOptions(argc, argv, "flashjit: FlashAttention-3-style kernels for Hopper, compiled at run time\n", &err)) {
+  std::vector<char*> args = without_hidden_help(argc, argv);
+  if (!llvm::cl::ParseCommandLineOptions(int(args.size()), args.data(), "flashjit: FlashAttention-3-style kernels for Hopper, compiled at run time\n", &err)) {
     err.flush();
     std::fprintf(stderr, "%s", errors.c_str());
     return kExitUsage;
