@@ -950,5 +950,29 @@ TEST(Tool, BenchPdlLaunchesWithProgrammaticSerialization) {
 }
 #endif
 
+// check and bench take each sequence's lengths for varlen/paged specs: malformed lengths, and
+// lengths for a dense spec, are bad usage (exit 2) found before any device is needed.
+TEST(Tool, EngineLengthsAreCheckedBeforeTheDevice) {
+  for (const char* command : {"check", "bench"}) {
+    const struct {
+      const char* spec;
+      const char* seqlens;
+      const char* says;
+    } cases[] = {{"dtype=bf16,varlen=1", "3:4,x", "'x' is not Q:K"},
+                 {"dtype=bf16,varlen=1,paged=1", "3:-1", "'3:-1' is not Q:K"},
+                 {"dtype=bf16,varlen=1", "3:4,,5:6", "'' is not Q:K"},
+                 {"dtype=bf16,head_dim=64", "3:4", "needs a varlen=1 or paged=1 spec"}};
+    for (const auto& c : cases) {
+      ToolRun r = run_tool({command, "--spec", c.spec, "--seqlens", c.seqlens}, {{"FLASHJIT_LIBCUDA", "/nonexistent/libcuda.so.1"}});
+      EXPECT_EQ(r.exit_code, 2) << command << " " << c.seqlens << "\n" << r;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << r;
+    }
+    ToolRun r = run_tool({command, "--spec", "dtype=bf16,varlen=1,paged=1", "--seqlens", "1:9", "--page-size", "0"},
+                         {{"FLASHJIT_LIBCUDA", "/nonexistent/libcuda.so.1"}});
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_NE(r.err.find("--page-size must be at least 1"), std::string::npos) << r;
+  }
+}
+
 }  // namespace
 }  // namespace flashjit
