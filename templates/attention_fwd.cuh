@@ -75,8 +75,10 @@ struct SmemLayout {
   FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
   // The tile in Q buffer b: (query block, head + heads_q * batch), written by the producer before
   // the buffer's full barrier (load_q; publish_end after the last tile).
+  // With lengths on the device also (seqlen_q, seqlen_k) and then the first query row (kTileWordBytes 32).
   FJ_DEVICE uint32_t tile_words(int b) const {
-    return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + 7u) & ~7u) + 8u * b;
+    constexpr uint32_t kAlign = kTileWordBytes == 8 ? 8u : 16u;
+    return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + kAlign - 1) & ~(kAlign - 1)) + kTileWordBytes * b;
   }
 };
 
@@ -309,6 +311,13 @@ FJ_DEVICE void store_tile_words(const SmemLayout& sm, int b, uint32_t m_block, u
   asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(sm.tile_words(b)), "r"(m_block), "r"(head_index) : "memory");
 }
 
+// Lengths on the device: the tile's sequence beside its coordinates, so that the consumers take
+// it from shared memory (a read of cu_seqlens at every tile start stalled them for a global load).
+FJ_DEVICE void store_sequence_words(const SmemLayout& sm, int b, const SeqlenInfo& seq) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(sm.tile_words(b) + 8), "r"(seq.seqlen_q), "r"(seq.seqlen_k) : "memory");
+  asm volatile("st.shared.u32 [%0], %1;" :: "r"(sm.tile_words(b) + 16), "r"(seq.q_row0) : "memory");
+}
+
 FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
@@ -321,6 +330,7 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, (uint32_t)(tile.head + p.heads_q * tile.batch));
+  if (kPublishTiles && kDeviceLengths) store_sequence_words(sm, b, seq);
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
@@ -878,6 +888,20 @@ FJ_DEVICE uint32_t published_m_block(const SmemLayout& sm, int local) {
   return m_block;
 }
 
+// The tile's sequence: published beside the tile where lengths are on the device (the Q buffer's
+// words; only the lengths and first query row the consumers use), else from the parameters.
+FJ_DEVICE SeqlenInfo consumer_seqlen(const Params& p, const SmemLayout& sm, int which, const Tile& tile) {
+  if constexpr (kPublishTiles && kDeviceLengths) {
+    SeqlenInfo s = {};
+    const uint32_t words = sm.tile_words(q_buffer_of(which));
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(s.seqlen_q), "=r"(s.seqlen_k) : "r"(words + 8) : "memory");
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(s.q_row0) : "r"(words + 16) : "memory");
+    s.q_batch = kVarlen ? 0 : tile.batch;  // a dense Q (paged=1 alone) is stored by TMA at its batch
+    return s;
+  }
+  return seqlen_info(p, tile.batch);
+}
+
 // `which`: the tile number with published tiles (its Q buffer), else the deal slot.
 FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int which) {
   if (!kPublishTiles) return tile_of(p, which);
@@ -896,7 +920,7 @@ constexpr bool kWalkBySlot = !kPublishTiles && kDeviceLengths;
 FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t, int local, int slot, int ring) {
   int which = kWalkBySlot ? slot : local;
   const Tile tile = consumer_tile(p, sm, which);
-  const SeqlenInfo seq = seqlen_info(p, tile.batch);
+  const SeqlenInfo seq = consumer_seqlen(p, sm, which, tile);
   const BlockRange range = tile_block_range(seq, tile.m_block);
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
@@ -940,7 +964,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
   const Tile again = consumer_tile(p, sm, which);
-  write_output(p, c.f, o, st, wg, t, again, seqlen_info(p, again.batch),
+  write_output(p, c.f, o, st, wg, t, again, consumer_seqlen(p, sm, which, again),
                o_staging(sm, wg, kWalkBySlot ? local : which, n_blocks, c.stage(n_blocks - 1)));
   return n_blocks;
 }

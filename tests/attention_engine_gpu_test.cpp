@@ -24,7 +24,7 @@ std::mt19937_64 fresh_rng() {
 
 std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
   std::string spec = std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +
-                     ",causal=" + (p.causal ? "1" : "0") + ",varlen=1";
+                     ",causal=" + (p.causal ? "1" : "0") + (p.dense_q ? "" : ",varlen=1");
   if (p.kv == KvSource::kPaged) spec += ",paged=1";
   return extra.empty() ? spec : spec + "," + extra;
 }
@@ -128,6 +128,23 @@ TEST(AttentionEngineGpu, ExplicitTilesAndStages) {
       cases.push_back({engine_spec(p, extra), p});
     }
   }
+  run_all(cases);
+}
+
+// paged=1 without varlen: dense queries (every sequence the same count: decode, speculative,
+// a chunk) against a paged cache of per-sequence lengths.
+TEST(AttentionEngineGpu, PagedCacheWithDenseQueries) {
+  std::mt19937_64 shapes(15);
+  std::vector<EngineCase> cases;
+  for (int queries : {1, 4, 100})
+    for (int page_size : {1, 16, 64})
+      for (bool causal : {false, true}) {
+        EngineProblem p = ragged(shapes, true, 128, causal, 8, 2, KvSource::kPaged, page_size, 5, 600);
+        p.dense_q = true;
+        p.spare_q_rows = 0;
+        for (int& q : p.seqlen_q) q = queries;
+        cases.push_back({engine_spec(p), p});
+      }
   run_all(cases);
 }
 

@@ -1,6 +1,9 @@
 #include "config/kernel_config.hpp"
 
 namespace flashjit {
+
+int tile_word_bytes(const AttentionSpec& s) { return s.varlen || s.paged ? 32 : 8; }
+
 namespace {
 
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -15,7 +18,8 @@ int shared_memory_bytes(const AttentionSpec& s, int q_buffers) {
   const int qk_chunks = (s.head_dim + 63) / 64, v_chunks = (s.head_dim_v + 63) / 64;
   const int q_tile_bytes = s.block_m * 128 * qk_chunks;
   const int kv_stage_bytes = s.block_n * 128 * (qk_chunks + v_chunks);
-  const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, 8) + 8 * q_buffers;
+  const int words = tile_word_bytes(s);  // the tile each Q buffer holds, as the producer publishes it
+  const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) + words * q_buffers;
   return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + round_up(barrier_bytes, 128);
 }
 

@@ -36,6 +36,11 @@ struct KernelConfig {
 // fp16 and bf16 x head dims 64, 128, 256, causal, varlen=1, paged=1 (6 more).
 std::vector<AttentionSpec> default_prewarm_specs();
 
+// Bytes per Q buffer in which the producer publishes the tile it holds (the kernel's
+// kTileWordBytes): (query block, head) and, where lengths are read on the device, the sequence's
+// lengths and first query row, so the consumers read them from shared memory, not global.
+int tile_word_bytes(const AttentionSpec& spec);
+
 // The default tiles for a head dim (the table; see NOTES in the .cpp).
 AttentionSpec default_tiles(const AttentionSpec& spec);
 

@@ -46,6 +46,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kPingpong", s.pingpong);
   add_constant(out, "bool", "kVarlen", s.varlen);
   add_constant(out, "bool", "kPaged", s.paged);
+  add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
   // library and the templates it embeds agree.
   add_constant(out, "int", "kParamsBytes", sizeof(KernelParams));

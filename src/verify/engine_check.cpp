@@ -262,8 +262,12 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.q_strides = a.o_strides = {0, p.heads_q * d, d};
   a.softmax_scale = float(p.scale);
   EngineInputs& e = a.engine;
-  e.cu_seqlens_q = cu_seqlens_q.ptr();
-  e.total_q = cap.total_q;
+  if (p.dense_q) {  // the packed rows of equal sequences are the dense layout
+    a.q_strides.batch = a.o_strides.batch = int64_t(cap.max_seqlen_q) * p.heads_q * d;
+  } else {
+    e.cu_seqlens_q = cu_seqlens_q.ptr();
+    e.total_q = cap.total_q;
+  }
   switch (p.kv) {
     case KvSource::kPacked:
       a.k_strides = a.v_strides = {0, pool_strides.row, pool_strides.head};
@@ -297,6 +301,10 @@ EngineCheck check_engine_attention(const CheckDevice& device, CUfunction functio
   if (batch > cap.batch || total(p.seqlen_q) + 1 > cap.total_q || longest(p.seqlen_q) > cap.max_seqlen_q ||
       longest(p.seqlen_k) > cap.max_seqlen_k) {
     result.error = "problem does not fit the buffers' capacity";
+    return outcome;
+  }
+  if (p.dense_q && (batch != cap.batch || std::any_of(p.seqlen_q.begin(), p.seqlen_q.end(), [&](int q) { return q != cap.max_seqlen_q; }))) {
+    result.error = "dense queries need every sequence at the capacity's query count";
     return outcome;
   }
   // Metadata: sequences past `batch` (up to the capacity) are inactive: no queries, no keys.
@@ -360,22 +368,30 @@ EngineCheck check_engine_attention(const CheckDevice& device, CUfunction functio
   }
   std::vector<double> expected = ref.o;
   result.o_error = relative_l2_error(actual, expected);
+  // LSE as the kernel writes it: varlen [heads_q][total_q]; dense queries [batch][heads_q][seqlen_q].
+  auto lse_at = [&](int h, int row) {
+    if (!p.dense_q) return size_t(h) * cap.total_q + row;
+    const int b = row / cap.max_seqlen_q, r = row % cap.max_seqlen_q;
+    return (size_t(b) * p.heads_q + h) * cap.max_seqlen_q + r;
+  };
   for (int h = 0; h < p.heads_q; ++h) {
     for (int row = 0; row < cap.total_q; ++row) {
       const size_t i = size_t(h) * cap.total_q + row;
+      if (p.dense_q && row >= used_rows) continue;  // the dense LSE has no rows past the batch
+      const size_t got = lse_at(h, row);
       uint32_t bits;
-      std::memcpy(&bits, &lse[i], 4);
+      std::memcpy(&bits, &lse[got], 4);
       if (row >= used_rows) {
         if (bits != 0xFFFFFFFFu && result.error.empty()) result.error = "LSE of row " + std::to_string(row) + " past the last sequence was written";
         continue;
       }
       const double want = ref.lse[i];
       double err;
-      if (std::isnan(lse[i])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
-      else if (std::isinf(want)) err = (std::isinf(lse[i]) && lse[i] < 0) ? 0 : std::numeric_limits<double>::infinity();
-      else err = std::fabs(lse[i] - want) / std::max(1.0, std::fabs(want));
+      if (std::isnan(lse[got])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
+      else if (std::isinf(want)) err = (std::isinf(lse[got]) && lse[got] < 0) ? 0 : std::numeric_limits<double>::infinity();
+      else err = std::fabs(lse[got] - want) / std::max(1.0, std::fabs(want));
       if (err > result.lse_error && err > kLseErrorBound && outcome.detail.empty()) {
-        outcome.detail = "LSE head " + std::to_string(h) + " row " + std::to_string(row) + ": " + std::to_string(lse[i]) + " vs " + std::to_string(want);
+        outcome.detail = "LSE head " + std::to_string(h) + " row " + std::to_string(row) + ": " + std::to_string(lse[got]) + " vs " + std::to_string(want);
       }
       result.lse_error = std::max(result.lse_error, err);
     }

@@ -35,6 +35,9 @@ struct EngineProblem {
   bool head_major_pool = false;     // paged: HND pools ([pages, heads, page_size, d])
   bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d])
   int spare_q_rows = 3;             // rows of Q/O past the last sequence (must stay untouched)
+  // Queries dense [batch, seqlen_q, heads, d] (a paged=1 spec without varlen): every sequence
+  // has the same query count; LSE [batch, heads_q, seqlen_q].
+  bool dense_q = false;
   int spare_pages = 5;              // pool pages no sequence uses
   // Upper bounds passed as seqlen_q / seqlen_k (0: the longest sequence's); larger ones are what a
   // captured graph keeps.
