@@ -6,11 +6,15 @@
 #   3. `prewarm --defaults` into the warm cache: wall time (RUNS times)
 #   4. every default variant: spill bytes (prewarm's JSON) and ptxas C75xx warnings (kept in the
 #      cache entries, which the tool does not print: read with grep)
-# Usage: tools/measure_compile.sh path/to/flashjit   env: RUNS (7), RUNS_DEFAULTS (3), SPEC
+#   5. where SPEC's compile time goes: NVRTC's time trace (FLASHJIT_NVRTC_TIME_TRACE) of RUNS_TRACE
+#      more cold compiles, medians per phase: C++ front end, NVVM optimiser, NVVM code generation
+#      (and the rest of libNVVM), ptxas
+# Usage: tools/measure_compile.sh path/to/flashjit   env: RUNS (7), RUNS_DEFAULTS (3), RUNS_TRACE (3), SPEC
 set -euo pipefail
 TOOL=${1:?usage: measure_compile.sh path/to/flashjit}
 RUNS=${RUNS:-7}
 RUNS_DEFAULTS=${RUNS_DEFAULTS:-3}
+RUNS_TRACE=${RUNS_TRACE:-3}
 SPEC=${SPEC:-dtype=bf16,head_dim=128,causal=1}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -70,4 +74,34 @@ c7508=$( (grep -l "C7508" "$work"/cache/*.entry 2>/dev/null || true) | wc -l)
 echo "cache entries with ptxas C7508: $c7508 of $(ls "$work"/cache/*.entry | wc -l)"
 other=$(grep -ahoE "\(C75[0-9][0-9]\)[^']*" "$work"/cache/*.entry 2>/dev/null | sort | uniq -c || true)
 echo "other ptxas C75xx warnings (count, text): ${other:-none}"
+
+# 5. The phases of SPEC's compile (a traced compile takes a few ms longer than an untraced one).
+for r in $(seq "$RUNS_TRACE"); do
+  mkdir -p "$work/trace$r"
+  FLASHJIT_NVRTC_TIME_TRACE="$work/trace$r" "$TOOL" prewarm --no-cache --spec "$SPEC" --json >"$work/trace$r.json"
+done
+python3 - "$work" "$RUNS_TRACE" <<'PY'
+import glob, json, statistics, sys
+work, runs = sys.argv[1], int(sys.argv[2])
+phases = {"front end": [], "NVVM optimiser": [], "NVVM code generation": [], "NVVM other": [], "ptxas": [], "rest": [], "compile_ms": []}
+for r in range(1, runs + 1):
+    files = glob.glob(f"{work}/trace{r}/*.json")
+    if len(files) != 1:
+        print(f"time trace: run {r} wrote {len(files)} files, expected 1"); sys.exit(0)
+    total = {}
+    for e in json.load(open(files[0]))["traceEvents"]:
+        if e.get("ph") == "X" and e.get("tid", 0) == 0:
+            total[e["name"]] = total.get(e["name"], 0) + e["dur"] / 1000
+    phases["front end"].append(total.get("CUDA C++ Front-End", 0))
+    phases["NVVM optimiser"].append(total.get("NVVM Optimizer", 0))
+    phases["NVVM code generation"].append(total.get("NVVM CodeGen", 0))
+    phases["NVVM other"].append(total.get("LibNVVM", 0) - total.get("NVVM Optimizer", 0) - total.get("NVVM CodeGen", 0))
+    phases["ptxas"].append(total.get("Total PTXAS Time", 0))
+    phases["compile_ms"].append(json.load(open(f"{work}/trace{r}.json"))[0]["compile_ms"])
+    # The rest: NVRTC outside the traced phases (program set-up, the cubin, the log) and the report.
+    phases["rest"].append(phases["compile_ms"][-1] - total.get("CUDA C++ Front-End", 0) - total.get("LibNVVM", 0) - total.get("Total PTXAS Time", 0))
+med = {k: statistics.median(v) for k, v in phases.items()}
+parts = ", ".join(f"{k} {med[k]:.0f} ms ({100 * med[k] / med['compile_ms']:.0f} %)" for k in phases if k != "compile_ms")
+print(f"where the time goes, {runs} traced compiles, medians: {parts}; compile_ms {med['compile_ms']:.0f}")
+PY
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

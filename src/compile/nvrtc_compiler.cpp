@@ -1,6 +1,7 @@
 #include "compile/nvrtc_compiler.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 
 #include <nvrtc.h>
@@ -54,9 +55,16 @@ Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
       r != NVRTC_SUCCESS) {
     return compile_error(request, std::string("create failed: ") + nvrtcGetErrorString(r), {});
   }
-  // 2. Compile for sm_90a.
+  // 2. Compile for sm_90a. FLASHJIT_NVRTC_TIME_TRACE=DIR writes NVRTC's time trace of each compile
+  // to DIR/<spec>.json (front end, NVVM optimiser and code generation, ptxas; a Chrome trace): a
+  // measuring aid (tools/measure_compile.sh), not part of the options the cache key covers.
   std::vector<const char*> options;
   for (const std::string& option : request.options) options.push_back(option.c_str());
+  std::string trace_option;
+  if (const char* dir = std::getenv(kTimeTraceEnv); dir != nullptr && *dir != '\0') {
+    trace_option = std::string("--fdevice-time-trace=") + dir + "/" + request.spec_text;  // NVRTC appends .json
+    options.push_back(trace_option.c_str());
+  }
   const nvrtcResult compiled = nvrtcCompileProgram(*program, int(options.size()), options.data());
   std::string log = program_log(*program);
   if (compiled != NVRTC_SUCCESS) return compile_error(request, std::string("compile failed: ") + nvrtcGetErrorString(compiled), log);

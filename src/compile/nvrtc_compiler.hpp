@@ -18,6 +18,9 @@ std::vector<std::string> default_nvrtc_options();
 // "13.0": part of the cache key, since ptxas versions change code quality.
 std::string nvrtc_version();
 
+// An environment variable naming a directory for NVRTC's time trace of every compile (see the .cpp).
+inline constexpr const char* kTimeTraceEnv = "FLASHJIT_NVRTC_TIME_TRACE";
+
 // Compiles request.source; never throws. The result carries the ptxas report and compile time.
 Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request);
 

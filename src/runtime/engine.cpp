@@ -41,12 +41,16 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)), cache_(cac
 
 Result<PreparedKernel> Engine::prepare(const AttentionSpec& spec) { return prepare(spec, options_.policy); }
 
+AttentionSpec Engine::tuned_spec(const AttentionSpec& asked) const {
+  if (options_.use_tuning && has_auto_tiles(asked)) {
+    if (auto tuned = load_tuned_spec(cache_.dir(), asked)) return *tuned;
+  }
+  return asked;
+}
+
 Result<PreparedKernel> Engine::prepare(const AttentionSpec& asked, CompilePolicy policy) {
   // 0. A spec left at auto takes the tuned winner, where `flashjit tune` recorded one.
-  AttentionSpec spec = asked;
-  if (options_.use_tuning && has_auto_tiles(asked)) {
-    if (auto tuned = load_tuned_spec(cache_.dir(), asked)) spec = *tuned;
-  }
+  const AttentionSpec spec = tuned_spec(asked);
   // 1. Resolve the spec against the tile table (errors name the field).
   auto config = make_config(spec);
   if (!config) return config.take_error();
@@ -81,6 +85,13 @@ Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, Compile
   family.long_sequences = std::move(*long_sequences);
   family.long_rule = variant->rule;
   return family;
+}
+
+std::vector<AttentionSpec> Engine::family_specs(const AttentionSpec& spec) const {
+  // As prepare_family: a tuned main kernel runs throughout, else the variant joins it.
+  const auto variant = long_sequence_variant(spec);
+  if (!variant || !(tuned_spec(spec) == spec)) return {spec};
+  return {spec, variant->spec};
 }
 
 Result<std::shared_ptr<LoadedKernel>> Engine::load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context) {

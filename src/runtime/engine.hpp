@@ -72,6 +72,10 @@ class Engine {
   Result<PreparedKernel> prepare(const AttentionSpec& spec, CompilePolicy policy);
   // Both kernels or an error; a tuned spec has no long-sequence variant (its winner runs throughout).
   Result<PreparedFamily> prepare_family(const AttentionSpec& spec, CompilePolicy policy);
+  // The kernels prepare_family(spec) prepares, in its order (main, then the long-sequence variant),
+  // as the specs to pass to prepare(), without rendering or compiling anything: so that a pool can
+  // compile a family's kernels on different cores (prewarm, runtime/prewarm_plan.hpp).
+  std::vector<AttentionSpec> family_specs(const AttentionSpec& spec) const;
   Result<std::shared_ptr<LoadedKernel>> load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context);
 
   KernelCache& cache() { return cache_; }
@@ -79,6 +83,10 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
  private:
+  // The spec prepare() compiles for `asked`: `flashjit tune`'s recorded winner where tuning is on,
+  // the spec left its tiles at auto and a record exists; else `asked` itself.
+  AttentionSpec tuned_spec(const AttentionSpec& asked) const;
+
   EngineOptions options_;
   KernelCache cache_;
   ModuleTable modules_;

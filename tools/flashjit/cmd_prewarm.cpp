@@ -13,6 +13,7 @@
 
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
+#include "runtime/prewarm_plan.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "tools/flashjit/text_table.hpp"
 
@@ -54,19 +55,15 @@ Row row_of(const PreparedKernel& prepared) {
   return row;
 }
 
-// One row per kernel: the spec's, then its long-sequence kernel's where it has one.
-std::vector<Row> prewarm_one(Engine& engine, const AttentionSpec& spec) {
-  auto family = engine.prepare_family(spec, engine.options().policy);
-  if (!family) {
-    Row row;
-    row.spec = to_string(spec);
-    row.status = "failed";
-    row.error = family.error().message;
-    return {row};
-  }
-  std::vector<Row> rows;
-  for (const PreparedKernel* p : family->kernels()) rows.push_back(row_of(*p));
-  return rows;
+// One kernel of a family (runtime/prewarm_plan.hpp).
+Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
+  auto prepared = engine.prepare(spec, engine.options().policy);
+  if (prepared) return row_of(*prepared);
+  Row row;
+  row.spec = to_string(spec);
+  row.status = "failed";
+  row.error = prepared.error().message;
+  return row;
 }
 
 // Prewarm exists to store kernels: without a cache directory it can use, it fails before
@@ -140,25 +137,31 @@ int run_prewarm() {
     if (Status st = check_cache_directory(); !st) return fail(st.error());
   }
 
-  // 2. Compile on a pool of workers, one spec at a time each.
+  // 2. Compile on a pool of workers, one kernel at a time each, the costliest first; the rows come
+  // out per spec as asked, each spec's kernel before its long-sequence kernel.
   EngineOptions options = engine_options();
   options.memory_only = NoCache;
   Engine engine(options);
+  const std::vector<PrewarmJob> plan = plan_prewarm(engine, specs);
   const unsigned jobs = Jobs ? Jobs : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<Row>> rows_per_spec(specs.size());
+  for (const PrewarmJob& job : plan) {
+    if (rows_per_spec[job.spec_index].size() <= job.kernel_index) rows_per_spec[job.spec_index].resize(job.kernel_index + 1);
+  }
   std::atomic<size_t> next{0}, done{0};
   const bool progress = !json_option() && isatty(STDERR_FILENO);
   std::mutex print_mutex;
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> workers;
-  for (unsigned w = 0; w < std::min<size_t>(jobs, specs.size()); ++w) {
+  for (unsigned w = 0; w < std::min<size_t>(jobs, plan.size()); ++w) {
     workers.emplace_back([&] {
-      for (size_t i; (i = next++) < specs.size();) {
-        rows_per_spec[i] = prewarm_one(engine, specs[i]);
+      for (size_t i; (i = next++) < plan.size();) {
+        Row& row = rows_per_spec[plan[i].spec_index][plan[i].kernel_index];
+        row = prewarm_one(engine, plan[i].spec);
         const size_t finished = ++done;
         if (progress) {
           std::lock_guard<std::mutex> lock(print_mutex);
-          std::fprintf(stderr, "\r[%zu/%zu] %-90.90s", finished, specs.size(), rows_per_spec[i][0].spec.c_str());
+          std::fprintf(stderr, "\r[%zu/%zu] %-90.90s", finished, plan.size(), row.spec.c_str());
           std::fflush(stderr);
         }
       }
