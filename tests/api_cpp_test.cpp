@@ -4,6 +4,8 @@
 // NOTES: this file includes only the public header, as an embedding engine would; the library's
 // internal flashjit:: names live in other translation units.
 #include <gtest/gtest.h>
+
+#include <vector>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +74,30 @@ TEST(ApiCpp, ArgsBuilderMatchesTheCHelpers) {
   const flashjit::Status wrong_dim = flashjit::validate("dtype=bf16,head_dim=64", args);
   ASSERT_FALSE(wrong_dim);
   EXPECT_EQ(wrong_dim.error().field(), "args.head_dim");
+}
+
+// The engine inputs through the builder: a paged step validates for its spec, and a bad page in
+// the (host) block table is named by the metadata check.
+TEST(ApiCpp, EngineInputsThroughTheBuilder) {
+  const std::vector<int32_t> cu_seqlens_q{0, 1, 17}, seqused_k{40, 16};
+  std::vector<int32_t> table{3, 5, 7, -1, 2, -1, -1, -1};  // 16-key pages, 4 entries a sequence
+  flashjit::AttentionArgs args;
+  args.pointers(0x1000, 0x2000, 0x3000, 0x4000)
+      .shape(2, 16, 64, 8, 2)
+      .strides({0, 8 * 128, 128}, {16 * 2 * 128, 2 * 128, 128}, {16 * 2 * 128, 2 * 128, 128}, {0, 8 * 128, 128})
+      .varlen_queries(reinterpret_cast<uint64_t>(cu_seqlens_q.data()), 20)
+      .seqused_k(reinterpret_cast<uint64_t>(seqused_k.data()))
+      .pages(reinterpret_cast<uint64_t>(table.data()), 4, 16, 8);
+  const std::string spec = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1";
+  EXPECT_EQ(args.c().total_q, 20);
+  EXPECT_EQ(args.c().num_pages, 8);
+  EXPECT_TRUE(flashjit::validate(spec, args)) << flashjit::validate(spec, args).error().message();
+  EXPECT_TRUE(flashjit::check_engine_metadata_host(spec, args));
+  table[4] = 8;  // sequence 1's first page: outside the 8-page pool
+  const flashjit::Status bad = flashjit::check_engine_metadata_host(spec, args);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().field(), "args.block_table[4]");
+  EXPECT_FALSE(flashjit::validate("dtype=bf16,head_dim=128,causal=1", args));  // a dense spec takes none of them
 }
 
 TEST(ApiCpp, CompileOnlyContextPrewarmsExportsAndImports) {

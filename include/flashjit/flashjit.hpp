@@ -154,6 +154,32 @@ class AttentionArgs {
     return *this;
   }
 
+  // Engine inputs (flashjit.h, ENGINE INPUTS): packed queries (a varlen=1 spec) with total_q rows.
+  AttentionArgs& varlen_queries(uint64_t cu_seqlens_q, int64_t total_q) {
+    args_.cu_seqlens_q = cu_seqlens_q;
+    args_.total_q = total_q;
+    return *this;
+  }
+  // Packed K/V with total_k rows (varlen=1 without paged=1).
+  AttentionArgs& varlen_keys(uint64_t cu_seqlens_k, int64_t total_k) {
+    args_.cu_seqlens_k = cu_seqlens_k;
+    args_.total_k = total_k;
+    return *this;
+  }
+  // Keys per sequence (varlen or paged; paged: required).
+  AttentionArgs& seqused_k(uint64_t seqused_k) {
+    args_.seqused_k = seqused_k;
+    return *this;
+  }
+  // A paged cache (a paged=1 spec): k/v strides' batch is the page stride.
+  AttentionArgs& pages(uint64_t block_table, int64_t block_table_batch_stride, int64_t page_size, int64_t num_pages) {
+    args_.block_table = block_table;
+    args_.block_table_batch_stride = block_table_batch_stride;
+    args_.page_size = page_size;
+    args_.num_pages = num_pages;
+    return *this;
+  }
+
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
 
@@ -164,6 +190,12 @@ class AttentionArgs {
 // Checks args against spec without a GPU, exactly as Kernel::forward would.
 inline Status validate(const std::string& spec, const AttentionArgs& args) {
   return Status::from(flashjit_validate_attention_args(spec.c_str(), &args.c()));
+}
+
+// The engine metadata behind args, as host copies (its pointers are host addresses): the first
+// bad entry is named. Kernel::check_engine_metadata reads device copies.
+inline Status check_engine_metadata_host(const std::string& spec, const AttentionArgs& args) {
+  return Status::from(flashjit_check_engine_metadata_host(spec.c_str(), &args.c()));
 }
 
 // ---- kernels -------------------------------------------------------------------------------------
@@ -205,6 +237,12 @@ class Kernel {
   // stream is a CUstream of the kernel's CUDA context (nullptr: the current context's default).
   Status forward(const AttentionArgs& args, void* stream) const {
     const flashjit_status_t code = flashjit_attention_forward(handle_, &args.c(), stream);
+    return code == FLASHJIT_SUCCESS ? Status() : Status(Error::last(code));
+  }
+
+  // The engine metadata args points to on the device, off the hot path (it copies and waits).
+  Status check_engine_metadata(const AttentionArgs& args) const {
+    const flashjit_status_t code = flashjit_check_engine_metadata(handle_, &args.c());
     return code == FLASHJIT_SUCCESS ? Status() : Status(Error::last(code));
   }
 
