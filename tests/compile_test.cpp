@@ -1,3 +1,5 @@
+#include <time.h>
+
 #include <gtest/gtest.h>
 
 #include "compile/nvrtc_compiler.hpp"
@@ -89,6 +91,23 @@ TEST(Compile, FailureIsTypedAndCarriesLog) {
   EXPECT_EQ(result.error().code, ErrorCode::kCompileFailed);
   EXPECT_NE(result.error().message.find("test-spec"), std::string::npos);
   EXPECT_NE(result.error().log.find("error"), std::string::npos);
+}
+
+// Compile time (README "Measured", bench/NOTES.md issue 22): one cold compile of the d128 causal
+// kernel in this thread's CPU time (NVRTC compiles on the calling thread), so that other work on
+// the machine does not count. The goal is 1.0 s on the 2-core development machine, where this
+// read 1.1-1.8 s of CPU even at load average 12; the bound is 4 s, so that only a gross regression
+// fails it (a debug or line-info option, a kernel grown to twice its size), never a busy machine.
+TEST(Compile, ColdCompileOfTheD128CausalKernelStaysInItsBudget) {
+  CompileRequest request = request_for("dtype=bf16,head_dim=128,causal=1");
+  timespec start{}, end{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  auto kernel = compile_with_nvrtc(request);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  const double cpu_ms = (end.tv_sec - start.tv_sec) * 1e3 + (end.tv_nsec - start.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 4000.0) << "NVRTC took " << cpu_ms << " ms of CPU (" << kernel->compile_ms << " ms wall)";
+  std::printf("  d128 causal: %.0f ms CPU, %.0f ms wall\n", cpu_ms, kernel->compile_ms);
 }
 
 // Every default variant (the default specs and their long-sequence kernels): compiles for sm_90a,

@@ -1,6 +1,7 @@
 #include "compile/nvrtc_compiler.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -62,7 +63,9 @@ Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
   for (const std::string& option : request.options) options.push_back(option.c_str());
   std::string trace_option;
   if (const char* dir = std::getenv(kTimeTraceEnv); dir != nullptr && *dir != '\0') {
-    trace_option = std::string("--fdevice-time-trace=") + dir + "/" + request.spec_text;  // NVRTC appends .json
+    const std::string path = std::string(dir) + "/" + request.spec_text;
+    std::remove((path + ".json").c_str());  // NVRTC appends .json, and to an existing file (no longer JSON)
+    trace_option = "--fdevice-time-trace=" + path;
     options.push_back(trace_option.c_str());
   }
   const nvrtcResult compiled = nvrtcCompileProgram(*program, int(options.size()), options.data());
