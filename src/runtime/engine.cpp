@@ -1,6 +1,7 @@
 #include "runtime/engine.hpp"
 
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "cache/cache_dir.hpp"
@@ -83,7 +84,13 @@ Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, Compile
   // costs its longer compile rather than both (bench/NOTES.md, issue 22); on one core, in turn.
   std::optional<Result<PreparedKernel>> second;
   std::thread worker;
-  const bool at_once = kernels.size() == 2 && std::thread::hardware_concurrency() > 1;
+  struct JoinOnExit {  // also when the first prepare throws: a joinable thread must not be destroyed
+    std::thread& thread;
+    ~JoinOnExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_on_exit{worker};
+  bool at_once = kernels.size() == 2 && std::thread::hardware_concurrency() > 1;
   auto prepare_second = [&]() noexcept {
     try {
       second.emplace(prepare(kernels[1], policy));
@@ -91,7 +98,13 @@ Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, Compile
       second.emplace(Error{ErrorCode::kInternal, std::string("internal error: ") + e.what(), {}, {}});
     }
   };
-  if (at_once) worker = std::thread(prepare_second);
+  if (at_once) {
+    try {
+      worker = std::thread(prepare_second);
+    } catch (const std::system_error&) {
+      at_once = false;  // no thread to be had: in turn
+    }
+  }
   auto main = prepare(spec, policy);
   if (at_once) worker.join();
   if (!main) return main.take_error();
