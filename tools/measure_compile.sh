@@ -2,7 +2,8 @@
 # Measures the compile-time targets (README.md, "Measured") with the flashjit tool, no GPU needed:
 #   1. cold compile of one default variant: `prewarm --no-cache --spec SPEC --json`, RUNS times;
 #      median of compile_ms (NVRTC + ptxas, as the tool reports it) and of the whole process's wall time
-#   2. `prewarm --defaults` into an empty cache: wall time (RUNS_DEFAULTS times, each from empty)
+#   2. `prewarm --defaults` into an empty cache: wall time (RUNS_DEFAULTS times, each from empty),
+#      and for the last run how busy the workers kept (the tail: cores idle at the end)
 #   3. `prewarm --defaults` into the warm cache: wall time (RUNS times)
 #   4. every default variant: spill bytes (prewarm's JSON) and ptxas C75xx warnings (kept in the
 #      cache entries, which the tool does not print: read with grep)
@@ -46,6 +47,16 @@ for _ in $(seq "$RUNS_DEFAULTS"); do
   python3 -c "print($t1 - $t0)" >>"$work/empty_wall"
 done
 echo "prewarm --defaults, empty cache, $RUNS_DEFAULTS runs: wall median $(median <"$work/empty_wall" | fmt) s (all: $(sort -g "$work/empty_wall" | awk '{ printf "%.2f ", $1 }'))"
+# How well the pool's workers (one per core) kept busy in the last of those runs: the sum of the
+# compiles' times over cores x wall, and the tail, the wall time beyond that sum / cores (the cores
+# idling at the end, and what is not compiling: start-up, rendering, the cache). Both move less with
+# the machine's speed than the wall time does.
+python3 - "$work/defaults.json" "$(tail -1 "$work/empty_wall")" "$(nproc)" <<'PY'
+import json, sys
+rows, wall, cores = json.load(open(sys.argv[1])), float(sys.argv[2]), int(sys.argv[3])
+busy = sum(r["compile_ms"] for r in rows) / 1000
+print(f"  last run: compiles {busy:.2f} s in all, workers busy {100 * busy / (cores * wall):.1f} % of {cores} x {wall:.2f} s, tail {wall - busy / cores:.2f} s")
+PY
 
 # 3. --defaults into the warm cache.
 : >"$work/warm_wall"

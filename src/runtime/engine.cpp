@@ -1,5 +1,9 @@
 #include "runtime/engine.hpp"
 
+#include <exception>
+#include <system_error>
+#include <thread>
+
 #include "cache/cache_dir.hpp"
 #include "cache/cache_key.hpp"
 #include "common/log.hpp"
@@ -75,15 +79,41 @@ Result<PreparedKernel> Engine::prepare(const AttentionSpec& asked, CompilePolicy
 }
 
 Result<PreparedFamily> Engine::prepare_family(const AttentionSpec& spec, CompilePolicy policy) {
+  const std::vector<AttentionSpec> kernels = family_specs(spec);
+  // NOTES: a family's two kernels are prepared at once, so that a cold d192/d256 causal family
+  // costs its longer compile rather than both (bench/NOTES.md, issue 22); on one core, in turn.
+  std::optional<Result<PreparedKernel>> second;
+  std::thread worker;
+  struct JoinOnExit {  // also when the first prepare throws: a joinable thread must not be destroyed
+    std::thread& thread;
+    ~JoinOnExit() {
+      if (thread.joinable()) thread.join();
+    }
+  } join_on_exit{worker};
+  bool at_once = kernels.size() == 2 && std::thread::hardware_concurrency() > 1;
+  auto prepare_second = [&]() noexcept {
+    try {
+      second.emplace(prepare(kernels[1], policy));
+    } catch (const std::exception& e) {
+      second.emplace(Error{ErrorCode::kInternal, std::string("internal error: ") + e.what(), {}, {}});
+    }
+  };
+  if (at_once) {
+    try {
+      worker = std::thread(prepare_second);
+    } catch (const std::system_error&) {
+      at_once = false;  // no thread to be had: in turn
+    }
+  }
   auto main = prepare(spec, policy);
+  if (at_once) worker.join();
   if (!main) return main.take_error();
   PreparedFamily family{std::move(*main), std::nullopt, {}};
-  const auto variant = long_sequence_variant(spec);
-  if (!variant || family.main.tuned) return family;
-  auto long_sequences = prepare(variant->spec, policy);
-  if (!long_sequences) return long_sequences.take_error();
-  family.long_sequences = std::move(*long_sequences);
-  family.long_rule = variant->rule;
+  if (kernels.size() == 1) return family;
+  if (!at_once) prepare_second();
+  if (!*second) return second->take_error();
+  family.long_sequences = std::move(**second);
+  family.long_rule = long_sequence_variant(spec)->rule;
   return family;
 }
 

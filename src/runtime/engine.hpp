@@ -71,6 +71,7 @@ class Engine {
   Result<PreparedKernel> prepare(const AttentionSpec& spec);
   Result<PreparedKernel> prepare(const AttentionSpec& spec, CompilePolicy policy);
   // Both kernels or an error; a tuned spec has no long-sequence variant (its winner runs throughout).
+  // The two kernels are prepared at once, the second on a thread of its own.
   Result<PreparedFamily> prepare_family(const AttentionSpec& spec, CompilePolicy policy);
   // The kernels prepare_family(spec) prepares, in its order (main, then the long-sequence variant),
   // as the specs to pass to prepare(), without rendering or compiling anything: so that a pool can
