@@ -236,6 +236,23 @@ typedef struct flashjit_tensor_strides {
  *   give an inactive sequence zero queries. Device metadata is trusted on the hot path; check it
  *   off the hot path with flashjit_check_engine_metadata.
  *
+ * DECODE (spec keys pack_gqa=1 and split_kv=1, both with varlen=1; K/V packed, dense or paged)
+ *   pack_gqa=1: the query heads that share a K/V head fill one tile's rows together (with their
+ *     queries: 1..16 a sequence in decode, any number in a mixed batch), so each K/V block is read
+ *     once per K/V head. The heads packed per tile are the largest power of two dividing
+ *     heads_q / heads_kv (at most block_m).
+ *   split_kv=1: each sequence's keys are cut into up to max_splits splits, each done by its own
+ *     CTAs, which write a float32 partial O and LSE to the caller's workspace; a second kernel,
+ *     launched by the same call (with PDL when the flag is set), merges them into O and LSE. The
+ *     launch's split count comes from the upper bounds and the device's SM count (every SM gets
+ *     work), at most max_splits; each sequence's split size from its own length on the device, so
+ *     a graph captured once stays correct across new lengths. With split_keys > 0 every split
+ *     holds split_keys keys whatever else is in the batch, so a sequence's O and LSE are bitwise
+ *     the same in any batch (deterministic serving); its keys must fit max_splits splits
+ *     (seqlen_k <= max_splits x split_keys). The workspace holds max_splits x total_q x heads_q
+ *     rows of head_dim + 1 floats (flashjit_attention_workspace_size): size it once for the
+ *     largest step.
+ *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
  * is refused with an error naming it. flashjit_attention_args_init sets them all. */
@@ -274,6 +291,13 @@ typedef struct flashjit_attention_args {
   int64_t num_pages;                        /* paged: pages in the K and V pools */
   int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
+  /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE below. */
+  uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
+  uint64_t workspace_bytes;                 /* its size: at least flashjit_attention_workspace_size's */
+  int32_t max_splits;                       /* split_kv=1: most key splits per sequence, 1..128 */
+  int32_t split_keys;                       /* split_kv=1: 0 = each sequence's keys cut into the
+                                               launch's split count; else keys per split, a multiple
+                                               of the kernel's block_n (batch-invariant mode) */
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the unsupported features at their "off" values. */
@@ -328,6 +352,11 @@ FLASHJIT_API flashjit_status_t flashjit_supported(const char* spec, char* reason
 /* Checks launch arguments against a spec exactly as flashjit_attention_forward would, without a GPU
  * (for setting up an engine, and for tests). */
 FLASHJIT_API flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args);
+
+/* The workspace a split_kv=1 launch with these arguments needs, in bytes (0 for other specs):
+ * a function of the upper bounds (max_splits, total_q, heads_q) only. */
+FLASHJIT_API flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args,
+                                                                 uint64_t* bytes);
 
 /* ---- contexts ---------------------------------------------------------------------------------- */
 
