@@ -681,19 +681,19 @@ struct Consumer {
     scores_to_probs<false>(probs, rule, f, block_of(it), st, p.scale_log2, pending, 0.f);
   }
 
-  // First block: S(0) alone (nothing to overlap it with yet); leaves P(0) in probs (fp32).
+  // S(it) alone, nothing overlapping it: the first block, and the masked blocks after it (see
+  // consume_tile). Leaves P(it) in probs (fp32) and in pending the factor O owes before P(it) V(it).
   template <bool kMasked>
-  FJ_DEVICE void first_block(float (&probs)[kBlockN / 2], SoftmaxState& st) {
-    float unused[2];
+  FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
-    mbar_wait(sm.full_k(stage(0)), phase(0));
-    issue_scores(probs, q, sm.k_stage(stage(0)));
+    mbar_wait(sm.full_k(stage(it)), phase(it));
+    issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(probs);
-    release_k(0);
-    release_q_after_scores(0);
-    scores_to_probs<kMasked>(probs, rule, f, block_of(0), st, p.scale_log2, unused);
+    release_k(it);
+    release_q_after_scores(it);
+    scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p.scale_log2, pending);
   }
 
   // Block it: O += P(it-1) V(it-1) and S(it) = Q K(it) in flight together; the softmax of S(it)
@@ -734,9 +734,8 @@ struct Consumer {
     release_v(it - 1);
   }
 
-  // Last step: O += P(last) V(last).
-  FJ_DEVICE void last_pv(float (&o)[kVCols / 2], const float (&probs)[kBlockN / 2], const float (&pending)[2]) {
-    const int it = n_blocks - 1;
+  // O += P(it) V(it) alone, waited for: the tile's last block, and a masked block before the next.
+  FJ_DEVICE void pv_alone(int it, float (&o)[kVCols / 2], const float (&probs)[kBlockN / 2], const float (&pending)[2]) {
     uint32_t prev_p[kBlockN / 16][4];
     pack_probs(prev_p, probs);
     rescale(o, pending);
@@ -945,15 +944,45 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // seqlen_q (then its mask passes everything). Not at d256 causal, where ptxas spilled 8 bytes
     // without the unmasked first block.
     constexpr bool kFirstBlockMasked = kCausal && kVCols < 256;
+    // NOTES (compile time, issue 22): the masked blocks after the first (a causal diagonal across
+    // two or three blocks, the key-length tail) run one at a time, S then P V, through the first
+    // block's step and the last block's PV, not through an overlapped masked step of their own:
+    // that copy of the GEMMs and the masked softmax was 26 % of the compile at d128 causal. The
+    // outer loop shares the last PV with them (another 10 %); at d256 with lengths on the device the
+    // masked steps' state, live through the unmasked loop there, spilled 8 bytes, so that variant
+    // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
+    // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
     if constexpr (kOverlap) {
-      float probs[kBlockN / 2], pending[2] = {1.f, 1.f};
-      if (kFirstBlockMasked || range.n_masked > 0) c.first_block<true>(probs, st); else c.first_block<false>(probs, st);
-      int it = 1;
+      constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
+      float probs[kBlockN / 2], pending[2];
+      int it = 0;
+      if constexpr (kShareLastPV) {
 #pragma unroll 1
-      for (; kCausal && it < range.n_masked; ++it) c.overlapped_block<true>(it, o, probs, pending, st);
+        for (;;) {
+          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+          else c.scores_alone<false>(it, probs, pending, st);
+          if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
+          ++it;
+          if (!kCausal || it >= range.n_masked) {
 #pragma unroll 1
-      for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
-      c.last_pv(o, probs, pending);
+            for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+          }
+          c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
+          if (!kCausal || it >= n_blocks) break;
+        }
+      } else {
+        const int masked_end = max(range.n_masked, 1);
+#pragma unroll 1
+        for (; it < masked_end; ++it) {
+          if (it > 0) c.pv_alone(it - 1, o, probs, pending);
+          if (it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+          else c.scores_alone<false>(it, probs, pending, st);
+          if (it == 0) pending[0] = pending[1] = 1.f;
+        }
+#pragma unroll 1
+        for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+        c.pv_alone(n_blocks - 1, o, probs, pending);
+      }
     } else {
       int it = 0;
 #pragma unroll 1
