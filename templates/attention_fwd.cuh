@@ -941,9 +941,11 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // NOTES: only the step instances a variant can need, for compile time (each is a copy of the
     // GEMMs and the softmax): without the causal mask only the first block can be masked, and a
     // causal tile's first block is the diagonal's, always masked but where seqlen_k runs far past
-    // seqlen_q (then its mask passes everything). Not at d256 causal, where ptxas spilled 8 bytes
-    // without the unmasked first block.
-    constexpr bool kFirstBlockMasked = kCausal && kVCols < 256;
+    // seqlen_q (then its mask passes everything). The first block always takes the masked step,
+    // also without the causal mask (issue 22: one copy fewer, 12 % of a d128 compile; a whole block
+    // passes the mask unchanged, once per tile). Not at d256, where ptxas spilled without the
+    // unmasked first block (causal: 8 bytes; non-causal: 48).
+    constexpr bool kFirstBlockMasked = kVCols < 256;
     // NOTES (compile time, issue 22): the masked blocks after the first (a causal diagonal across
     // two or three blocks, the key-length tail) run one at a time, S then P V, through the first
     // block's step and the last block's PV, not through an overlapped masked step of their own:
