@@ -943,9 +943,10 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // causal tile's first block is the diagonal's, always masked but where seqlen_k runs far past
     // seqlen_q (then its mask passes everything). The first block always takes the masked step,
     // also without the causal mask (issue 22: one copy fewer, 12 % of a d128 compile; a whole block
-    // passes the mask unchanged, once per tile). Not at d256, where ptxas spilled without the
-    // unmasked first block (causal: 8 bytes; non-causal: 48).
-    constexpr bool kFirstBlockMasked = kVCols < 256;
+    // passes the mask unchanged, once per tile). Not at d256 without the causal mask, where ptxas
+    // spilled 48 bytes without the unmasked first block (d256 causal did 8 bytes in the loop
+    // structure before issue 22's, none in today's).
+    constexpr bool kFirstBlockMasked = kCausal || kVCols < 256;
     // NOTES (compile time, issue 22): the masked blocks after the first (a causal diagonal across
     // two or three blocks, the key-length tail) run one at a time, S then P V, through the first
     // block's step and the last block's PV, not through an overlapped masked step of their own:
@@ -977,7 +978,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 #pragma unroll 1
         for (; it < masked_end; ++it) {
           if (it > 0) c.pv_alone(it - 1, o, probs, pending);
-          if (it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
           else c.scores_alone<false>(it, probs, pending, st);
           if (it == 0) pending[0] = pending[1] = 1.f;
         }
