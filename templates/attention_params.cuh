@@ -36,4 +36,18 @@ struct Params {
   // write into the next sequence): base and element strides.
   uint16_t* o_rows;
   int64_t o_row_stride, o_head_stride;
+  // Decode (spec keys pack_gqa, split_kv; visibility.cuh's pack and split rules).
+  // pack_gqa: a tile holds pack_heads query heads (a power of two, 2^pack_shift, dividing heads_q /
+  // heads_kv) of tokens_per_tile = kBlockM / pack_heads queries each, packed row r = token x
+  // pack_heads + head; tiles go over tile_heads = heads_q / pack_heads heads (1, heads_q, heads_q
+  // without packing).
+  int pack_heads, pack_shift, tile_heads;
+  // split_kv: num_splits splits a sequence at most (the grid's), split_blocks K/V blocks each (0:
+  // each sequence's blocks cut into num_splits); with num_splits > 1 the kernel writes float32
+  // partials [split][total_q][heads_q][head_dim_v] and LSE [split][heads_q][total_q] (natural log),
+  // and flashjit_attention_combine merges them. div_split_heads: tile_heads x batch.
+  int num_splits, split_blocks;
+  uint32_t div_split_heads[2];
+  float* o_partial;
+  float* lse_partial;
 };

@@ -32,6 +32,8 @@ std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
 struct EngineCase {
   std::string spec;
   EngineProblem problem;
+  int max_ctas = -1;  // >= 0: launch on this grid bound instead of the SM count (0: one CTA per
+                      // tile, and a split_kv launch then takes max_splits splits exactly)
 };
 
 bool report(const EngineCase& c, const EngineCheck& check) {
@@ -61,7 +63,9 @@ void run_all(const std::vector<EngineCase>& cases) {
     auto kernel = get_test_kernel(c.spec, &error);
     ASSERT_TRUE(kernel) << error;
     EngineBuffers buffers(*env->api, c.problem, capacity_for(c.problem));
-    failed += !report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, c.problem, buffers, rng));
+    CheckDevice device = env->device();
+    if (c.max_ctas >= 0) device.max_ctas = c.max_ctas;
+    failed += !report(c, check_engine_attention(device, {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, c.problem, buffers, rng));
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);
 }
@@ -148,17 +152,101 @@ TEST(AttentionEngineGpu, PagedCacheWithDenseQueries) {
   run_all(cases);
 }
 
+// Decode: sequences of `queries` queries against 0..max_keys keys (the first ones: no key, one
+// key, a whole number of 128-key blocks, one past it), the rest random.
+EngineProblem decode_batch(std::mt19937_64& rng, bool bf16, int d, bool causal, int hq, int hkv, KvSource kv, int page_size,
+                           int batch, int queries, int max_keys) {
+  EngineProblem p = ragged(rng, bf16, d, causal, hq, hkv, kv, page_size, batch, 8);
+  const int special[] = {0, 1, 1024, 1025};
+  for (int b = 0; b < batch; ++b) {
+    p.seqlen_q[b] = queries;
+    p.seqlen_k[b] = b < 4 ? std::min(special[b], max_keys) : 1 + int(rng() % max_keys);
+  }
+  return p;
+}
+
+const char* kDecode = "pack_gqa=1,split_kv=1";
+
+// Every split count exactly (a grid of one CTA per tile takes max_splits): 1, 2, an odd one and
+// the most the kernel's lengths give, with key counts that do not divide into them.
+TEST(AttentionEngineGpu, SplitKvDecodeEverySplitCount) {
+  std::mt19937_64 shapes(21);
+  std::vector<EngineCase> cases;
+  for (int splits : {1, 2, 3, 16})
+    for (KvSource kv : {KvSource::kPaged, KvSource::kDense})
+      for (bool causal : {false, true}) {
+        EngineProblem p = decode_batch(shapes, true, 128, causal, 32, 8, kv, 16, 7, causal ? 4 : 1, 2500);
+        p.max_splits = splits;
+        cases.push_back({engine_spec(p, kDecode), p, 0});
+      }
+  run_all(cases);
+}
+
+// GQA ratios 1-16 (3 and 6 pack 1 and 2 heads), 1-16 queries, pages 1/16/64/256, dense and packed
+// K/V, both dtypes, head dims 64/80/128/256, with the split count the launch picks from the SMs.
+TEST(AttentionEngineGpu, SplitKvDecodeGroupsQueriesPagesAndHeadDims) {
+  std::mt19937_64 shapes(22);
+  std::vector<EngineCase> cases;
+  const std::pair<int, int> groups[] = {{8, 8}, {8, 4}, {12, 4}, {32, 8}, {24, 4}, {16, 2}, {16, 1}};
+  int i = 0;
+  for (auto [hq, hkv] : groups)
+    for (int queries : {1, 2, 16}) {
+      const int pages[] = {1, 16, 64, 256};
+      const KvSource kv = i % 5 == 3 ? KvSource::kDense : i % 5 == 4 ? KvSource::kPacked : KvSource::kPaged;
+      const int dims[] = {64, 80, 128, 256};
+      const int d = dims[i % 4];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, d, queries > 1, hq, hkv, kv, pages[(i / 2) % 4], 5 + i % 4, queries, 1800);
+      p.max_splits = 8 + 8 * (i % 3);
+      cases.push_back({engine_spec(p, kDecode), p});
+      ++i;
+    }
+  run_all(cases);
+}
+
+// Decode and speculative sequences among prefills in one varlen launch (the decode path's packing
+// and splits for all of them), and packed heads without splits.
+TEST(AttentionEngineGpu, PackedHeadsAndSplitsOnMixedBatches) {
+  std::mt19937_64 shapes(23);
+  std::vector<EngineCase> cases;
+  for (const char* extra : {"pack_gqa=1", kDecode, "split_kv=1"})
+    for (bool causal : {false, true})
+      for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+        EngineProblem p = ragged(shapes, true, 128, causal, 16, 4, kv, 64, 9, 900);
+        p.seqlen_q[0] = 1, p.seqlen_k[0] = 1000;
+        p.seqlen_q[1] = 4, p.seqlen_k[1] = 900;
+        if (std::string(extra).find("split_kv") != std::string::npos) p.max_splits = 12;
+        cases.push_back({engine_spec(p, extra), p});
+      }
+  run_all(cases);
+}
+
+// Batch-invariant mode (split_keys: a fixed split size): correct for every sequence length.
+TEST(AttentionEngineGpu, SplitKvFixedSplitSize) {
+  std::mt19937_64 shapes(24);
+  std::vector<EngineCase> cases;
+  for (int split_keys : {128, 384, 1024})
+    for (bool causal : {false, true}) {
+      EngineProblem p = decode_batch(shapes, true, 128, causal, 32, 8, KvSource::kPaged, 16, 6, causal ? 3 : 1, 2000);
+      p.max_splits = (2000 + split_keys - 1) / split_keys;
+      p.split_keys = split_keys;
+      cases.push_back({engine_spec(p, kDecode), p});
+    }
+  run_all(cases);
+}
+
 // One capture, replays after the lengths, the block table, the data and the active sequences
 // changed within the captured bounds: every replay is checked against its own reference.
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+  for (int mode = 0; mode < 3; ++mode) {  // paged, packed, paged split-KV decode
+    const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
     EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
+    if (mode == 2) bounds.max_splits = 6;
     const EngineCapacity capacity = capacity_for(bounds);
-    const std::string spec = engine_spec(bounds);
+    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -169,11 +257,10 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       if (exec == nullptr) {  // the first step captures
         auto params = make_kernel_params(api, kernel->config, args, env->sm_count);
         if (!params) return params.take_error();
-        void* kernel_args[] = {&*params};
         CUgraph graph = nullptr;
         if (Status st = check(api, api.cuStreamBeginCapture(env->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
-        Status launched = launch_kernel(api, kernel->loaded->function(), attention_launch_shape(kernel->config, args, env->sm_count),
-                                        env->stream, kernel_args);
+        Status launched = launch_attention_kernels(api, {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, args,
+                                                   *params, env->stream, env->sm_count, false);
         if (Status st = check(api, api.cuStreamEndCapture(env->stream, &graph), "end capture"); !st) return st;
         if (!launched) return launched;
         if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) return st;
@@ -184,9 +271,9 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     for (int step = 0; step < 6; ++step) {
       EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
-      p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size;
+      p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
-      report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, p, buffers, rng, replay));
+      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, p, buffers, rng, replay));
     }
     if (exec) api.cuGraphExecDestroy(exec);
   }

@@ -14,7 +14,8 @@
  *       never copies from the host, never compiles or loads; it picks the handle's kernel for the
  *       shape (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
  *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
- *       call on the caller's stream. It is safe to capture in a CUDA graph: a replay reruns the
+ *       call on the caller's stream (split_kv=1: two, the attention kernel and its combine, the
+ *       second with PDL). It is safe to capture in a CUDA graph: a replay reruns the
  *       kernel with the arguments given at capture (the same device addresses, new data in them).
  *   not capture-safe: flashjit_kernel_get (module load), and anything that compiles. Get every
  *       kernel before capturing: a module load on another thread can invalidate a capture made in
@@ -291,7 +292,7 @@ typedef struct flashjit_attention_args {
   int64_t num_pages;                        /* paged: pages in the K and V pools */
   int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
-  /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE below. */
+  /* Appended after the 280-byte layout (a caller with that layout has no split-KV): DECODE above. */
   uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
   uint64_t workspace_bytes;                 /* its size: at least flashjit_attention_workspace_size's */
   int32_t max_splits;                       /* split_kv=1: most key splits per sequence, 1..128 */

@@ -94,12 +94,23 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
     params = *built;
     variant.params.store(key, params);
   }
-  // 5. One launch on the caller's stream.
+  // 5. One launch on the caller's stream (split_kv: and its combine, with PDL).
   CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
-  void* kernel_args[] = {&params};
-  LaunchShape shape = attention_launch_shape(variant.config(), args, kernel.sm_count);
-  shape.programmatic = (in->flags & FLASHJIT_ATTENTION_FLAG_PDL) != 0;
-  return launch_kernel(*kernel.api, variant.function, shape, stream, kernel_args);
+  const bool pdl = (in->flags & FLASHJIT_ATTENTION_FLAG_PDL) != 0;
+  return launch_attention_kernels(*kernel.api, {variant.function, variant.combine}, variant.config(), args, params, stream,
+                                  kernel.sm_count, pdl);
+}
+
+// The split partials' workspace the kernel for this spec needs at these upper bounds.
+ApiStatus workspace_size_for_spec(const char* spec_text, const flashjit_attention_args_t* in, uint64_t* bytes) {
+  auto spec = parse_spec(spec_text);
+  if (!spec) return spec.take_error();
+  auto config = make_config(*spec);
+  if (!config) return config.take_error();
+  AttentionArgs args;
+  if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
+  *bytes = split_workspace_bytes(*config, args);
+  return {};
 }
 
 // The checks forward() makes on new arguments, for the kernel a handle for this spec would run at
@@ -151,6 +162,16 @@ flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t kernel, const fl
     if (!kernel) return null_argument("kernel");
     if (!args) return null_argument("args");
     return launch_spec(*kernel, args, spec);
+  });
+}
+
+flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args, uint64_t* bytes) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!bytes) return null_argument("bytes");
+    *bytes = 0;
+    if (!spec) return null_argument("spec");
+    if (!args) return null_argument("args");
+    return workspace_size_for_spec(spec, args, bytes);
   });
 }
 

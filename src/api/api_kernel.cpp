@@ -30,6 +30,7 @@ ApiStatus load_variant(ContextState& context, PreparedKernel prepared, KernelVar
   out->prepared = std::move(prepared);
   out->loaded = std::move(*loaded);
   out->function = out->loaded->function();
+  out->combine = out->loaded->second();
   return {};
 }
 

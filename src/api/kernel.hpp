@@ -19,6 +19,7 @@ struct KernelVariant {
   flashjit::PreparedKernel prepared;
   std::shared_ptr<flashjit::LoadedKernel> loaded;
   CUfunction function = nullptr;
+  CUfunction combine = nullptr;  // split_kv: the second kernel (templates/split_combine.cuh)
   std::string resolved_spec;  // every tile field filled in
   ParamsCache params;
 

@@ -1,0 +1,80 @@
+// split_combine.cuh: the second kernel of a split-KV launch (spec key split_kv). Rendered after
+// attention_fwd.cuh, whose Params, seqlen_info and key split rule (visibility.cuh) it shares, so
+// it merges exactly the splits the attention kernel wrote: for each query row and head,
+//   LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s
+// over the sequence's splits (key_split), O_s normalised by split s's own sums. A row whose
+// splits saw no key gets O = 0 and LSE = -inf, like the attention kernel's.
+//
+// One warp per (query row, head), heads fastest: lane l holds splits l, l + 32, ...; each lane
+// then sums four columns of O per pass. Launched with PDL after the attention kernel (the host's
+// FLASHJIT_ATTENTION_FLAG_PDL): its set-up overlaps that kernel's tail, its reads wait for it.
+
+constexpr int kCombineWarps = 8;
+constexpr int kCombineMaxSplits = 128;
+constexpr int kSplitsPerLane = kCombineMaxSplits / 32;
+
+// The sequence of packed query row `row`: the last b with cu_seqlens_q[b] <= row (-1: none).
+FJ_DEVICE int sequence_of_row(const Params& p, int row) {
+  int lo = 0, hi = p.batch;  // cu_seqlens_q[lo] <= row < cu_seqlens_q[hi], if row is in a sequence
+  if (row >= __ldg(p.cu_seqlens_q + hi)) return -1;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(p.cu_seqlens_q + mid) <= row) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+extern "C" __global__ void __launch_bounds__(32 * kCombineWarps) flashjit_attention_combine(const __grid_constant__ Params p) {
+  griddep_wait();  // the attention kernel's partials are complete
+  const int lane = threadIdx.x % 32;
+  const int64_t item = (int64_t)blockIdx.x * kCombineWarps + threadIdx.x / 32;
+  if (item >= (int64_t)p.total_q * p.heads_q) return;
+  const int row = (int)(item / p.heads_q), head = (int)(item - (int64_t)row * p.heads_q);
+  const int batch = sequence_of_row(p, row);
+  if (batch < 0) return;  // a row past the last sequence: no output
+  const int splits = key_split(seqlen_info(p, batch).seqlen_k, kBlockN, p.num_splits, p.split_blocks).splits;
+
+  // The splits' LSEs, their max and the weights exp(LSE_s - max).
+  float lse[kSplitsPerLane], top = FJ_NEG_INF;
+#pragma unroll
+  for (int j = 0; j < kSplitsPerLane; ++j) {
+    const int s = lane + 32 * j;
+    lse[j] = s < splits ? p.lse_partial[((int64_t)s * p.heads_q + head) * p.total_q + row] : FJ_NEG_INF;
+    top = fmaxf(top, lse[j]);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kSplitsPerLane; ++j) {
+    lse[j] = top == FJ_NEG_INF ? 0.f : __expf(lse[j] - top);  // now the weight (0 for -inf)
+    sum += lse[j];
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float inv_sum = sum > 0.f ? 1.f / sum : 0.f;
+  if (p.lse != nullptr && lane == 0) p.lse[(int64_t)head * p.total_q + row] = sum > 0.f ? top + __logf(sum) : FJ_NEG_INF;
+
+  // O: four columns a lane per pass; split s's weight from the lane that holds it.
+  uint16_t* const out = p.o_rows + (int64_t)row * p.o_row_stride + (int64_t)head * p.o_head_stride;
+#pragma unroll
+  for (int c0 = 0; c0 < kHeadDimV; c0 += 128) {
+    const int col = c0 + 4 * lane;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < kSplitsPerLane; ++j) {
+      for (int s = 32 * j; s < min(splits, 32 * j + 32); ++s) {
+        const float w = __shfl_sync(0xffffffffu, lse[j], s - 32 * j);  // every lane takes part
+        if (col >= kHeadDimV || w == 0.f) continue;
+        float v0, v1, v2, v3;
+        const float* src = p.o_partial + (((int64_t)s * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
+        asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "l"(src));
+        acc[0] += w * v0, acc[1] += w * v1, acc[2] += w * v2, acc[3] += w * v3;
+      }
+    }
+    if (col < kHeadDimV) {
+      const uint32_t lo = pack2(acc[0] * inv_sum, acc[1] * inv_sum), hi = pack2(acc[2] * inv_sum, acc[3] * inv_sum);
+      asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(out + col), "r"(lo), "r"(hi) : "memory");
+    }
+  }
+}
