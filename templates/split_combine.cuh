@@ -6,7 +6,8 @@
 // splits saw no key gets O = 0 and LSE = -inf, like the attention kernel's.
 //
 // One warp per (query row, head), heads fastest: lane l holds splits l, l + 32, ...; each lane
-// then sums four columns of O per pass. Launched with PDL after the attention kernel (the host's
+// then sums four columns of O per pass, over the splits in order (a fixed order: the same
+// inputs give the same bits). Launched with PDL after the attention kernel (the host's
 // FLASHJIT_ATTENTION_FLAG_PDL): its set-up overlaps that kernel's tail, its reads wait for it.
 
 constexpr int kCombineWarps = 8;
@@ -55,25 +56,29 @@ extern "C" __global__ void __launch_bounds__(32 * kCombineWarps) flashjit_attent
   const float inv_sum = sum > 0.f ? 1.f / sum : 0.f;
   if (p.lse != nullptr && lane == 0) p.lse[(int64_t)head * p.total_q + row] = sum > 0.f ? top + __logf(sum) : FJ_NEG_INF;
 
-  // O: four columns a lane per pass; split s's weight from the lane that holds it.
+  // O: four columns a lane per pass, the weights read from shared memory (a split's weight by its
+  // index: a register array indexed so would go to local memory).
+  __shared__ float weights[kCombineWarps][kCombineMaxSplits];
+  float* const my_weights = weights[threadIdx.x / 32];
+#pragma unroll
+  for (int j = 0; j < kSplitsPerLane; ++j) my_weights[lane + 32 * j] = lse[j] * inv_sum;
+  __syncwarp();
   uint16_t* const out = p.o_rows + (int64_t)row * p.o_row_stride + (int64_t)head * p.o_head_stride;
 #pragma unroll
   for (int c0 = 0; c0 < kHeadDimV; c0 += 128) {
     const int col = c0 + 4 * lane;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int j = 0; j < kSplitsPerLane; ++j) {
-      for (int s = 32 * j; s < min(splits, 32 * j + 32); ++s) {
-        const float w = __shfl_sync(0xffffffffu, lse[j], s - 32 * j);  // every lane takes part
-        if (col >= kHeadDimV || w == 0.f) continue;
-        float v0, v1, v2, v3;
-        const float* src = p.o_partial + (((int64_t)s * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
-        asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "l"(src));
-        acc[0] += w * v0, acc[1] += w * v1, acc[2] += w * v2, acc[3] += w * v3;
-      }
+#pragma unroll 4
+    for (int s = 0; s < splits && col < kHeadDimV; ++s) {  // four loads in flight
+      const float w = my_weights[s];
+      if (w == 0.f) continue;
+      float v0, v1, v2, v3;
+      const float* src = p.o_partial + (((int64_t)s * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
+      asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "l"(src));
+      acc[0] += w * v0, acc[1] += w * v1, acc[2] += w * v2, acc[3] += w * v3;
     }
     if (col < kHeadDimV) {
-      const uint32_t lo = pack2(acc[0] * inv_sum, acc[1] * inv_sum), hi = pack2(acc[2] * inv_sum, acc[3] * inv_sum);
+      const uint32_t lo = pack2(acc[0], acc[1]), hi = pack2(acc[2], acc[3]);
       asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(out + col), "r"(lo), "r"(hi) : "memory");
     }
   }
