@@ -51,3 +51,21 @@ struct Params {
   float* o_partial;
   float* lse_partial;
 };
+
+// flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states
+// of the same rows and heads merged into one, as cascade and shared-prefix attention need them.
+// O tensors [rows, heads, head_dim_v] with element strides, float32 or the kernel's 16-bit dtype;
+// LSE float [heads][lse_head_stride] (natural log), row r at r. Built by make_merge_params
+// (src/launch/merge_states.cpp).
+struct MergeParams {
+  const void* o_a;
+  const void* o_b;
+  void* o_out;
+  const float* lse_a;
+  const float* lse_b;
+  float* lse_out;  // or null
+  int64_t a_row_stride, a_head_stride, b_row_stride, b_head_stride, out_row_stride, out_head_stride;
+  int64_t lse_head_stride;
+  int rows, heads;
+  int float32_states, float32_out;  // 1: that side is float32; 0: the kernel's dtype
+};

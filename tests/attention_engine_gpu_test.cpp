@@ -10,7 +10,11 @@
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
+#include "launch/merge_states.hpp"
 #include "verify/engine_check.hpp"
+#include "verify/reference.hpp"
+
+#include <cmath>
 
 namespace flashjit::testing {
 namespace {
@@ -65,7 +69,7 @@ void run_all(const std::vector<EngineCase>& cases) {
     EngineBuffers buffers(*env->api, c.problem, capacity_for(c.problem));
     CheckDevice device = env->device();
     if (c.max_ctas >= 0) device.max_ctas = c.max_ctas;
-    failed += !report(c, check_engine_attention(device, {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, c.problem, buffers, rng));
+    failed += !report(c, check_engine_attention(device, {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, c.problem, buffers, rng));
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);
 }
@@ -234,6 +238,91 @@ TEST(AttentionEngineGpu, SplitKvFixedSplitSize) {
   run_all(cases);
 }
 
+// flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
+// padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
+TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  const DriverApi& api = *env->api;
+  int failed = 0;
+  for (int d : {64, 128, 256})
+    for (int mode = 0; mode < 4; ++mode) {  // bit 0: float32 states, bit 1: float32 out
+      const bool bf16 = d != 64, f32_in = mode & 1, f32_out = mode & 2;
+      const std::string spec = std::string("dtype=") + (bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(d) + ",varlen=1," + kDecode;
+      std::string error;
+      auto kernel = get_test_kernel(spec, &error);
+      ASSERT_TRUE(kernel) << error;
+      const int rows = 37, heads = 6;
+      const int64_t row_stride = int64_t(heads) * d + 8, head_stride = d, lse_stride = rows + 3;
+      const size_t elems = size_t(rows) * row_stride;
+      std::uniform_real_distribution<float> value(-2.f, 2.f), logit(-4.f, 4.f);
+      std::vector<float> oa(elems), ob(elems), la(size_t(heads) * lse_stride), lb(la.size());
+      for (auto& x : oa) x = value(rng);
+      for (auto& x : ob) x = value(rng);
+      for (size_t i = 0; i < la.size(); ++i) {
+        la[i] = i % 11 == 0 ? -INFINITY : logit(rng);
+        lb[i] = i % 7 == 0 || i % 11 == 0 ? -INFINITY : logit(rng);  // some rows: both -inf
+      }
+      // The 16-bit inputs are rounded first, so the reference sees what the kernel reads.
+      std::vector<uint16_t> ha(elems), hb(elems);
+      for (size_t i = 0; i < elems; ++i) {
+        ha[i] = float_to_half_bits(oa[i], bf16), hb[i] = float_to_half_bits(ob[i], bf16);
+        if (!f32_in) oa[i] = half_bits_to_float(ha[i], bf16), ob[i] = half_bits_to_float(hb[i], bf16);
+      }
+      const size_t in_bytes = elems * (f32_in ? 4 : 2), out_bytes = elems * (f32_out ? 4 : 2);
+      DeviceBuffer a(api, in_bytes), b(api, in_bytes), out(api, out_bytes), lsea(api, la.size() * 4), lseb(api, lb.size() * 4),
+          lseo(api, la.size() * 4);
+      a.upload(f32_in ? (const void*)oa.data() : (const void*)ha.data(), in_bytes);
+      b.upload(f32_in ? (const void*)ob.data() : (const void*)hb.data(), in_bytes);
+      lsea.upload(la.data(), la.size() * 4);
+      lseb.upload(lb.data(), lb.size() * 4);
+      out.fill_bytes(0xFF);
+      lseo.fill_bytes(0xFF);
+      MergeArgs m;
+      m.o_a = a.ptr(), m.o_b = b.ptr(), m.o_out = out.ptr(), m.lse_a = lsea.ptr(), m.lse_b = lseb.ptr(), m.lse_out = lseo.ptr();
+      m.rows = rows, m.heads = heads;
+      m.a_row_stride = m.b_row_stride = m.out_row_stride = row_stride;
+      m.a_head_stride = m.b_head_stride = m.out_head_stride = head_stride;
+      m.lse_head_stride = lse_stride;
+      m.float32_states = f32_in, m.float32_out = f32_out;
+      ASSERT_TRUE(launch_merge_states(api, kernel->loaded->more(1), kernel->config, m, env->stream, false).ok());
+      ASSERT_TRUE(check(api, api.cuStreamSynchronize(env->stream), "merge").ok());
+      std::vector<uint16_t> got16(f32_out ? 0 : elems);
+      std::vector<float> got32(f32_out ? elems : 0), got_lse(la.size());
+      if (f32_out) out.download(got32.data(), out_bytes); else out.download(got16.data(), out_bytes);
+      lseo.download(got_lse.data(), got_lse.size() * 4);
+      double err = 0, norm = 0, lse_err = 0;
+      int bad_lse = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          const double xa = la[size_t(h) * lse_stride + r], xb = lb[size_t(h) * lse_stride + r];
+          const double top = std::max(xa, xb);
+          const double wa = std::isinf(top) ? 0 : std::exp(xa - top), wb = std::isinf(top) ? 0 : std::exp(xb - top), sum = wa + wb;
+          const double lse = sum > 0 ? top + std::log(sum) : -INFINITY;
+          const float got = got_lse[size_t(h) * lse_stride + r];
+          if (std::isinf(lse) ? !(std::isinf(got) && got < 0) : !(std::abs(got - lse) <= 1e-4 * std::max(1.0, std::abs(lse)))) ++bad_lse;
+          if (!std::isinf(lse)) lse_err = std::max(lse_err, std::abs(got - lse));
+          for (int c = 0; c < d; ++c) {
+            const size_t i = size_t(r) * row_stride + size_t(h) * head_stride + c;
+            const double want = sum > 0 ? (wa * oa[i] + wb * ob[i]) / sum : 0.0;
+            const double have = f32_out ? got32[i] : half_bits_to_float(got16[i], bf16);
+            err += (have - want) * (have - want), norm += want * want;
+          }
+        }
+      const double rel = std::sqrt(err / std::max(norm, 1e-30));
+      const double bound = f32_out ? 1e-5 : o_error_bound(bf16);
+      const bool ok = rel <= bound && bad_lse == 0;
+      failed += !ok;
+      std::printf("%s merge %s f32_states=%d f32_out=%d rel_err %.2e (bound %.0e) lse_err %.2e bad_lse %d\n", ok ? "PASS" : "FAIL",
+                  spec.c_str(), int(f32_in), int(f32_out), rel, bound, lse_err, bad_lse);
+      EXPECT_LE(rel, bound) << spec;
+      EXPECT_EQ(bad_lse, 0) << spec;
+      // The padding between rows stays untouched (poisoned bytes).
+      if (!f32_out) EXPECT_EQ(got16[size_t(heads) * d], 0xFFFFu);
+    }
+  std::printf("12 cases, %d failed\n", failed);
+}
+
 // One capture, replays after the lengths, the block table, the data and the active sequences
 // changed within the captured bounds: every replay is checked against its own reference.
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
@@ -259,7 +348,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
         if (!params) return params.take_error();
         CUgraph graph = nullptr;
         if (Status st = check(api, api.cuStreamBeginCapture(env->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
-        Status launched = launch_attention_kernels(api, {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, args,
+        Status launched = launch_attention_kernels(api, {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, args,
                                                    *params, env->stream, env->sm_count, false);
         if (Status st = check(api, api.cuStreamEndCapture(env->stream, &graph), "end capture"); !st) return st;
         if (!launched) return launched;
@@ -273,7 +362,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
       p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
-      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->second()}, kernel->config, p, buffers, rng, replay));
+      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }
     if (exec) api.cuGraphExecDestroy(exec);
   }

@@ -98,7 +98,7 @@ TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->spec.block_m, 64);  // one consumer warpgroup for decode
   EXPECT_EQ(config->spec.stages, 3);    // the deepest ring that fits with two Q buffers
-  EXPECT_EQ(config->combine_name, "flashjit_attention_combine");
+  EXPECT_EQ(config->more_kernel_names, (std::vector<std::string>{"flashjit_attention_combine", "flashjit_merge_states"}));
   // 32/8 heads: 4 heads a tile, 16 queries of them; 8 head groups a sequence.
   const TileGeometry g = tile_geometry(*config, decode_args(*config, 8, 32768, 32, 8, 64), 132);
   EXPECT_EQ(g.pack_heads, 4);
@@ -188,6 +188,55 @@ TEST(DecodeApi, WorkspaceSizeAndItsChecks) {
   flashjit_attention_args_t fixed = a;
   fixed.split_keys = 256;
   EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+}
+
+}  // namespace
+}  // namespace flashjit
+
+#include "launch/merge_states.hpp"
+
+namespace flashjit {
+namespace {
+
+MergeArgs merge_args() {
+  MergeArgs m;
+  m.o_a = 0x10000, m.o_b = 0x20000, m.o_out = 0x30000, m.lse_a = 0x40000, m.lse_b = 0x50000;
+  m.rows = 100, m.heads = 8;
+  m.a_row_stride = m.b_row_stride = m.out_row_stride = 8 * 128;
+  m.a_head_stride = m.b_head_stride = m.out_head_stride = 128;
+  return m;
+}
+
+TEST(MergeStates, ArgumentsAreCheckedByName) {
+  auto decode = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1"));
+  auto prefill = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1"));
+  ASSERT_TRUE(decode && prefill);
+  EXPECT_TRUE(validate_merge_args(*decode, merge_args()).ok());
+  EXPECT_EQ(validate_merge_args(*prefill, merge_args()).error().field, "kernel");
+  const struct {
+    const char* field;
+    void (*set)(MergeArgs&);
+  } cases[] = {
+      {"o_a", [](MergeArgs& m) { m.o_a = 0; }},
+      {"o_out", [](MergeArgs& m) { m.o_out += 8; }},
+      {"lse_b", [](MergeArgs& m) { m.lse_b = 0; }},
+      {"lse_out", [](MergeArgs& m) { m.lse_out = 0x60002; }},
+      {"rows", [](MergeArgs& m) { m.rows = 0; }},
+      {"heads", [](MergeArgs& m) { m.heads = 70000; }},
+      {"a_head_stride", [](MergeArgs& m) { m.a_head_stride = 64; }},  // below head_dim
+      {"out_row_stride", [](MergeArgs& m) { m.out_row_stride = 1001; }},
+      {"lse_head_stride", [](MergeArgs& m) { m.lse_head_stride = 99; }},
+  };
+  for (const auto& c : cases) {
+    MergeArgs m = merge_args();
+    c.set(m);
+    const Status st = validate_merge_args(*decode, m);
+    ASSERT_FALSE(st.ok()) << c.field;
+    EXPECT_EQ(st.error().field, c.field) << st.error().message;
+  }
+  const MergeParams p = make_merge_params(merge_args());
+  EXPECT_EQ(p.lse_head_stride, 100);  // 0 = rows
+  EXPECT_EQ(merge_launch_shape(merge_args()).grid_x, 100u);  // 800 (row, head) pairs, 8 a CTA
 }
 
 }  // namespace

@@ -398,6 +398,28 @@ FLASHJIT_API flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t ker
 FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const flashjit_attention_args_t* args,
                                                           void* stream);
 
+/* Merge of two attention states over the same rows and heads (cascade and shared-prefix attention;
+ * vLLM's merge_attn_states): O = (w_a O_a + w_b O_b) / (w_a + w_b), w = exp(LSE - max(LSE_a, LSE_b)),
+ * LSE = max + log(w_a + w_b); a row whose two LSEs are -inf gets O = 0 and LSE = -inf. O tensors are
+ * [rows, heads, head_dim] (the kernel's head_dim; element strides, multiples of 8, head_dim
+ * contiguous, 16-byte aligned), float32 (flags) or the kernel's 16-bit dtype; LSE float [heads,
+ * lse_head_stride] (0 = rows). The kernel must be a split_kv=1 one (its module holds the merge).
+ * Hot path like flashjit_attention_forward: no allocation, no synchronisation; capturable. */
+#define FLASHJIT_MERGE_FLAG_FLOAT32_STATES 1u /* o_a and o_b are float32 */
+#define FLASHJIT_MERGE_FLAG_FLOAT32_OUT 2u    /* o_out is float32 */
+#define FLASHJIT_MERGE_FLAG_PDL 4u            /* launch with PDL (FLASHJIT_ATTENTION_FLAG_PDL) */
+typedef struct flashjit_merge_args {
+  uint32_t struct_size;                     /* sizeof(flashjit_merge_args_t) */
+  uint32_t flags;                           /* FLASHJIT_MERGE_FLAG_* */
+  uint64_t o_a, lse_a, o_b, lse_b;          /* CUdeviceptr: the two states */
+  uint64_t o_out, lse_out;                  /* CUdeviceptr: the merged state; lse_out 0 = not wanted */
+  int64_t rows, heads;
+  int64_t a_row_stride, a_head_stride, b_row_stride, b_head_stride, out_row_stride, out_head_stride;
+  int64_t lse_head_stride;                  /* elements between heads of every LSE; 0 = rows */
+} flashjit_merge_args_t;
+FLASHJIT_API flashjit_status_t flashjit_merge_attention_states(flashjit_kernel_t kernel, const flashjit_merge_args_t* args,
+                                                               void* stream);
+
 /* Checks the device metadata args points to (cu_seqlens_q/k, seqused_k, block_table: ENGINE
  * INPUTS) against the contract, after the checks flashjit_attention_forward makes: offsets from 0
  * up that never decrease, sequences within seqlen_q / seqlen_k and the packed rows, seqused_k in

@@ -158,7 +158,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.producer_regs = s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
   c.consumer_regs = s.consumer_wgs == 3 ? 160 : 240;
   c.kernel_name = "flashjit_attention_fwd";
-  if (s.split_kv) c.combine_name = "flashjit_attention_combine";
+  if (s.split_kv) c.more_kernel_names = {"flashjit_attention_combine", "flashjit_merge_states"};
   return c;
 }
 

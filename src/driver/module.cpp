@@ -40,7 +40,7 @@ Status read_function_attribute(const DriverApi& api, CUfunction function, CUfunc
 
 Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, CUcontext context, std::string_view cubin,
                                                          const std::string& kernel_name, int dynamic_smem_bytes,
-                                                         const std::string& second_name) {
+                                                         const std::vector<std::string>& more_names) {
   if (Status s = validate_load(cubin, kernel_name, dynamic_smem_bytes); !s) return s.take_error();
   auto scope = ScopedContext::enter(api, context);
   if (!scope) return scope.take_error();
@@ -64,12 +64,12 @@ Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, C
       !s) {
     return s.take_error();
   }
-  if (!second_name.empty()) {
-    if (Status s = check(api, api.cuModuleGetFunction(&p.second, p.module, second_name.c_str()),
-                         ("cuModuleGetFunction(" + second_name + ")").c_str());
-        !s) {
+  for (const std::string& name : more_names) {
+    CUfunction f = nullptr;
+    if (Status s = check(api, api.cuModuleGetFunction(&f, p.module, name.c_str()), ("cuModuleGetFunction(" + name + ")").c_str()); !s) {
       return s.take_error();
     }
+    p.more.push_back(f);
   }
   // NOTES: set once here, never per launch: the limit belongs to the function, and setting it on
   // the launch path would be a driver call per launch for nothing.
@@ -166,9 +166,9 @@ KernelResult ModuleTable::get_or_load(CUcontext context, const std::string& key,
 
 KernelResult ModuleTable::get_or_load(const DriverApi& api, CUcontext context, const std::string& key,
                                       std::string_view cubin, const std::string& kernel_name, int dynamic_smem_bytes,
-                                      const std::string& second_name) {
+                                      const std::vector<std::string>& more_names) {
   return get_or_load(context, key, [&](CUcontext ctx) {
-    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes, second_name);
+    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes, more_names);
   });
 }
 

@@ -42,7 +42,7 @@ void set_tile_deal(KernelParams& params, const KernelConfig& config, const Atten
                    CausalHold hold);
 
 // A module's entry points: the attention kernel and, for split_kv, the combine
-// (templates/split_combine.cuh; LoadedKernel::second()).
+// (templates/split_combine.cuh; LoadedKernel::more(0)).
 struct AttentionFunctions {
   CUfunction attention = nullptr;
   CUfunction combine = nullptr;

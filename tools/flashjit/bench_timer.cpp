@@ -84,7 +84,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   if (!loaded) { t.error = loaded.error().message; return t; }
   const KernelConfig& config = prepared->config;
   const CUfunction fn = (*loaded)->function();
-  if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->second()}, t);
+  if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->more(0)}, t);
   // Input sets: enough that together they exceed L2 three times over (at most 8).
   const size_t d = size_t(cell.spec.head_dim);
   const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;

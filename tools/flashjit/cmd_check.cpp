@@ -116,7 +116,7 @@ int run_check() {
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
   if (prepared->config.spec.varlen || prepared->config.spec.paged) {
-    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, {(*loaded)->function(), (*loaded)->second()}, prepared->config);
+    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, {(*loaded)->function(), (*loaded)->more(0)}, prepared->config);
     (*api)->cuStreamDestroy(stream);
     engine.modules().drop_context(context->get());
     drop_verify_kernels(context->get());
