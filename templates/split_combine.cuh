@@ -25,15 +25,33 @@ FJ_DEVICE int sequence_of_row(const Params& p, int row) {
   return lo;
 }
 
+constexpr int kPrefetchSplits = 4;  // partial O rows loaded before the weights are known
+
+FJ_DEVICE void load_partial(const Params& p, int split, int row, int head, int col, float (&v)[4]) {
+  const float* src = p.o_partial + (((int64_t)split * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
+  asm("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(src));
+}
+
 extern "C" __global__ void __launch_bounds__(32 * kCombineWarps) flashjit_attention_combine(const __grid_constant__ Params p) {
-  griddep_wait();  // the attention kernel's partials are complete
   const int lane = threadIdx.x % 32;
   const int64_t item = (int64_t)blockIdx.x * kCombineWarps + threadIdx.x / 32;
   if (item >= (int64_t)p.total_q * p.heads_q) return;
   const int row = (int)(item / p.heads_q), head = (int)(item - (int64_t)row * p.heads_q);
+  // NOTES (correctness): the sequence metadata is read before the wait for the attention kernel,
+  // which does not write it: this grid starts only once every attention CTA has passed its own
+  // wait for the kernels before it (which wrote the metadata, if any did). The partials are read
+  // after the wait. Small decode cells are a chain of dependent reads: this takes two off it.
   const int batch = sequence_of_row(p, row);
   if (batch < 0) return;  // a row past the last sequence: no output
   const int splits = key_split(seqlen_info(p, batch).seqlen_k, kBlockN, p.num_splits, p.split_blocks).splits;
+  griddep_wait();  // the attention kernel's partials are complete and visible
+  // The first splits' partial O (first 128 columns), in flight while the LSEs are read.
+  float first[kPrefetchSplits][4];
+#pragma unroll
+  for (int s = 0; s < kPrefetchSplits; ++s) {
+    if (s < splits && 4 * lane < kHeadDimV) load_partial(p, s, row, head, 4 * lane, first[s]);
+    else first[s][0] = first[s][1] = first[s][2] = first[s][3] = 0.f;
+  }
 
   // The splits' LSEs, their max and the weights exp(LSE_s - max).
   float lse[kSplitsPerLane], top = FJ_NEG_INF;
@@ -68,14 +86,21 @@ extern "C" __global__ void __launch_bounds__(32 * kCombineWarps) flashjit_attent
   for (int c0 = 0; c0 < kHeadDimV; c0 += 128) {
     const int col = c0 + 4 * lane;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    int s = 0;
+    if (c0 == 0) {  // the prefetched splits (a weight of 0: that split's O is 0 or unused)
+#pragma unroll
+      for (; s < kPrefetchSplits; ++s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] += (s < splits ? my_weights[s] : 0.f) * first[s][i];
+    }
 #pragma unroll 4
-    for (int s = 0; s < splits && col < kHeadDimV; ++s) {  // four loads in flight
+    for (; s < splits && col < kHeadDimV; ++s) {  // four loads in flight
       const float w = my_weights[s];
       if (w == 0.f) continue;
-      float v0, v1, v2, v3;
-      const float* src = p.o_partial + (((int64_t)s * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
-      asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "l"(src));
-      acc[0] += w * v0, acc[1] += w * v1, acc[2] += w * v2, acc[3] += w * v3;
+      float v[4];
+      load_partial(p, s, row, head, col, v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += w * v[i];
     }
     if (col < kHeadDimV) {
       const uint32_t lo = pack2(acc[0], acc[1]), hi = pack2(acc[2], acc[3]);
