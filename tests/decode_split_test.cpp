@@ -167,7 +167,7 @@ TEST(DecodeApi, WorkspaceSizeAndItsChecks) {
     const char* says;
     void (*set)(flashjit_attention_args_t&);
   } cases[] = {
-      {kDecodeSpec, "args.workspace_bytes", "at least", [](auto& a) { a.workspace_bytes -= 4; }},
+      {kDecodeSpec, "args.workspace_bytes", "one split", [](auto& a) { a.workspace_bytes = 8 * 32 * 129 * 4 - 4; }},
       {kDecodeSpec, "args.workspace", "null", [](auto& a) { a.workspace = 0; }},
       {kDecodeSpec, "args.workspace", "256-byte", [](auto& a) { a.workspace += 16; }},
       {kDecodeSpec, "args.max_splits", "1..128", [](auto& a) { a.max_splits = 0; }},
@@ -188,6 +188,28 @@ TEST(DecodeApi, WorkspaceSizeAndItsChecks) {
   flashjit_attention_args_t fixed = a;
   fixed.split_keys = 256;
   EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+  // A workspace that holds fewer splits caps the count: 16 x 256 keys fit, 15 do not.
+  fixed.workspace_bytes -= 4;
+  EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(flashjit_last_error_field()), "args.split_keys") << flashjit_last_error_message();
+}
+
+// A mixed batch's total_q makes max_splits' workspace large: a smaller one caps the split count,
+// and the partials are laid out for the splits it holds.
+TEST(DecodeGeometry, ASmallerWorkspaceCapsTheSplits) {
+  auto config = make_config(*parse_spec(kDecodeSpec));
+  ASSERT_TRUE(config);
+  AttentionArgs a = decode_args(*config, 1, 32768, 32, 8, 64);
+  const uint64_t one = uint64_t(32) * 129 * 4;  // one split of the one row: 32 heads
+  a.decode.workspace_bytes = 3 * (32 * 128 * 4) + 256 + 256;  // three splits, each part aligned
+  EXPECT_EQ(split_capacity(*config, a), 3);
+  EXPECT_EQ(tile_geometry(*config, a, 132).splits, 3);
+  EXPECT_EQ(split_lse_offset(*config, a), uint64_t(3 * 32 * 128 * 4));
+  a.decode.workspace_bytes = one + 512;
+  EXPECT_EQ(split_capacity(*config, a), 1);
+  a.decode.workspace_bytes = 0;  // sizing: max_splits
+  EXPECT_EQ(split_capacity(*config, a), 64);
+  EXPECT_EQ(split_workspace_bytes(*config, a), uint64_t(64 * 32 * 128 * 4) + uint64_t(64 * 32 * 4));
 }
 
 }  // namespace

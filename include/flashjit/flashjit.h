@@ -251,8 +251,9 @@ typedef struct flashjit_tensor_strides {
  *     holds split_keys keys whatever else is in the batch, so a sequence's O and LSE are bitwise
  *     the same in any batch (deterministic serving); its keys must fit max_splits splits
  *     (seqlen_k <= max_splits x split_keys). The workspace holds max_splits x total_q x heads_q
- *     rows of head_dim + 1 floats (flashjit_attention_workspace_size): size it once for the
- *     largest step.
+ *     rows of head_dim + 1 floats (flashjit_attention_workspace_size); size it once for the
+ *     largest step. A mixed batch's total_q counts prefill rows too: a smaller workspace (at least
+ *     one split's) caps the launch's split count at what it holds.
  *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
@@ -294,7 +295,9 @@ typedef struct flashjit_attention_args {
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
   /* Appended after the 280-byte layout (a caller with that layout has no split-KV): DECODE above. */
   uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
-  uint64_t workspace_bytes;                 /* its size: at least flashjit_attention_workspace_size's */
+  uint64_t workspace_bytes;                 /* its size: flashjit_attention_workspace_size's for
+                                               max_splits; a smaller one (at least one split's)
+                                               caps the split count at what it holds */
   int32_t max_splits;                       /* split_kv=1: most key splits per sequence, 1..128 */
   int32_t split_keys;                       /* split_kv=1: 0 = each sequence's keys cut into the
                                                launch's split count; else keys per split, a multiple

@@ -100,6 +100,17 @@ Status check_engine_inputs(const AttentionSpec& spec, const AttentionArgs& a) {
   return {};
 }
 
+// Bytes of `splits` splits' partials: O [splits][total_q][heads_q][head_dim_v] floats, then LSE
+// [splits][heads_q][total_q] floats, each part 256-byte aligned.
+uint64_t aligned_256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+uint64_t partial_rows(const AttentionArgs& a, int splits) {
+  return uint64_t(std::max(0, splits)) * uint64_t(std::max(0, a.engine.total_q)) * uint64_t(std::max(0, a.heads_q));
+}
+uint64_t partials_bytes(const KernelConfig& c, const AttentionArgs& a, int splits) {
+  const uint64_t rows = partial_rows(a, splits);
+  return aligned_256(rows * uint64_t(c.spec.effective_head_dim_v()) * 4) + aligned_256(rows * 4);
+}
+
 // The split-KV inputs are there for a split_kv spec (and fit), and off for any other.
 Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
   const DecodeInputs& d = a.decode;
@@ -115,15 +126,18 @@ Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
   if (d.split_keys < 0 || d.split_keys % block_n != 0) {
     return bad("split_keys", std::to_string(d.split_keys) + " is not allowed; allowed: 0 (splits from the launch's count) or a positive multiple of the kernel's block_n=" + std::to_string(block_n));
   }
-  if (d.split_keys > 0 && int64_t(a.seqlen_k) > int64_t(d.split_keys) * d.max_splits) {
-    return bad("split_keys", std::to_string(d.split_keys) + " keys a split x max_splits=" + std::to_string(d.max_splits) + " holds fewer than seqlen_k=" +
-                                 std::to_string(a.seqlen_k) + "; allowed: at least ceil(seqlen_k / max_splits) rounded up to a multiple of " + std::to_string(block_n));
-  }
   if (d.workspace == 0) return bad("workspace", "null device pointer (split_kv=1 writes its partials there)");
   if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
-  if (const uint64_t needed = split_workspace_bytes(c, a); d.workspace_bytes < needed) {
+  if (const uint64_t needed = partials_bytes(c, a, 1); d.workspace_bytes < needed) {
     return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) +
-                                      " (flashjit_attention_workspace_size: max_splits x total_q x heads_q x (head_dim + 1) floats)");
+                                      " (one split: total_q x heads_q x (head_dim + 1) floats); flashjit_attention_workspace_size gives max_splits' " +
+                                      std::to_string(split_workspace_bytes(c, a)));
+  }
+  const int splits = split_capacity(c, a);
+  if (d.split_keys > 0 && int64_t(a.seqlen_k) > int64_t(d.split_keys) * splits) {
+    return bad("split_keys", std::to_string(d.split_keys) + " keys a split x " + std::to_string(splits) + " splits (max_splits, or what workspace_bytes holds) " +
+                                 "hold fewer than seqlen_k=" + std::to_string(a.seqlen_k) + "; allowed: at least ceil(seqlen_k / splits) rounded up to a multiple of " +
+                                 std::to_string(block_n));
   }
   return {};
 }
@@ -165,7 +179,7 @@ TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm
   if (!c.spec.split_kv) return g;
   // NOTES: the count is the launch's (the grid's), from the upper bounds; each sequence cuts its
   // own keys into at most that many on the device (key_split), so a captured graph stays right.
-  const int most = std::max(1, a.decode.max_splits);
+  const int most = split_capacity(c, a);
   if (a.decode.split_keys > 0 || sm_count <= 0) {
     g.splits = most;
     return g;
@@ -178,15 +192,21 @@ TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm
 }
 
 uint64_t split_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
-  if (!c.spec.split_kv) return 0;
-  const uint64_t rows = uint64_t(std::max(0, a.decode.max_splits)) * uint64_t(std::max(0, a.engine.total_q)) * uint64_t(std::max(0, a.heads_q));
-  const auto aligned = [](uint64_t bytes) { return (bytes + 255) / 256 * 256; };
-  return aligned(rows * uint64_t(c.spec.effective_head_dim_v()) * 4) + aligned(rows * 4);
+  return c.spec.split_kv ? partials_bytes(c, a, a.decode.max_splits) : 0;
+}
+
+int split_capacity(const KernelConfig& c, const AttentionArgs& a) {
+  const int most = std::max(1, a.decode.max_splits);
+  if (a.decode.workspace_bytes == 0) return most;  // sizing, not launching
+  // An estimate from the unaligned size, then at most a step or two for the alignment.
+  const uint64_t per_split = std::max<uint64_t>(1, partial_rows(a, 1) * (uint64_t(c.spec.effective_head_dim_v()) + 1) * 4);
+  int splits = int(std::clamp<uint64_t>(a.decode.workspace_bytes / per_split, 1, uint64_t(most)));
+  while (splits > 1 && partials_bytes(c, a, splits) > a.decode.workspace_bytes) --splits;
+  return splits;
 }
 
 uint64_t split_lse_offset(const KernelConfig& c, const AttentionArgs& a) {
-  const uint64_t rows = uint64_t(std::max(0, a.decode.max_splits)) * uint64_t(std::max(0, a.engine.total_q)) * uint64_t(std::max(0, a.heads_q));
-  return (rows * uint64_t(c.spec.effective_head_dim_v()) * 4 + 255) / 256 * 256;
+  return aligned_256(partial_rows(a, split_capacity(c, a)) * uint64_t(c.spec.effective_head_dim_v()) * 4);
 }
 
 uint64_t attention_query_blocks(const KernelConfig& c, const AttentionArgs& a) {

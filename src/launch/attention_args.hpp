@@ -68,6 +68,10 @@ TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args
 // Bytes of the split partials a split_kv launch writes (0 for other specs): max_splits x total_q x
 // heads_q rows of head_dim_v floats (O, first) and as many floats (LSE), each part 256-byte aligned.
 uint64_t split_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
+// The splits the workspace holds: max_splits, or fewer where workspace_bytes holds fewer (a
+// mixed batch's total_q can make max_splits' workspace large; a smaller one caps the split count).
+// The partials are laid out for this many splits.
+int split_capacity(const KernelConfig& config, const AttentionArgs& args);
 // Where the LSE part starts in the workspace.
 uint64_t split_lse_offset(const KernelConfig& config, const AttentionArgs& args);
 

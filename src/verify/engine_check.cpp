@@ -168,7 +168,8 @@ std::string EngineProblem::describe() const {
   if (kv == KvSource::kPaged) {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
   }
-  if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "");
+  if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
+                             (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
   return text + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
 }
 
@@ -224,6 +225,7 @@ EngineCapacity capacity_for(const EngineProblem& p) {
   c.total_q = int(total(p.seqlen_q)) + p.spare_q_rows + 1;
   c.total_k = std::max<int>(1, int(total(p.seqlen_k)));
   c.max_splits = p.max_splits;
+  c.workspace_splits = p.workspace_splits;
   if (p.kv == KvSource::kPaged) {
     c.pages_per_sequence = pages_for(c.max_seqlen_k, p.page_size);
     int used = 0;
@@ -244,7 +246,7 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       seqused_k(api, size_t(cap.batch) * 4),
       block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
       // split_workspace_bytes' layout: O partials, then LSE partials, each 256-byte aligned.
-      workspace(api, size_t(cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      workspace(api, size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
       capacity_(cap) {}

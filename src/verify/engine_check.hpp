@@ -44,6 +44,7 @@ struct EngineProblem {
   int max_seqlen_q = 0, max_seqlen_k = 0;
   // Split-KV (a split_kv=1 spec): the launch's bounds; the workspace is sized for them.
   int max_splits = 0, split_keys = 0;
+  int workspace_splits = 0;  // > 0: a workspace for only this many splits (it caps the count)
   std::string describe() const;
 };
 
@@ -65,7 +66,8 @@ struct EngineCapacity {
   int batch = 1, max_seqlen_q = 1, max_seqlen_k = 1;
   int total_q = 1, total_k = 1;  // rows of the packed Q/O and K/V buffers
   int num_pages = 1, pages_per_sequence = 1;
-  int max_splits = 0;  // split_kv: the workspace holds this many splits' partials
+  int max_splits = 0;        // split_kv: the launch's bound
+  int workspace_splits = 0;  // the workspace holds this many splits' partials (0: max_splits)
 };
 // Room for `problem` (its lengths, spare rows and pages).
 EngineCapacity capacity_for(const EngineProblem& problem);
