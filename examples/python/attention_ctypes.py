@@ -12,7 +12,9 @@ flashjit.h): a vLLM-shaped mixed batch (decodes, a speculative sequence, a prefi
 an empty sequence, one with more queries than keys) as packed queries against a paged KV cache (page size
 16, shuffled page table, one page shared by two sequences); and one CUDA graph captured once and replayed
 after the lengths, the block table and the active sequences change in place (same tensors, same addresses,
-within the captured upper bounds). O and LSE are poisoned (NaN) before each launch; rows past the last
+within the captured upper bounds). A decode case (spec ...,pack_gqa=1,split_kv=1; DECODE in flashjit.h):
+a step loop over a paged cache with 32/8 heads, the workspace sized once, one graph replayed as sequences
+grow, finish and start. O and LSE are poisoned (NaN) before each launch; rows past the last
 sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA GPU (or PyTorch) it says
 so and exits 0.
 
@@ -514,10 +516,10 @@ class PagedBatch:
         return tuple(t.data_ptr() for t in (self.q, self.o, self.lse, self.k, self.v, self.cu_seqlens_q,
                                             self.seqused_k, self.block_table))
 
-    def args(self, scale):
+    def args(self, scale, max_splits=0):
         return engine_args(self.q, self.k, self.v, self.o, self.lse, seqlen_q=self.max_q, seqlen_k=self.max_k,
                            cu_seqlens_q=self.cu_seqlens_q, seqused_k=self.seqused_k, block_table=self.block_table,
-                           scale=scale)
+                           scale=scale, max_splits=max_splits)
 
     def load(self, seqs, rng, gen, share=None):
         """A batch written in place: seqs = [(queries, keys), ...], the sequences past len(seqs) inactive
@@ -560,7 +562,7 @@ class PagedBatch:
         assert self._addresses() == self.addresses, "a tensor moved"
         return cu, keys, table
 
-    def check(self, cu, keys, table, scale):
+    def check(self, cu, keys, table, scale, causal=True):
         """O and LSE of every sequence against reference_rows (K/V gathered through the table), and the rows
         past the last sequence untouched (still NaN). Returns (ErrorSum, problem or "")."""
         import torch
@@ -572,7 +574,7 @@ class PagedBatch:
             pages = torch.tensor(table[b][:-(-sk // self.page_size)], dtype=torch.long, device="cuda")
             k = self.k[pages].reshape(-1, self.hkv, self.d)[:sk]
             v = self.v[pages].reshape(-1, self.hkv, self.d)[:sk]
-            ref_o, ref_lse = reference_rows(self.q[r0:r1], k, v, None, True, scale)
+            ref_o, ref_lse = reference_rows(self.q[r0:r1], k, v, None, causal, scale)
             errs.add(self.o[r0:r1], self.lse[:, r0:r1].t(), ref_o, ref_lse)
         problem = ""
         if not (torch.isnan(self.o[cu[-1]:]).all() and torch.isnan(self.lse[:, cu[-1]:]).all()):
@@ -645,9 +647,46 @@ def engine_graph_case(fj, name):
     return ok
 
 
+DECODE_SPEC = "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1"
+
+
+def decode_graph_case(fj, name):
+    """A decode step loop as an engine runs it (DECODE in flashjit.h): 32 query heads over 8 K/V heads
+    packed into one tile per K/V head, each sequence's keys split across CTAs into a workspace sized once,
+    the step captured once in a CUDA graph and replayed as the sequences grow, finish and start."""
+    import torch
+    steps = [
+        [(1, 3000), (1, 17), (1, 1), (1, 2048), (1, 500)],
+        [(1, 3001), (1, 18), (1, 2), (1, 2049)],  # one sequence finished
+        [(1, 3002), (0, 0), (1, 3), (1, 2050), (1, 4000), (1, 64)],  # one empty slot, two new
+    ]
+    batch = PagedBatch(batch=6, max_q=1, max_k=4096, total_q=8, num_pages=1600, page_size=16, hq=32, hkv=8, d=128,
+                       dtype=torch.bfloat16)
+    rng, gen = random.Random(25), torch.Generator(device="cuda").manual_seed(25)
+    scale = float32(1.0 / math.sqrt(128))
+    batch.load(steps[0], rng, gen)
+    args = batch.args(scale, max_splits=16)
+    workspace = fj.alloc_workspace(DECODE_SPEC, args)  # once, for the upper bounds
+    fj.launch(DECODE_SPEC, args)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fj.launch(DECODE_SPEC, args)
+    ok = True
+    for step, seqs in enumerate(steps):
+        cu, keys, table = batch.load(seqs, rng, gen)
+        g.replay()
+        torch.cuda.synchronize()
+        errs, problem = batch.check(cu, keys, table, scale, causal=False)
+        ok &= report_engine(name, f"step {step}", seqs, errs, problem)
+    del workspace
+    return ok
+
+
 ENGINE_CASES = [
     ("engine step: mixed batch, paged 16", engine_step_case),
     ("engine graph: new lengths in place", engine_graph_case),
+    ("decode graph: split-KV, packed GQA", decode_graph_case),
 ]
 
 
