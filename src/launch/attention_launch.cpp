@@ -175,14 +175,18 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
 
 bool runs_combine(const KernelParams& params) { return params.num_splits > 1 && params.o_partial != nullptr; }
 
-LaunchShape combine_launch_shape(const KernelParams& params) {
+LaunchShape warp_per_row_shape(uint64_t rows_times_heads) {
   LaunchShape shape;
-  const uint64_t items = uint64_t(params.total_q) * uint64_t(params.heads_q);
-  shape.grid_x = unsigned((items + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
+  shape.grid_x = unsigned((rows_times_heads + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
   shape.grid_y = shape.grid_z = 1;
   shape.cluster_x = 1;
   shape.block_x = unsigned(32 * kCombineRowsPerCta);
   shape.dynamic_smem_bytes = 0;
+  return shape;
+}
+
+LaunchShape combine_launch_shape(const KernelParams& params) {
+  LaunchShape shape = warp_per_row_shape(uint64_t(params.total_q) * uint64_t(params.heads_q));
   shape.programmatic = true;  // it waits for the attention kernel (griddepcontrol.wait) before reading
   return shape;
 }

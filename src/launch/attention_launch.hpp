@@ -52,6 +52,8 @@ struct AttentionFunctions {
 // with more than one split), and its shape: a warp per (query row, head), with PDL.
 inline constexpr int kCombineRowsPerCta = 8;  // templates/split_combine.cuh's kCombineWarps
 bool runs_combine(const KernelParams& params);
+// The grid of split_combine.cuh's kernels: a warp per (row, head), kCombineRowsPerCta warps a CTA.
+LaunchShape warp_per_row_shape(uint64_t rows_times_heads);
 LaunchShape combine_launch_shape(const KernelParams& params);
 
 // The launch's kernels on `stream`: the attention kernel (with PDL where asked), then the combine

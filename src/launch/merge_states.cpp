@@ -73,16 +73,7 @@ MergeParams make_merge_params(const MergeArgs& a) {
   return m;
 }
 
-LaunchShape merge_launch_shape(const MergeArgs& a) {
-  LaunchShape shape;
-  const uint64_t items = uint64_t(a.rows) * uint64_t(a.heads);
-  shape.grid_x = unsigned((items + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
-  shape.grid_y = shape.grid_z = 1;
-  shape.cluster_x = 1;
-  shape.block_x = unsigned(32 * kCombineRowsPerCta);
-  shape.dynamic_smem_bytes = 0;
-  return shape;
-}
+LaunchShape merge_launch_shape(const MergeArgs& a) { return warp_per_row_shape(uint64_t(a.rows) * uint64_t(a.heads)); }
 
 Status launch_merge_states(const DriverApi& api, CUfunction merge, const KernelConfig& c, const MergeArgs& a, CUstream stream,
                            bool pdl) {
