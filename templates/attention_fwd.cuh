@@ -115,13 +115,21 @@ FJ_DEVICE SeqlenInfo seqlen_info(const Params& p, int batch) {
 // The K/V blocks query block m_block visits (visibility.cuh). The two CTAs of a cluster load the
 // same blocks: both take the longer range; the extra blocks are fully masked for the shorter one
 // (they sit at the right, among the masked iterations).
-FJ_DEVICE BlockRange tile_block_range(const SeqlenInfo& s, int m_block) {
-  BlockRange r = kv_block_range(kCausal, m_block, kBlockM, kBlockN, s.seqlen_q, s.seqlen_k);
+// With packed heads a query block is tokens_per_tile queries (visibility.cuh); with key splits
+// the range is cut to the tile's split.
+FJ_DEVICE int tokens_per_tile(const Params& p) { return kPackGQA ? kBlockM >> p.pack_shift : kBlockM; }
+FJ_DEVICE KeySplit tile_key_split(const Params& p, const SeqlenInfo& s) {
+  return key_split(s.seqlen_k, kBlockN, p.num_splits, p.split_blocks);
+}
+
+FJ_DEVICE BlockRange tile_block_range(const Params& p, const SeqlenInfo& s, int m_block, int split) {
+  BlockRange r = kv_block_range(kCausal, m_block, tokens_per_tile(p), kBlockN, s.seqlen_q, s.seqlen_k);
   if (kCausal && kCluster == 2) {
     const int whole = r.count() - r.n_masked;
     r.n_max = max(r.n_max, kv_block_range(kCausal, m_block ^ 1, kBlockM, kBlockN, s.seqlen_q, s.seqlen_k).n_max);
     r.n_masked = r.count() - whole;
   }
+  if constexpr (kSplitKV) r = split_block_range(r, tile_key_split(p, s), split);
   return r;
 }
 
@@ -135,26 +143,33 @@ FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 // ================================================================ tiles
 struct Tile {
   int m_block, head, batch;
+  int split;  // split_kv: which of the sequence's key splits (else 0)
 };
+
+// The heads tiles go over (packed: groups of pack_heads query heads) and the key splits.
+FJ_DEVICE int tile_heads(const Params& p) { return kPackGQA ? p.tile_heads : p.heads_q; }
+FJ_DEVICE int tile_splits(const Params& p) { return kSplitKV ? p.num_splits : 1; }
 
 // Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing). With
 // varlen, seqlen_q is an upper bound: a sequence's tiles past its own query blocks are skipped
 // (tile_has_rows).
 FJ_DEVICE int padded_m_blocks(const Params& p) {
-  const int m = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  const int m = (p.seqlen_q + tokens_per_tile(p) - 1) / tokens_per_tile(p);
   return (m + kCluster - 1) / kCluster * kCluster;
 }
 // NOTES: tile indices are 32-bit unsigned: the host keeps the count below 2^31 (a 1-D grid), so an
 // index one round past it still fits, and 64-bit division would cost compile time for nothing.
-FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_blocks(p) * p.heads_q * p.batch; }
+FJ_DEVICE uint32_t tile_count(const Params& p) { return (uint32_t)padded_m_blocks(p) * tile_heads(p) * p.batch * tile_splits(p); }
 
 // Lengths read on the device (varlen, seqused_k, paged): tile costs the host cannot know. The
 // static deal then walks single tiles, each head's query blocks heaviest first, and skips the
 // tiles past their sequence's queries.
 constexpr bool kDeviceLengths = kVarlen || kPaged;
 
-FJ_DEVICE bool tile_has_rows(const SeqlenInfo& s, const Tile& tile) {
-  return !kVarlen || query_block_has_rows(tile.m_block, kBlockM, s.seqlen_q);
+// Key splits past the sequence's own count are skipped too (the combine merges only its own).
+FJ_DEVICE bool tile_has_rows(const Params& p, const SeqlenInfo& s, const Tile& tile) {
+  if (kSplitKV && tile.split >= tile_key_split(p, s).splits) return false;
+  return !kVarlen || query_block_has_rows(tile.m_block, tokens_per_tile(p), s.seqlen_q);
 }
 
 // The persistent grid's deal (tile_schedule.cuh) seen from this CTA. Causal tiles cost from one
@@ -179,7 +194,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
   d.ctas = gridDim.x;
   d.cta = blockIdx.x;
-  set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)p.heads_q * (uint32_t)p.batch, kDeviceLengths);
+  set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), kDeviceLengths);
   d.unit = deal_unit(deals_causal_pairs(kCausal, kDeviceLengths), kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
@@ -200,14 +215,25 @@ FJ_DEVICE bool has_tile(const Params& p, int slot) { return deal_slot(tile_deal(
 // NOTES: consumers decode their tile twice, before the main loop and again for the epilogue, with
 // the tile number hidden from the compiler in between: otherwise it keeps the coordinates live
 // through the loop, where the d128 variant has no registers to spare (it spilled).
-// (query block, head + heads_q * batch) -> the tile.
+// (query block, head + tile_heads * (batch + batch count * split)) -> the tile (div_heads_q
+// divides by tile_heads).
 FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   Tile tile;
   tile.m_block = (int)dealt.m_block;
-  const uint32_t batch = fast_div(dealt.head, p.div_heads_q);
-  tile.head = (int)(dealt.head - batch * (uint32_t)p.heads_q);
+  uint32_t head_index = dealt.head;
+  tile.split = 0;
+  if constexpr (kSplitKV) {
+    tile.split = (int)fast_div(head_index, p.div_split_heads);
+    head_index -= (uint32_t)tile.split * (uint32_t)tile_heads(p) * (uint32_t)p.batch;
+  }
+  const uint32_t batch = fast_div(head_index, p.div_heads_q);
+  tile.head = (int)(head_index - batch * (uint32_t)tile_heads(p));
   tile.batch = (int)batch;
   return tile;
+}
+
+FJ_DEVICE uint32_t head_index_of(const Params& p, const Tile& tile) {
+  return (uint32_t)(tile.head + tile_heads(p) * (tile.batch + (kSplitKV ? p.batch * tile.split : 0)));
 }
 
 // The deal's answer as (query block, head index): rows first where lengths are on the device
@@ -329,13 +355,20 @@ FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
 FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local) {
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
-  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, (uint32_t)(tile.head + p.heads_q * tile.batch));
+  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, head_index_of(p, tile));
   if (kPublishTiles && kDeviceLengths) store_sequence_words(sm, b, seq);
   mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
+  // Packed heads: the map's dims 1 and 2 are swapped (heads, then rows) and its box is pack_heads
+  // heads x tokens_per_tile rows: the tile's rows come out query-major, as row_target reads them.
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
-    tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, seq.q_row0 + tile.m_block * kBlockM,
-                tile.head, seq.q_batch);
+    if constexpr (kPackGQA) {
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, tile.head * p.pack_heads,
+                  seq.q_row0 + tile.m_block * tokens_per_tile(p), seq.q_batch);
+    } else {
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, seq.q_row0 + tile.m_block * kBlockM,
+                  tile.head, seq.q_batch);
+    }
   }
 }
 
@@ -367,7 +400,7 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   if constexpr (kCluster == 2) {
     const Tile tile = tile_of(p, 0);
     const SeqlenInfo seq = seqlen_info(p, tile.batch);
-    produce_tile(p, sm, tile, seq, 0, 0, tile_block_range(seq, tile.m_block), rank);
+    produce_tile(p, sm, tile, seq, 0, 0, tile_block_range(p, seq, tile.m_block, tile.split), rank);
     if (kPublishTiles) publish_end(sm, 1);
     return;
   }
@@ -375,8 +408,8 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   for (int slot = 0; has_tile(p, slot); ++slot) {
     const Tile tile = tile_of(p, slot);
     const SeqlenInfo seq = seqlen_info(p, tile.batch);
-    if (!tile_has_rows(seq, tile)) continue;
-    const BlockRange range = tile_block_range(seq, tile.m_block);
+    if (!tile_has_rows(p, seq, tile)) continue;
+    const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
     produce_tile(p, sm, tile, seq, local, ring, range, rank);
     ring += range.count();
     ++local;
@@ -485,6 +518,7 @@ FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16
 // visibility rule on the blocks that need it; a soft cap or a score modifier enters here, once.
 struct ScoreRule {
   int seqlen_q, seqlen_k;  // the tile's sequence
+  int pack_shift;          // packed heads: a row's query is row >> pack_shift
 
   // Per row: the last visible key (visibility.cuh), relative to this thread's first column in
   // the block, so each element compares a constant offset against one of two registers.
@@ -492,7 +526,12 @@ struct ScoreRule {
     const int first_col = n * kBlockN + f.col(0);
     int last_visible[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) last_visible[r] = last_visible_key(kCausal, f.row0 + 8 * r, seqlen_q, seqlen_k) - first_col;
+    for (int r = 0; r < 2; ++r) {
+      // NOTES: the shift written out here, not as a member function: calling one kept the rule's
+      // fields in memory and the d64 three-warpgroup kernel spilled 8 bytes.
+      const int query = kPackGQA ? (f.row0 + 8 * r) >> pack_shift : f.row0 + 8 * r;
+      last_visible[r] = last_visible_key(kCausal, query, seqlen_q, seqlen_k) - first_col;
+    }
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) {
       if (f.col(i) - f.col(0) > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
@@ -798,11 +837,42 @@ FJ_DEVICE OStaging o_staging(const SmemLayout& sm, int wg, int local, int n_bloc
   return OStaging{sm.q_buffer(b), kBlockM, wg * 64, sm.empty_q(b)};
 }
 
-// Where row 0 of the tile's sequence and head sits in LSE: dense [batch, heads_q, seqlen_q],
-// varlen [heads_q, total_q].
-FJ_DEVICE int64_t lse_offset(const Params& p, const Tile& tile, const SeqlenInfo& seq) {
-  if (kVarlen) return (int64_t)tile.head * p.total_q + seq.q_row0;
-  return ((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q;
+// Where a tile row's output goes: its query in the sequence and its query head (packed heads:
+// row = query x pack_heads + head of the tile's group, visibility.cuh).
+struct RowTarget {
+  int query, head;
+};
+FJ_DEVICE RowTarget row_target(const Params& p, const Tile& tile, int row) {
+  if constexpr (kPackGQA) return {row >> p.pack_shift, tile.head * p.pack_heads + (row & (p.pack_heads - 1))};
+  return {row, tile.head};
+}
+
+// Split partials (split_kv with more than one split): float32 O and LSE in the caller's workspace.
+FJ_DEVICE bool writes_partials(const Params& p) { return kSplitKV && p.num_splits > 1; }
+
+// Where query 0 of the sequence and head `head` sits in LSE: dense [batch, heads_q, seqlen_q],
+// varlen [heads_q, total_q] (split partials: [split][heads_q][total_q], from lse_partial).
+FJ_DEVICE int64_t lse_offset(const Params& p, const Tile& tile, const SeqlenInfo& seq, int head) {
+  if (kVarlen) return (int64_t)head * p.total_q + seq.q_row0;
+  return ((int64_t)tile.batch * p.heads_q + head) * p.seqlen_q;
+}
+
+// The partial O of split tile.split: this thread's two rows, straight from the accumulator
+// (float pairs; nothing staged), normalised by the split's own row sums.
+FJ_DEVICE void store_partial_o(const Params& p, const Fragment& f, const float (&o)[kVCols / 2], const float (&inv_sum)[2],
+                               const Tile& tile, const SeqlenInfo& seq) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
+    if (at.query >= seq.seqlen_q) continue;
+    float* const row = p.o_partial + (((int64_t)tile.split * p.total_q + seq.q_row0 + at.query) * p.heads_q + at.head) * kHeadDimV;
+#pragma unroll
+    for (int g = 0; g < kVCols / 8; ++g) {
+      const int i = 4 * g + 2 * r;  // elements i and i + 1: row half r, columns col(i) and col(i) + 1
+      if (f.col(i) >= kHeadDimV) continue;
+      asm volatile("st.global.v2.f32 [%0], {%1, %2};" :: "l"(row + f.col(i)), "f"(o[i] * inv_sum[r]), "f"(o[i + 1] * inv_sum[r]) : "memory");
+    }
+  }
 }
 
 // varlen: the warpgroup's 64 rows of O from the staging tile to global memory up to the
@@ -815,11 +885,13 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
-    if (r >= rows || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
+    const RowTarget at = row_target(p, tile, first + r);
+    if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
     uint32_t v0, v1, v2, v3;
     const uint32_t src = out.base + swizzled_offset(out.row0 + r, chunk * 64 + unit * 8, out.rows);
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src) : "memory");
-    uint16_t* dst = head_base + (int64_t)(seq.q_row0 + first + r) * p.o_row_stride + chunk * 64 + unit * 8;
+    uint16_t* dst = (kPackGQA ? p.o_rows + (int64_t)at.head * p.o_head_stride : head_base) +
+                    (int64_t)(seq.q_row0 + at.query) * p.o_row_stride + chunk * 64 + unit * 8;
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
   }
 }
@@ -834,13 +906,21 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     // Fully masked row: sum 0 -> O = 0 and LSE = -inf.
     inv_sum[r] = (sum == 0.f || sum != sum) ? 0.f : 1.f / sum;
-    if (p.lse != nullptr && (f.lane & 3) == 0) {
-      const int row = f.row0 + 8 * r;
-      if (row < seq.seqlen_q) {
+    float* const lse_base = writes_partials(p) ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
+    if (lse_base != nullptr && (f.lane & 3) == 0) {
+      const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
+      if (at.query < seq.seqlen_q) {
         const float lse = inv_sum[r] == 0.f ? FJ_NEG_INF : st.row_max[r] * 0.69314718055994531f + __logf(sum);
-        p.lse[lse_offset(p, tile, seq) + row] = lse;
+        lse_base[lse_offset(p, tile, seq, at.head) + at.query] = lse;
       }
     }
+  }
+  // Split partials go out from the registers; the staging memory is released unused.
+  if (writes_partials(p)) {
+    store_partial_o(p, f, o, inv_sum, tile, seq);
+    named_barrier_sync(kEpilogueBarrier + wg, 128);  // the warpgroup's last reads of the slot are done
+    if (t == 0) mbar_arrive(out.release_bar);
+    return;
   }
   // O -> the staging tile (its last reader, a wgmma, is complete), swizzled like TMA: per 16
   // columns one stmatrix.x4 of the warp's 16 rows (o[8g .. 8g+7] are its four 8x8 matrices:
@@ -920,11 +1000,11 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   int which = kWalkBySlot ? slot : local;
   const Tile tile = consumer_tile(p, sm, which);
   const SeqlenInfo seq = consumer_seqlen(p, sm, which, tile);
-  const BlockRange range = tile_block_range(seq, tile.m_block);
+  const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
-             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k}};
+             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -1017,7 +1097,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
       if (!has_tile(p, slot)) break;
       if (kDeviceLengths) {
         const Tile tile = tile_of(p, slot);
-        if (!tile_has_rows(seqlen_info(p, tile.batch), tile)) continue;
+        if (!tile_has_rows(p, seqlen_info(p, tile.batch), tile)) continue;
       }
     }
     ring += consume_tile(p, sm, wg, t, local, slot, ring);

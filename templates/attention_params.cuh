@@ -36,4 +36,36 @@ struct Params {
   // write into the next sequence): base and element strides.
   uint16_t* o_rows;
   int64_t o_row_stride, o_head_stride;
+  // Decode (spec keys pack_gqa, split_kv; visibility.cuh's pack and split rules).
+  // pack_gqa: a tile holds pack_heads query heads (a power of two, 2^pack_shift, dividing heads_q /
+  // heads_kv) of tokens_per_tile = kBlockM / pack_heads queries each, packed row r = token x
+  // pack_heads + head; tiles go over tile_heads = heads_q / pack_heads heads (1, heads_q, heads_q
+  // without packing).
+  int pack_heads, pack_shift, tile_heads;
+  // split_kv: num_splits splits a sequence at most (the grid's), split_blocks K/V blocks each (0:
+  // each sequence's blocks cut into num_splits); with num_splits > 1 the kernel writes float32
+  // partials [split][total_q][heads_q][head_dim_v] and LSE [split][heads_q][total_q] (natural log),
+  // and flashjit_attention_combine merges them. div_split_heads: tile_heads x batch.
+  int num_splits, split_blocks;
+  uint32_t div_split_heads[2];
+  float* o_partial;
+  float* lse_partial;
+};
+
+// flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states
+// of the same rows and heads merged into one, as cascade and shared-prefix attention need them.
+// O tensors [rows, heads, head_dim_v] with element strides, float32 or the kernel's 16-bit dtype;
+// LSE float [heads][lse_head_stride] (natural log), row r at r. Built by make_merge_params
+// (src/launch/merge_states.cpp).
+struct MergeParams {
+  const void* o_a;
+  const void* o_b;
+  void* o_out;
+  const float* lse_a;
+  const float* lse_b;
+  float* lse_out;  // or null
+  int64_t a_row_stride, a_head_stride, b_row_stride, b_head_stride, out_row_stride, out_head_stride;
+  int64_t lse_head_stride;
+  int rows, heads;
+  int float32_states, float32_out;  // 1: that side is float32; 0: the kernel's dtype
 };

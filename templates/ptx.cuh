@@ -31,6 +31,16 @@ FJ_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// One register of two 16-bit values -> two floats (low half first).
+struct FloatPair {
+  float lo, hi;
+};
+FJ_DEVICE FloatPair unpack_bf16x2(uint32_t v) { return {__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u)}; }
+FJ_DEVICE FloatPair unpack_fp16x2(uint32_t v) {
+  FloatPair f;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}" : "=f"(f.lo), "=f"(f.hi) : "r"(v));
+  return f;
+}
 FJ_DEVICE float fast_exp2(float x) {  // ex2.approx(-inf) = +0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -67,3 +67,42 @@ FJ_DEVICE BlockRange kv_block_range(bool causal, int m_block, int block_m, int b
   r.n_masked = r.n_max - fj_min(fj_max(whole, r.n_min), r.n_max);
   return r;
 }
+
+// ---- decode: packed heads and key splits
+// Packed GQA (spec key pack_gqa): the query heads of one K/V head share a tile's rows, so a K/V
+// block is read once for all of them. pack_heads (a power of two dividing heads_q / heads_kv, at
+// most block_m) heads of tokens_per_tile = block_m / pack_heads queries each: packed row r of a
+// tile is query r >> pack_shift, head (r & (pack_heads - 1)) of the tile's. Query blocks are then
+// blocks of tokens_per_tile queries, and the rule above applies to the query, not the row.
+FJ_DEVICE int pack_heads_for(int group, int block_m) {
+  int heads = 1;
+  while (heads * 2 <= block_m && group % (heads * 2) == 0) heads *= 2;
+  return heads;
+}
+
+// Key splits (spec key split_kv): a sequence's K/V blocks cut into `splits` runs of
+// blocks_per_split (the last one shorter), each done by its own tiles; split_blocks > 0 fixes
+// the run length (batch-invariant: a sequence's splits do not depend on the rest of the batch),
+// else the blocks are cut into num_splits runs. Every split below `splits` writes its partial
+// (a tile whose rows see none of its keys writes LSE -inf); the combine merges exactly those.
+// A sequence without keys has one split (O = 0, LSE = -inf).
+struct KeySplit {
+  int blocks_per_split, splits;
+};
+
+FJ_DEVICE KeySplit key_split(int seqlen_k, int block_n, int num_splits, int split_blocks) {
+  const int blocks = (seqlen_k + block_n - 1) / block_n;
+  const int per = fj_max(1, split_blocks > 0 ? split_blocks : (blocks + num_splits - 1) / fj_max(1, num_splits));
+  return {per, fj_max(1, fj_min(num_splits, (blocks + per - 1) / per))};
+}
+
+// The part of a tile's block range in split `split`: blocks [split x per, (split + 1) x per). The
+// masked blocks stay the range's top ones (those at or above n_max - n_masked).
+FJ_DEVICE BlockRange split_block_range(const BlockRange& r, const KeySplit& ks, int split) {
+  BlockRange s;
+  const int lo = split * ks.blocks_per_split, hi = lo + ks.blocks_per_split;
+  s.n_min = fj_max(r.n_min, lo);
+  s.n_max = fj_max(s.n_min, fj_min(r.n_max, hi));
+  s.n_masked = fj_max(0, s.n_max - fj_max(s.n_min, r.n_max - r.n_masked));
+  return s;
+}

@@ -127,7 +127,8 @@ TEST(ApiC, EnumsAreFixedWidthAndStructLayoutsAreTheAbi) {
   EXPECT_EQ(sizeof(flashjit_status_t), 4u);
   EXPECT_EQ(sizeof(flashjit_compile_policy_t), 4u);
   EXPECT_EQ(sizeof(flashjit_cache_mode_t), 4u);
-  EXPECT_EQ(sizeof(flashjit_attention_args_t), 280u);
+  EXPECT_EQ(sizeof(flashjit_attention_args_t), 304u);  // 256, then 280 (engine extents): appended fields only
+  EXPECT_EQ(offsetof(flashjit_attention_args_t, workspace), 280u);
   EXPECT_EQ(sizeof(flashjit_context_options_t), 40u);
   EXPECT_EQ(sizeof(flashjit_context_info_t), 40u);
   EXPECT_EQ(sizeof(flashjit_kernel_info_t), 112u);  // 80 in 0.0, 96 in 0.1: appended fields only

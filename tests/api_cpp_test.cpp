@@ -100,6 +100,24 @@ TEST(ApiCpp, EngineInputsThroughTheBuilder) {
   EXPECT_FALSE(flashjit::validate("dtype=bf16,head_dim=128,causal=1", args));  // a dense spec takes none of them
 }
 
+TEST(ApiCpp, SplitKvDecodeThroughTheBuilder) {
+  const std::vector<int32_t> cu_seqlens_q{0, 1, 2}, seqused_k{4000, 16};
+  flashjit::AttentionArgs args;
+  args.pointers(0x1000, 0x2000, 0x3000, 0x4000)
+      .shape(2, 1, 4096, 32, 8)
+      .strides({0, 32 * 128, 128}, {4096 * 8 * 128, 8 * 128, 128}, {4096 * 8 * 128, 8 * 128, 128}, {0, 32 * 128, 128})
+      .varlen_queries(reinterpret_cast<uint64_t>(cu_seqlens_q.data()), 2)
+      .seqused_k(reinterpret_cast<uint64_t>(seqused_k.data()));
+  const std::string spec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1";
+  args.split_kv(0x100000, 0, 16);
+  uint64_t bytes = 0;
+  ASSERT_TRUE(flashjit::workspace_size(spec, args, &bytes));
+  EXPECT_EQ(bytes, uint64_t(16 * 2 * 32) * 129 * 4);
+  EXPECT_FALSE(flashjit::validate(spec, args));  // workspace_bytes 0: too small
+  args.split_kv(0x100000, bytes, 16, 512);
+  EXPECT_TRUE(flashjit::validate(spec, args)) << flashjit::validate(spec, args).error().message();
+}
+
 TEST(ApiCpp, CompileOnlyContextPrewarmsExportsAndImports) {
   const std::string source = temp_dir("source"), target = temp_dir("target");
   auto context = flashjit::Context::create(flashjit::ContextOptions().device(FLASHJIT_DEVICE_NONE).cache_dir(source));

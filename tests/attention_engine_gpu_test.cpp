@@ -10,7 +10,11 @@
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
+#include "launch/merge_states.hpp"
 #include "verify/engine_check.hpp"
+#include "verify/reference.hpp"
+
+#include <cmath>
 
 namespace flashjit::testing {
 namespace {
@@ -32,6 +36,8 @@ std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
 struct EngineCase {
   std::string spec;
   EngineProblem problem;
+  int max_ctas = -1;  // >= 0: launch on this grid bound instead of the SM count (0: one CTA per
+                      // tile, and a split_kv launch then takes max_splits splits exactly)
 };
 
 bool report(const EngineCase& c, const EngineCheck& check) {
@@ -61,7 +67,9 @@ void run_all(const std::vector<EngineCase>& cases) {
     auto kernel = get_test_kernel(c.spec, &error);
     ASSERT_TRUE(kernel) << error;
     EngineBuffers buffers(*env->api, c.problem, capacity_for(c.problem));
-    failed += !report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, c.problem, buffers, rng));
+    CheckDevice device = env->device();
+    if (c.max_ctas >= 0) device.max_ctas = c.max_ctas;
+    failed += !report(c, check_engine_attention(device, {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, c.problem, buffers, rng));
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);
 }
@@ -148,17 +156,189 @@ TEST(AttentionEngineGpu, PagedCacheWithDenseQueries) {
   run_all(cases);
 }
 
+// Decode: sequences of `queries` queries against 0..max_keys keys (the first ones: no key, one
+// key, a whole number of 128-key blocks, one past it), the rest random.
+EngineProblem decode_batch(std::mt19937_64& rng, bool bf16, int d, bool causal, int hq, int hkv, KvSource kv, int page_size,
+                           int batch, int queries, int max_keys) {
+  EngineProblem p = ragged(rng, bf16, d, causal, hq, hkv, kv, page_size, batch, 8);
+  const int special[] = {0, 1, 1024, 1025};
+  for (int b = 0; b < batch; ++b) {
+    p.seqlen_q[b] = queries;
+    p.seqlen_k[b] = b < 4 ? std::min(special[b], max_keys) : 1 + int(rng() % max_keys);
+  }
+  return p;
+}
+
+const char* kDecode = "pack_gqa=1,split_kv=1";
+
+// Every split count exactly (a grid of one CTA per tile takes max_splits): 1, 2, an odd one and
+// the most the kernel's lengths give, with key counts that do not divide into them.
+TEST(AttentionEngineGpu, SplitKvDecodeEverySplitCount) {
+  std::mt19937_64 shapes(21);
+  std::vector<EngineCase> cases;
+  for (int splits : {1, 2, 3, 16})
+    for (KvSource kv : {KvSource::kPaged, KvSource::kDense})
+      for (bool causal : {false, true}) {
+        EngineProblem p = decode_batch(shapes, true, 128, causal, 32, 8, kv, 16, 7, causal ? 4 : 1, 2500);
+        p.max_splits = splits;
+        cases.push_back({engine_spec(p, kDecode), p, 0});
+      }
+  run_all(cases);
+}
+
+// GQA ratios 1-16 (3 and 6 pack 1 and 2 heads), 1-16 queries, pages 1/16/64/256, dense and packed
+// K/V, both dtypes, head dims 64/80/128/256, with the split count the launch picks from the SMs.
+TEST(AttentionEngineGpu, SplitKvDecodeGroupsQueriesPagesAndHeadDims) {
+  std::mt19937_64 shapes(22);
+  std::vector<EngineCase> cases;
+  const std::pair<int, int> groups[] = {{8, 8}, {8, 4}, {12, 4}, {32, 8}, {24, 4}, {16, 2}, {16, 1}};
+  int i = 0;
+  for (auto [hq, hkv] : groups)
+    for (int queries : {1, 2, 16}) {
+      const int pages[] = {1, 16, 64, 256};
+      const KvSource kv = i % 5 == 3 ? KvSource::kDense : i % 5 == 4 ? KvSource::kPacked : KvSource::kPaged;
+      const int dims[] = {64, 80, 128, 256};
+      const int d = dims[i % 4];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, d, queries > 1, hq, hkv, kv, pages[(i / 2) % 4], 5 + i % 4, queries, 1800);
+      p.max_splits = 8 + 8 * (i % 3);
+      cases.push_back({engine_spec(p, kDecode), p});
+      ++i;
+    }
+  run_all(cases);
+}
+
+// Decode and speculative sequences among prefills in one varlen launch (the decode path's packing
+// and splits for all of them), and packed heads without splits.
+TEST(AttentionEngineGpu, PackedHeadsAndSplitsOnMixedBatches) {
+  std::mt19937_64 shapes(23);
+  std::vector<EngineCase> cases;
+  for (const char* extra : {"pack_gqa=1", kDecode, "split_kv=1"})
+    for (bool causal : {false, true})
+      for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+        EngineProblem p = ragged(shapes, true, 128, causal, 16, 4, kv, 64, 9, 900);
+        p.seqlen_q[0] = 1, p.seqlen_k[0] = 1000;
+        p.seqlen_q[1] = 4, p.seqlen_k[1] = 900;
+        if (std::string(extra).find("split_kv") != std::string::npos) p.max_splits = 12;
+        cases.push_back({engine_spec(p, extra), p});
+        if (p.max_splits == 0) continue;
+        p.workspace_splits = 3;  // a workspace for three splits: the launch takes at most three
+        cases.push_back({engine_spec(p, extra), p, 0});
+      }
+  run_all(cases);
+}
+
+// Batch-invariant mode (split_keys: a fixed split size): correct for every sequence length.
+TEST(AttentionEngineGpu, SplitKvFixedSplitSize) {
+  std::mt19937_64 shapes(24);
+  std::vector<EngineCase> cases;
+  for (int split_keys : {128, 384, 1024})
+    for (bool causal : {false, true}) {
+      EngineProblem p = decode_batch(shapes, true, 128, causal, 32, 8, KvSource::kPaged, 16, 6, causal ? 3 : 1, 2000);
+      p.max_splits = (2000 + split_keys - 1) / split_keys;
+      p.split_keys = split_keys;
+      cases.push_back({engine_spec(p, kDecode), p});
+    }
+  run_all(cases);
+}
+
+// flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
+// padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
+TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  const DriverApi& api = *env->api;
+  int failed = 0;
+  for (int d : {64, 128, 256})
+    for (int mode = 0; mode < 4; ++mode) {  // bit 0: float32 states, bit 1: float32 out
+      const bool bf16 = d != 64, f32_in = mode & 1, f32_out = mode & 2;
+      const std::string spec = std::string("dtype=") + (bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(d) + ",varlen=1," + kDecode;
+      std::string error;
+      auto kernel = get_test_kernel(spec, &error);
+      ASSERT_TRUE(kernel) << error;
+      const int rows = 37, heads = 6;
+      const int64_t row_stride = int64_t(heads) * d + 8, head_stride = d, lse_stride = rows + 3;
+      const size_t elems = size_t(rows) * row_stride;
+      std::uniform_real_distribution<float> value(-2.f, 2.f), logit(-4.f, 4.f);
+      std::vector<float> oa(elems), ob(elems), la(size_t(heads) * lse_stride), lb(la.size());
+      for (auto& x : oa) x = value(rng);
+      for (auto& x : ob) x = value(rng);
+      for (size_t i = 0; i < la.size(); ++i) {
+        la[i] = i % 11 == 0 ? -INFINITY : logit(rng);
+        lb[i] = i % 7 == 0 || i % 11 == 0 ? -INFINITY : logit(rng);  // some rows: both -inf
+      }
+      // The 16-bit inputs are rounded first, so the reference sees what the kernel reads.
+      std::vector<uint16_t> ha(elems), hb(elems);
+      for (size_t i = 0; i < elems; ++i) {
+        ha[i] = float_to_half_bits(oa[i], bf16), hb[i] = float_to_half_bits(ob[i], bf16);
+        if (!f32_in) oa[i] = half_bits_to_float(ha[i], bf16), ob[i] = half_bits_to_float(hb[i], bf16);
+      }
+      const size_t in_bytes = elems * (f32_in ? 4 : 2), out_bytes = elems * (f32_out ? 4 : 2);
+      DeviceBuffer a(api, in_bytes), b(api, in_bytes), out(api, out_bytes), lsea(api, la.size() * 4), lseb(api, lb.size() * 4),
+          lseo(api, la.size() * 4);
+      a.upload(f32_in ? (const void*)oa.data() : (const void*)ha.data(), in_bytes);
+      b.upload(f32_in ? (const void*)ob.data() : (const void*)hb.data(), in_bytes);
+      lsea.upload(la.data(), la.size() * 4);
+      lseb.upload(lb.data(), lb.size() * 4);
+      out.fill_bytes(0xFF);
+      lseo.fill_bytes(0xFF);
+      MergeArgs m;
+      m.o_a = a.ptr(), m.o_b = b.ptr(), m.o_out = out.ptr(), m.lse_a = lsea.ptr(), m.lse_b = lseb.ptr(), m.lse_out = lseo.ptr();
+      m.rows = rows, m.heads = heads;
+      m.a_row_stride = m.b_row_stride = m.out_row_stride = row_stride;
+      m.a_head_stride = m.b_head_stride = m.out_head_stride = head_stride;
+      m.lse_head_stride = lse_stride;
+      m.float32_states = f32_in, m.float32_out = f32_out;
+      ASSERT_TRUE(launch_merge_states(api, kernel->loaded->more(1), kernel->config, m, env->stream, false).ok());
+      ASSERT_TRUE(check(api, api.cuStreamSynchronize(env->stream), "merge").ok());
+      std::vector<uint16_t> got16(f32_out ? 0 : elems);
+      std::vector<float> got32(f32_out ? elems : 0), got_lse(la.size());
+      if (f32_out) out.download(got32.data(), out_bytes); else out.download(got16.data(), out_bytes);
+      lseo.download(got_lse.data(), got_lse.size() * 4);
+      double err = 0, norm = 0, lse_err = 0;
+      int bad_lse = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          const double xa = la[size_t(h) * lse_stride + r], xb = lb[size_t(h) * lse_stride + r];
+          const double top = std::max(xa, xb);
+          const double wa = std::isinf(top) ? 0 : std::exp(xa - top), wb = std::isinf(top) ? 0 : std::exp(xb - top), sum = wa + wb;
+          const double lse = sum > 0 ? top + std::log(sum) : -INFINITY;
+          const float got = got_lse[size_t(h) * lse_stride + r];
+          if (std::isinf(lse) ? !(std::isinf(got) && got < 0) : !(std::abs(got - lse) <= 1e-4 * std::max(1.0, std::abs(lse)))) ++bad_lse;
+          if (!std::isinf(lse)) lse_err = std::max(lse_err, std::abs(got - lse));
+          for (int c = 0; c < d; ++c) {
+            const size_t i = size_t(r) * row_stride + size_t(h) * head_stride + c;
+            const double want = sum > 0 ? (wa * oa[i] + wb * ob[i]) / sum : 0.0;
+            const double have = f32_out ? got32[i] : half_bits_to_float(got16[i], bf16);
+            err += (have - want) * (have - want), norm += want * want;
+          }
+        }
+      const double rel = std::sqrt(err / std::max(norm, 1e-30));
+      const double bound = f32_out ? 1e-5 : o_error_bound(bf16);
+      const bool ok = rel <= bound && bad_lse == 0;
+      failed += !ok;
+      std::printf("%s merge %s f32_states=%d f32_out=%d rel_err %.2e (bound %.0e) lse_err %.2e bad_lse %d\n", ok ? "PASS" : "FAIL",
+                  spec.c_str(), int(f32_in), int(f32_out), rel, bound, lse_err, bad_lse);
+      EXPECT_LE(rel, bound) << spec;
+      EXPECT_EQ(bad_lse, 0) << spec;
+      // The padding between rows stays untouched (poisoned bytes).
+      if (!f32_out) EXPECT_EQ(got16[size_t(heads) * d], 0xFFFFu);
+    }
+  std::printf("12 cases, %d failed\n", failed);
+}
+
 // One capture, replays after the lengths, the block table, the data and the active sequences
 // changed within the captured bounds: every replay is checked against its own reference.
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+  for (int mode = 0; mode < 3; ++mode) {  // paged, packed, paged split-KV decode
+    const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
     EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
+    if (mode == 2) bounds.max_splits = 6;
     const EngineCapacity capacity = capacity_for(bounds);
-    const std::string spec = engine_spec(bounds);
+    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -169,11 +349,10 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       if (exec == nullptr) {  // the first step captures
         auto params = make_kernel_params(api, kernel->config, args, env->sm_count);
         if (!params) return params.take_error();
-        void* kernel_args[] = {&*params};
         CUgraph graph = nullptr;
         if (Status st = check(api, api.cuStreamBeginCapture(env->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
-        Status launched = launch_kernel(api, kernel->loaded->function(), attention_launch_shape(kernel->config, args, env->sm_count),
-                                        env->stream, kernel_args);
+        Status launched = launch_attention_kernels(api, {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, args,
+                                                   *params, env->stream, env->sm_count, false);
         if (Status st = check(api, api.cuStreamEndCapture(env->stream, &graph), "end capture"); !st) return st;
         if (!launched) return launched;
         if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) return st;
@@ -184,9 +363,9 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     for (int step = 0; step < 6; ++step) {
       EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
-      p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size;
+      p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
-      report(c, check_engine_attention(env->device(), kernel->loaded->function(), kernel->config, p, buffers, rng, replay));
+      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }
     if (exec) api.cuGraphExecDestroy(exec);
   }

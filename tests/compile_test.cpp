@@ -6,6 +6,7 @@
 #include "compile/ptxas_report.hpp"
 #include "config/kernel_config.hpp"
 #include "config/length_choice.hpp"
+#include "runtime/engine.hpp"
 #include "source/render.hpp"
 
 namespace flashjit {
@@ -84,6 +85,25 @@ TEST(PtxasReport, ParsesRegistersSpillsAndWarnings) {
   EXPECT_NE(r.warnings[0].find("C7508"), std::string::npos);
 }
 
+// A module's other kernels (split_kv's combine) count towards its spills and stack: the
+// zero-spill rule is the module's; registers and shared memory stay the named kernel's.
+TEST(PtxasReport, SpillsOfEveryKernelInTheModuleCount) {
+  const char* log =
+      "ptxas info    : Compiling entry function 'flashjit_attention_combine' for 'sm_90a'\n"
+      "ptxas info    : Function properties for flashjit_attention_combine\n"
+      "    8 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 48 registers, used 0 barriers, 4096 bytes smem\n"
+      "ptxas info    : Compiling entry function 'flashjit_attention_fwd' for 'sm_90a'\n"
+      "ptxas info    : Function properties for flashjit_attention_fwd\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 240 registers, used 16 barriers\n";
+  PtxasReport r = parse_ptxas_report(log, "flashjit_attention_fwd");
+  EXPECT_EQ(r.registers, 240);
+  EXPECT_EQ(r.spill_bytes(), 12);
+  EXPECT_EQ(r.stack_frame_bytes, 8);
+  EXPECT_EQ(r.static_smem_bytes, 0);
+}
+
 TEST(Compile, FailureIsTypedAndCarriesLog) {
   CompileRequest request{"extern \"C\" __global__ void k() { this is not cuda; }", default_nvrtc_options(), "k", "test-spec"};
   auto result = compile_with_nvrtc(request);
@@ -144,6 +164,28 @@ INSTANTIATE_TEST_SUITE_P(All, DefaultVariant, ::testing::ValuesIn(default_specs(
                            for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
                            return name;
                          });
+
+}  // namespace
+}  // namespace flashjit
+
+namespace flashjit {
+namespace {
+
+// The decode variants (split_kv's module: the attention kernel and its combine) build without a
+// spill or a stack frame in either kernel, at the head dims engines use and an odd one.
+TEST(Compile, DecodeModulesHaveNoSpills) {
+  for (const char* spec : {"dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                           "dtype=fp16,head_dim=256,varlen=1,pack_gqa=1,split_kv=1,causal=1",
+                           "dtype=bf16,head_dim=80,varlen=1,pack_gqa=1,split_kv=1"}) {
+    auto config = make_config(*parse_spec(spec));
+    ASSERT_TRUE(config) << config.error().message;
+    auto kernel = compile_with_nvrtc(make_compile_request(*config));
+    ASSERT_TRUE(kernel) << kernel.error().message;
+    EXPECT_EQ(kernel->report.spill_bytes(), 0) << spec;
+    EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << spec;
+    EXPECT_NE(kernel->cubin.find("flashjit_attention_combine"), std::string::npos) << spec;
+  }
+}
 
 }  // namespace
 }  // namespace flashjit

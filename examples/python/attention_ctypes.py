@@ -12,12 +12,17 @@ flashjit.h): a vLLM-shaped mixed batch (decodes, a speculative sequence, a prefi
 an empty sequence, one with more queries than keys) as packed queries against a paged KV cache (page size
 16, shuffled page table, one page shared by two sequences); and one CUDA graph captured once and replayed
 after the lengths, the block table and the active sequences change in place (same tensors, same addresses,
-within the captured upper bounds). O and LSE are poisoned (NaN) before each launch; rows past the last
+within the captured upper bounds). A decode case (spec ...,pack_gqa=1,split_kv=1; DECODE in flashjit.h):
+a step loop over a paged cache with 32/8 heads, the workspace sized once, one graph replayed as sequences
+grow, finish and start. O and LSE are poisoned (NaN) before each launch; rows past the last
 sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA GPU (or PyTorch) it says
 so and exits 0.
 
-The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py and
-bench/engine_peers.py: one copy of the layouts.
+The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py,
+bench/engine_peers.py and bench/decode_peers.py: one copy of the layouts. Split-KV decode (spec
+split_kv=1, DECODE in flashjit.h): engine_args(..., max_splits=, split_keys=), Flashjit.workspace_size
+(flashjit_attention_workspace_size) and Flashjit.alloc_workspace / set_workspace for the caller-owned
+workspace.
 """
 import argparse
 import ctypes
@@ -47,7 +52,11 @@ class AttentionArgs(ctypes.Structure):
                 ("block_table", ctypes.c_uint64), ("block_table_batch_stride", ctypes.c_int64),
                 ("page_size", ctypes.c_int64),
                 # appended in 0.3 (the 280-byte layout)
-                ("num_pages", ctypes.c_int64), ("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64)]
+                ("num_pages", ctypes.c_int64), ("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64),
+                # appended in 0.4 (the 304-byte layout): split-KV decode (DECODE in flashjit.h); off: 0. A library
+                # that knows only the 280-byte layout accepts the larger struct while these bytes are zero.
+                ("workspace", ctypes.c_uint64), ("workspace_bytes", ctypes.c_uint64),
+                ("max_splits", ctypes.c_int32), ("split_keys", ctypes.c_int32)]
 
 
 class ContextOptions(ctypes.Structure):
@@ -66,12 +75,15 @@ class KernelInfo(ctypes.Structure):  # the 80-byte layout (the library fills onl
 
 ABI_VERSION = 1
 FLAG_PDL = 1  # FLASHJIT_ATTENTION_FLAG_PDL
-assert ctypes.sizeof(AttentionArgs) == 280 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 80
-# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t
+assert ctypes.sizeof(AttentionArgs) == 304 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 80
+# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 0.4 fields)
 assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
         AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,
-        AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset) == \
-       (8, 48, 96, 192, 200, 208, 248, 256, 272)
+        AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset,
+        AttentionArgs.workspace.offset, AttentionArgs.workspace_bytes.offset, AttentionArgs.max_splits.offset,
+        AttentionArgs.split_keys.offset) == \
+       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300)
+WORKSPACE_ALIGN = 256  # args.workspace: 256-byte aligned
 
 
 class FlashjitError(RuntimeError):
@@ -114,14 +126,17 @@ def _metadata_ptr(t, name, dims):
 
 
 def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
-                block_table=None, batch=None, scale=0.0, flags=0):
+                block_table=None, batch=None, scale=0.0, flags=0, max_splits=0, split_keys=0, workspace=None):
     """Arguments of an engine call (ENGINE INPUTS in flashjit.h) on torch tensors.
 
     q, o: packed [total_q, heads_q, d] with cu_seqlens_q (spec varlen=1; LSE [heads_q, total_q]), or
     [batch, seqlen_q, heads_q, d] without. k, v: packed [total_k, heads_kv, d] with cu_seqlens_k; pools
     [num_pages, page_size, heads_kv, d] (any strides, d contiguous) with block_table [batch, pages] int32
     (spec paged=1; seqused_k required); or [batch, seqlen_k, heads_kv, d], with seqused_k or not.
-    seqlen_q / seqlen_k are the upper bounds a captured graph keeps."""
+    seqlen_q / seqlen_k are the upper bounds a captured graph keeps.
+    Split-KV (spec split_kv=1): max_splits (1..128), split_keys (0, or keys per split: the batch-invariant
+    mode) and workspace (a device tensor of at least Flashjit.workspace_size bytes; or set it later with
+    set_workspace / Flashjit.alloc_workspace, since its size depends on these arguments)."""
     args = new_args(flags)
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     args.lse = lse.data_ptr() if lse is not None else 0
@@ -148,6 +163,21 @@ def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, 
         args.num_pages, args.page_size = k.shape[0], k.shape[1]
     args.q_strides, args.k_strides, args.v_strides, args.o_strides = (strides_of(t) for t in (q, k, v, o))
     args.softmax_scale = scale
+    args.max_splits, args.split_keys = max_splits, split_keys
+    if workspace is not None:
+        set_workspace(args, workspace)
+    return args
+
+
+def set_workspace(args, workspace, nbytes=None):
+    """args.workspace / workspace_bytes from a device tensor (its bytes, or nbytes), or None/0 for none."""
+    if workspace is None or (isinstance(workspace, int) and workspace == 0):
+        args.workspace, args.workspace_bytes = 0, 0
+        return args
+    ptr = workspace if isinstance(workspace, int) else workspace.data_ptr()
+    size = nbytes if nbytes is not None else workspace.numel() * workspace.element_size()
+    assert ptr % WORKSPACE_ALIGN == 0, f"workspace: {ptr:#x} is not {WORKSPACE_ALIGN}-byte aligned"
+    args.workspace, args.workspace_bytes = ptr, size
     return args
 
 
@@ -231,6 +261,48 @@ class Flashjit:
             self._check_metadata = fn
         handle, _ = self.kernel(spec)
         self.check(self._check_metadata(handle, ctypes.byref(args)), f"check_engine_metadata({spec})")
+
+    def describe(self, spec):
+        """The kernel's flashjit_kernel_info_t (the 80-byte layout) as a dict (strings decoded)."""
+        handle, _ = self.kernel(spec)
+        info = KernelInfo(struct_size=ctypes.sizeof(KernelInfo))
+        self.check(self.lib.flashjit_kernel_describe(handle, ctypes.byref(info)), "kernel_describe")
+        return {name: (getattr(info, name).decode() if isinstance(getattr(info, name), bytes) else getattr(info, name))
+                for name, _ in KernelInfo._fields_}
+
+    def workspace_size(self, spec, args):
+        """flashjit_attention_workspace_size: bytes of workspace a split_kv=1 launch with args needs (0 for other
+        specs); a function of the upper bounds (max_splits, total_q, heads_q) only. Needs no GPU and no kernel.
+        Raises FlashjitError where the library predates it (0.4)."""
+        if not hasattr(self, "_workspace_size"):
+            try:
+                fn = self.lib.flashjit_attention_workspace_size
+            except AttributeError:
+                raise FlashjitError("flashjit_attention_workspace_size: not in this library (split-KV needs flashjit 0.4)") \
+                    from None
+            fn.argtypes = [ctypes.c_char_p, ctypes.POINTER(AttentionArgs), ctypes.POINTER(ctypes.c_uint64)]
+            fn.restype = ctypes.c_int32
+            self._workspace_size = fn
+        out = ctypes.c_uint64(0)
+        self.check(self._workspace_size(spec.encode(), ctypes.byref(args), ctypes.byref(out)),
+                   f"attention_workspace_size({spec})")
+        return out.value
+
+    def alloc_workspace(self, spec, args, *more_args):
+        """Sizes the workspace for args (workspace_size), allocates it as a torch uint8 tensor on the current
+        device (the caching allocator's blocks are 512-byte aligned) and sets it in args and in every one of
+        more_args (launches with the same upper bounds, run one after another on one stream). Returns the tensor
+        (keep it alive as long as the arguments), or None when the spec needs none."""
+        import torch
+        nbytes = self.workspace_size(spec, args)
+        if nbytes == 0:
+            for a in (args,) + more_args:
+                set_workspace(a, None)
+            return None
+        ws = torch.empty(nbytes, device="cuda", dtype=torch.uint8)
+        for a in (args,) + more_args:
+            set_workspace(a, ws, nbytes)
+        return ws
 
     def forward(self, spec, q, k, v, o, lse=None, scale=0.0):
         """O (and LSE) of attention over [batch, seqlen, heads, head_dim] tensors, on the current stream."""
@@ -444,10 +516,10 @@ class PagedBatch:
         return tuple(t.data_ptr() for t in (self.q, self.o, self.lse, self.k, self.v, self.cu_seqlens_q,
                                             self.seqused_k, self.block_table))
 
-    def args(self, scale):
+    def args(self, scale, max_splits=0):
         return engine_args(self.q, self.k, self.v, self.o, self.lse, seqlen_q=self.max_q, seqlen_k=self.max_k,
                            cu_seqlens_q=self.cu_seqlens_q, seqused_k=self.seqused_k, block_table=self.block_table,
-                           scale=scale)
+                           scale=scale, max_splits=max_splits)
 
     def load(self, seqs, rng, gen, share=None):
         """A batch written in place: seqs = [(queries, keys), ...], the sequences past len(seqs) inactive
@@ -490,7 +562,7 @@ class PagedBatch:
         assert self._addresses() == self.addresses, "a tensor moved"
         return cu, keys, table
 
-    def check(self, cu, keys, table, scale):
+    def check(self, cu, keys, table, scale, causal=True):
         """O and LSE of every sequence against reference_rows (K/V gathered through the table), and the rows
         past the last sequence untouched (still NaN). Returns (ErrorSum, problem or "")."""
         import torch
@@ -502,7 +574,7 @@ class PagedBatch:
             pages = torch.tensor(table[b][:-(-sk // self.page_size)], dtype=torch.long, device="cuda")
             k = self.k[pages].reshape(-1, self.hkv, self.d)[:sk]
             v = self.v[pages].reshape(-1, self.hkv, self.d)[:sk]
-            ref_o, ref_lse = reference_rows(self.q[r0:r1], k, v, None, True, scale)
+            ref_o, ref_lse = reference_rows(self.q[r0:r1], k, v, None, causal, scale)
             errs.add(self.o[r0:r1], self.lse[:, r0:r1].t(), ref_o, ref_lse)
         problem = ""
         if not (torch.isnan(self.o[cu[-1]:]).all() and torch.isnan(self.lse[:, cu[-1]:]).all()):
@@ -575,9 +647,46 @@ def engine_graph_case(fj, name):
     return ok
 
 
+DECODE_SPEC = "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1"
+
+
+def decode_graph_case(fj, name):
+    """A decode step loop as an engine runs it (DECODE in flashjit.h): 32 query heads over 8 K/V heads
+    packed into one tile per K/V head, each sequence's keys split across CTAs into a workspace sized once,
+    the step captured once in a CUDA graph and replayed as the sequences grow, finish and start."""
+    import torch
+    steps = [
+        [(1, 3000), (1, 17), (1, 1), (1, 2048), (1, 500)],
+        [(1, 3001), (1, 18), (1, 2), (1, 2049)],  # one sequence finished
+        [(1, 3002), (0, 0), (1, 3), (1, 2050), (1, 4000), (1, 64)],  # one empty slot, two new
+    ]
+    batch = PagedBatch(batch=6, max_q=1, max_k=4096, total_q=8, num_pages=1600, page_size=16, hq=32, hkv=8, d=128,
+                       dtype=torch.bfloat16)
+    rng, gen = random.Random(25), torch.Generator(device="cuda").manual_seed(25)
+    scale = float32(1.0 / math.sqrt(128))
+    batch.load(steps[0], rng, gen)
+    args = batch.args(scale, max_splits=16)
+    workspace = fj.alloc_workspace(DECODE_SPEC, args)  # once, for the upper bounds
+    fj.launch(DECODE_SPEC, args)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fj.launch(DECODE_SPEC, args)
+    ok = True
+    for step, seqs in enumerate(steps):
+        cu, keys, table = batch.load(seqs, rng, gen)
+        g.replay()
+        torch.cuda.synchronize()
+        errs, problem = batch.check(cu, keys, table, scale, causal=False)
+        ok &= report_engine(name, f"step {step}", seqs, errs, problem)
+    del workspace
+    return ok
+
+
 ENGINE_CASES = [
     ("engine step: mixed batch, paged 16", engine_step_case),
     ("engine graph: new lengths in place", engine_graph_case),
+    ("decode graph: split-KV, packed GQA", decode_graph_case),
 ]
 
 

@@ -14,7 +14,8 @@
  *       never copies from the host, never compiles or loads; it picks the handle's kernel for the
  *       shape (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
  *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
- *       call on the caller's stream. It is safe to capture in a CUDA graph: a replay reruns the
+ *       call on the caller's stream (split_kv=1: two, the attention kernel and its combine, the
+ *       second with PDL). It is safe to capture in a CUDA graph: a replay reruns the
  *       kernel with the arguments given at capture (the same device addresses, new data in them).
  *   not capture-safe: flashjit_kernel_get (module load), and anything that compiles. Get every
  *       kernel before capturing: a module load on another thread can invalidate a capture made in
@@ -250,8 +251,9 @@ typedef struct flashjit_tensor_strides {
  *     holds split_keys keys whatever else is in the batch, so a sequence's O and LSE are bitwise
  *     the same in any batch (deterministic serving); its keys must fit max_splits splits
  *     (seqlen_k <= max_splits x split_keys). The workspace holds max_splits x total_q x heads_q
- *     rows of head_dim + 1 floats (flashjit_attention_workspace_size): size it once for the
- *     largest step.
+ *     rows of head_dim + 1 floats (flashjit_attention_workspace_size); size it once for the
+ *     largest step. A mixed batch's total_q counts prefill rows too: a smaller workspace (at least
+ *     one split's) caps the launch's split count at what it holds.
  *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
@@ -291,9 +293,11 @@ typedef struct flashjit_attention_args {
   int64_t num_pages;                        /* paged: pages in the K and V pools */
   int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
-  /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE below. */
+  /* Appended after the 280-byte layout (a caller with that layout has no split-KV): DECODE above. */
   uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
-  uint64_t workspace_bytes;                 /* its size: at least flashjit_attention_workspace_size's */
+  uint64_t workspace_bytes;                 /* its size: flashjit_attention_workspace_size's for
+                                               max_splits; a smaller one (at least one split's)
+                                               caps the split count at what it holds */
   int32_t max_splits;                       /* split_kv=1: most key splits per sequence, 1..128 */
   int32_t split_keys;                       /* split_kv=1: 0 = each sequence's keys cut into the
                                                launch's split count; else keys per split, a multiple
@@ -396,6 +400,28 @@ FLASHJIT_API flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t ker
  * is FLASHJIT_ERROR_WRONG_CONTEXT, found before anything is launched. */
 FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kernel, const flashjit_attention_args_t* args,
                                                           void* stream);
+
+/* Merge of two attention states over the same rows and heads (cascade and shared-prefix attention;
+ * vLLM's merge_attn_states): O = (w_a O_a + w_b O_b) / (w_a + w_b), w = exp(LSE - max(LSE_a, LSE_b)),
+ * LSE = max + log(w_a + w_b); a row whose two LSEs are -inf gets O = 0 and LSE = -inf. O tensors are
+ * [rows, heads, head_dim] (the kernel's head_dim; element strides, multiples of 8, head_dim
+ * contiguous, 16-byte aligned), float32 (flags) or the kernel's 16-bit dtype; LSE float [heads,
+ * lse_head_stride] (0 = rows). The kernel must be a split_kv=1 one (its module holds the merge).
+ * Hot path like flashjit_attention_forward: no allocation, no synchronisation; capturable. */
+#define FLASHJIT_MERGE_FLAG_FLOAT32_STATES 1u /* o_a and o_b are float32 */
+#define FLASHJIT_MERGE_FLAG_FLOAT32_OUT 2u    /* o_out is float32 */
+#define FLASHJIT_MERGE_FLAG_PDL 4u            /* launch with PDL (FLASHJIT_ATTENTION_FLAG_PDL) */
+typedef struct flashjit_merge_args {
+  uint32_t struct_size;                     /* sizeof(flashjit_merge_args_t) */
+  uint32_t flags;                           /* FLASHJIT_MERGE_FLAG_* */
+  uint64_t o_a, lse_a, o_b, lse_b;          /* CUdeviceptr: the two states */
+  uint64_t o_out, lse_out;                  /* CUdeviceptr: the merged state; lse_out 0 = not wanted */
+  int64_t rows, heads;
+  int64_t a_row_stride, a_head_stride, b_row_stride, b_head_stride, out_row_stride, out_head_stride;
+  int64_t lse_head_stride;                  /* elements between heads of every LSE; 0 = rows */
+} flashjit_merge_args_t;
+FLASHJIT_API flashjit_status_t flashjit_merge_attention_states(flashjit_kernel_t kernel, const flashjit_merge_args_t* args,
+                                                               void* stream);
 
 /* Checks the device metadata args points to (cu_seqlens_q/k, seqused_k, block_table: ENGINE
  * INPUTS) against the contract, after the checks flashjit_attention_forward makes: offsets from 0

@@ -179,6 +179,15 @@ class AttentionArgs {
     args_.num_pages = num_pages;
     return *this;
   }
+  // Split-KV decode (a split_kv=1 spec): the workspace (workspace_size bytes at least), the most
+  // splits a sequence, and 0 or the keys per split (batch-invariant mode).
+  AttentionArgs& split_kv(uint64_t workspace, uint64_t workspace_bytes, int32_t max_splits, int32_t split_keys = 0) {
+    args_.workspace = workspace;
+    args_.workspace_bytes = workspace_bytes;
+    args_.max_splits = max_splits;
+    args_.split_keys = split_keys;
+    return *this;
+  }
 
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
@@ -186,6 +195,11 @@ class AttentionArgs {
  private:
   flashjit_attention_args_t args_;
 };
+
+// The workspace a split_kv=1 launch of these arguments needs (0 for other specs).
+inline Status workspace_size(const std::string& spec, const AttentionArgs& args, uint64_t* bytes) {
+  return Status::from(flashjit_attention_workspace_size(spec.c_str(), &args.c(), bytes));
+}
 
 // Checks args against spec without a GPU, exactly as Kernel::forward would.
 inline Status validate(const std::string& spec, const AttentionArgs& args) {
@@ -237,6 +251,12 @@ class Kernel {
   // stream is a CUstream of the kernel's CUDA context (nullptr: the current context's default).
   Status forward(const AttentionArgs& args, void* stream) const {
     const flashjit_status_t code = flashjit_attention_forward(handle_, &args.c(), stream);
+    return code == FLASHJIT_SUCCESS ? Status() : Status(Error::last(code));
+  }
+
+  // Two attention states merged into one (a split_kv=1 kernel; flashjit_merge_attention_states).
+  Status merge_states(const flashjit_merge_args_t& args, void* stream) const {
+    const flashjit_status_t code = flashjit_merge_attention_states(handle_, &args, stream);
     return code == FLASHJIT_SUCCESS ? Status() : Status(Error::last(code));
   }
 

@@ -10,14 +10,17 @@
 // messages only on failure (tests/api_fake_driver_suite.cpp counts allocations over 100 launches
 // with new arguments and expects none).
 #include <cstdio>
+#include <cstring>
 
 #include "api/api_status.hpp"
 #include "api/kernel.hpp"
 #include "api/launch_args.hpp"
+#include "api/struct_size.hpp"
 #include "config/length_choice.hpp"
 #include "driver/context.hpp"
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
+#include "launch/merge_states.hpp"
 #include "spec/attention_spec.hpp"
 
 using namespace flashjit;
@@ -94,12 +97,48 @@ ApiStatus forward(flashjit_kernel_s& kernel, const flashjit_attention_args_t* in
     params = *built;
     variant.params.store(key, params);
   }
-  // 5. One launch on the caller's stream.
+  // 5. One launch on the caller's stream (split_kv: and its combine, with PDL).
   CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
-  void* kernel_args[] = {&params};
-  LaunchShape shape = attention_launch_shape(variant.config(), args, kernel.sm_count);
-  shape.programmatic = (in->flags & FLASHJIT_ATTENTION_FLAG_PDL) != 0;
-  return launch_kernel(*kernel.api, variant.function, shape, stream, kernel_args);
+  const bool pdl = (in->flags & FLASHJIT_ATTENTION_FLAG_PDL) != 0;
+  return launch_attention_kernels(*kernel.api, {variant.function, variant.combine}, variant.config(), args, params, stream,
+                                  kernel.sm_count, pdl);
+}
+
+// The merge of two attention states: the C struct, checked, then one launch.
+ApiStatus merge_states(flashjit_kernel_s& kernel, const flashjit_merge_args_t* in, CUstream stream) {
+  flashjit_merge_args_t a;
+  std::memset(&a, 0, sizeof(a));
+  a.struct_size = sizeof(a);
+  if (ApiStatus st = read_input_struct("args", "flashjit_merge_args_t", in, sizeof(flashjit_merge_args_t), &a); !st.ok()) return st;
+  if (const uint32_t unknown = a.flags & ~7u; unknown != 0) {
+    return invalid_argument("args.flags", "args.flags: " + std::to_string(unknown) + " holds bits that are not FLASHJIT_MERGE_FLAG_*");
+  }
+  MergeArgs m;
+  m.o_a = a.o_a, m.o_b = a.o_b, m.o_out = a.o_out, m.lse_a = a.lse_a, m.lse_b = a.lse_b, m.lse_out = a.lse_out;
+  if (a.rows < 1 || a.rows > 0x7fffffff - 256) return invalid_argument("args.rows", "args.rows: " + std::to_string(a.rows) + " is not allowed; allowed: 1..2^31-257");
+  if (a.heads < 1 || a.heads > 65535) return invalid_argument("args.heads", "args.heads: " + std::to_string(a.heads) + " is not allowed; allowed: 1..65535");
+  m.rows = int(a.rows), m.heads = int(a.heads);
+  m.a_row_stride = a.a_row_stride, m.a_head_stride = a.a_head_stride, m.b_row_stride = a.b_row_stride;
+  m.b_head_stride = a.b_head_stride, m.out_row_stride = a.out_row_stride, m.out_head_stride = a.out_head_stride;
+  m.lse_head_stride = a.lse_head_stride;
+  m.float32_states = (a.flags & FLASHJIT_MERGE_FLAG_FLOAT32_STATES) != 0;
+  m.float32_out = (a.flags & FLASHJIT_MERGE_FLAG_FLOAT32_OUT) != 0;
+  if (Status st = validate_merge_args(kernel.config(), m); !st) return as_args_error(st.take_error());
+  if (ApiStatus st = check_stream_context(kernel, stream); !st.ok()) return st;
+  CurrentContextForLaunch current(*kernel.api, kernel.cu_context);
+  return launch_merge_states(*kernel.api, kernel.main.merge, kernel.config(), m, stream, (a.flags & FLASHJIT_MERGE_FLAG_PDL) != 0);
+}
+
+// The split partials' workspace the kernel for this spec needs at these upper bounds.
+ApiStatus workspace_size_for_spec(const char* spec_text, const flashjit_attention_args_t* in, uint64_t* bytes) {
+  auto spec = parse_spec(spec_text);
+  if (!spec) return spec.take_error();
+  auto config = make_config(*spec);
+  if (!config) return config.take_error();
+  AttentionArgs args;
+  if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
+  *bytes = split_workspace_bytes(*config, args);
+  return {};
 }
 
 // The checks forward() makes on new arguments, for the kernel a handle for this spec would run at
@@ -151,6 +190,24 @@ flashjit_status_t flashjit_kernel_launch_spec(flashjit_kernel_t kernel, const fl
     if (!kernel) return null_argument("kernel");
     if (!args) return null_argument("args");
     return launch_spec(*kernel, args, spec);
+  });
+}
+
+flashjit_status_t flashjit_merge_attention_states(flashjit_kernel_t kernel, const flashjit_merge_args_t* args, void* stream) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!kernel) return null_argument("kernel");
+    if (!args) return null_argument("args");
+    return merge_states(*kernel, args, static_cast<CUstream>(stream));
+  });
+}
+
+flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args, uint64_t* bytes) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!bytes) return null_argument("bytes");
+    *bytes = 0;
+    if (!spec) return null_argument("spec");
+    if (!args) return null_argument("args");
+    return workspace_size_for_spec(spec, args, bytes);
   });
 }
 

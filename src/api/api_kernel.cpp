@@ -30,6 +30,8 @@ ApiStatus load_variant(ContextState& context, PreparedKernel prepared, KernelVar
   out->prepared = std::move(prepared);
   out->loaded = std::move(*loaded);
   out->function = out->loaded->function();
+  out->combine = out->loaded->more(0);
+  out->merge = out->loaded->more(1);
   return {};
 }
 

@@ -11,7 +11,9 @@ namespace flashjit::api {
 
 // NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
 // flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
-static_assert(sizeof(flashjit_attention_args_t) == 280);
+static_assert(sizeof(flashjit_attention_args_t) == 304);
+static_assert(offsetof(flashjit_attention_args_t, workspace) == 280);
+static_assert(offsetof(flashjit_attention_args_t, max_splits) == 296);
 static_assert(offsetof(flashjit_attention_args_t, num_pages) == 256);
 static_assert(offsetof(flashjit_attention_args_t, total_k) == 272);
 static_assert(offsetof(flashjit_attention_args_t, q) == 8);
@@ -120,6 +122,11 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
     if (x.value == 0) continue;  // off, or missing where needed: the core says which
     if (ApiStatus st = check_extent(x.field, x.value, kMaxSeqlen, x.to); !st.ok()) return st;
   }
+  // 5. Split-KV decode inputs (which a spec needs: validate_attention_args).
+  args.decode.workspace = a.workspace;
+  args.decode.workspace_bytes = a.workspace_bytes;
+  args.decode.max_splits = a.max_splits;
+  args.decode.split_keys = a.split_keys;
   *out = args;
   return {};
 }

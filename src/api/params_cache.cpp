@@ -28,6 +28,10 @@ ParamsKey ParamsKey::of(const AttentionArgs& a) {
   const int64_t extents[] = {e.block_table_stride, e.page_size, e.num_pages, e.total_q, e.total_k};
   std::memcpy(key.engine_pointers, pointers, sizeof(pointers));
   std::memcpy(key.engine_extents, extents, sizeof(extents));
+  key.workspace = a.decode.workspace;
+  key.workspace_bytes = a.decode.workspace_bytes;
+  key.max_splits = a.decode.max_splits;
+  key.split_keys = a.decode.split_keys;
   return key;
 }
 

@@ -31,6 +31,8 @@ struct ParamsKey {
   uint32_t unused = 0;
   uint64_t engine_pointers[4] = {};  // cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
   int64_t engine_extents[5] = {};    // block_table_stride, page_size, num_pages, total_q, total_k
+  uint64_t workspace = 0, workspace_bytes = 0;
+  int32_t max_splits = 0, split_keys = 0;
 
   static ParamsKey of(const AttentionArgs& args);
   bool operator==(const ParamsKey&) const = default;

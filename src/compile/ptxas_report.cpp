@@ -1,5 +1,7 @@
 #include "compile/ptxas_report.hpp"
 
+#include <algorithm>
+
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
@@ -35,10 +37,12 @@ PtxasReport parse_ptxas_report(std::string_view log_text, std::string_view kerne
       in_kernel = name.empty() || line.contains(("'" + name.str() + "'")) || line.endswith(name);
       continue;
     }
+    // Spills and stack count in every function of the module (a split_kv module's combine kernel
+    // too): the zero-spill rule holds for all of them. The rest is the named kernel's.
+    if (int v = number_before(line, " bytes stack frame"); v >= 0) report.stack_frame_bytes = std::max(report.stack_frame_bytes, v);
+    if (int v = number_before(line, " bytes spill stores"); v >= 0) report.spill_store_bytes += v;
+    if (int v = number_before(line, " bytes spill loads"); v >= 0) report.spill_load_bytes += v;
     if (!in_kernel) continue;
-    if (int v = number_before(line, " bytes stack frame"); v >= 0) report.stack_frame_bytes = v;
-    if (int v = number_before(line, " bytes spill stores"); v >= 0) report.spill_store_bytes = v;
-    if (int v = number_before(line, " bytes spill loads"); v >= 0) report.spill_load_bytes = v;
     if (int v = number_before(line, " registers"); v >= 0 && line.contains("Used")) report.registers = v;
     if (int v = number_before(line, " bytes smem"); v >= 0) report.static_smem_bytes = v;
   }

@@ -99,11 +99,18 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit tune picks
   // per shape).
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
+  // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
+  // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
+  if (s.split_kv && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
   if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal) ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
-  if (s.stages == 0) s.stages = 2;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
+  if (s.stages == 0 && s.split_kv) {
+    for (s.stages = 4; s.stages > 2 && shared_memory_bytes(s, 2) > kMaxSharedMemoryBytes; --s.stages) {
+    }
+  }
+  if (s.stages == 0) s.stages = 2;
   // Overlap always (FlashAttention-3; bench/NOTES.md, versions 3-4a, 6). Pingpong wherever there
   // are two or more consumer warpgroups (round a ring of three at 64): FlashAttention-3 stops at
   // head dim 128, and so did we while d192 spilled with it and d256 measured the same; since the
@@ -151,6 +158,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.producer_regs = s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
   c.consumer_regs = s.consumer_wgs == 3 ? 160 : 240;
   c.kernel_name = "flashjit_attention_fwd";
+  if (s.split_kv) c.more_kernel_names = {"flashjit_attention_combine", "flashjit_merge_states"};
   return c;
 }
 

@@ -29,6 +29,9 @@ struct KernelConfig {
   int v_tile_bytes = 0;     // block_n rows, one stage
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)
   std::string kernel_name;  // extern "C" entry point
+  // split_kv: the module's further entry points, the combine of the splits and the merge of two
+  // states (templates/split_combine.cuh); empty else. LoadedKernel::more(i) in this order.
+  std::vector<std::string> more_kernel_names;
 };
 
 // The default prewarm set: fp16 and bf16 x head dims 64, 96, 128, 192, 256 x causal off/on (20

@@ -39,7 +39,8 @@ Status read_function_attribute(const DriverApi& api, CUfunction function, CUfunc
 }  // namespace
 
 Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, CUcontext context, std::string_view cubin,
-                                                         const std::string& kernel_name, int dynamic_smem_bytes) {
+                                                         const std::string& kernel_name, int dynamic_smem_bytes,
+                                                         const std::vector<std::string>& more_names) {
   if (Status s = validate_load(cubin, kernel_name, dynamic_smem_bytes); !s) return s.take_error();
   auto scope = ScopedContext::enter(api, context);
   if (!scope) return scope.take_error();
@@ -62,6 +63,13 @@ Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, C
                        ("cuModuleGetFunction(" + kernel_name + ")").c_str());
       !s) {
     return s.take_error();
+  }
+  for (const std::string& name : more_names) {
+    CUfunction f = nullptr;
+    if (Status s = check(api, api.cuModuleGetFunction(&f, p.module, name.c_str()), ("cuModuleGetFunction(" + name + ")").c_str()); !s) {
+      return s.take_error();
+    }
+    p.more.push_back(f);
   }
   // NOTES: set once here, never per launch: the limit belongs to the function, and setting it on
   // the launch path would be a driver call per launch for nothing.
@@ -157,9 +165,10 @@ KernelResult ModuleTable::get_or_load(CUcontext context, const std::string& key,
 }
 
 KernelResult ModuleTable::get_or_load(const DriverApi& api, CUcontext context, const std::string& key,
-                                      std::string_view cubin, const std::string& kernel_name, int dynamic_smem_bytes) {
+                                      std::string_view cubin, const std::string& kernel_name, int dynamic_smem_bytes,
+                                      const std::vector<std::string>& more_names) {
   return get_or_load(context, key, [&](CUcontext ctx) {
-    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes);
+    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes, more_names);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "driver/cuda_driver.hpp"
 
@@ -23,6 +24,7 @@ class LoadedKernel {
     CUcontext context = nullptr;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
+    std::vector<CUfunction> more;  // the module's further entry points, where named (in order)
     std::string name;
     int dynamic_smem_bytes = 0;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, set at load
     int num_regs = 0;            // CU_FUNC_ATTRIBUTE_NUM_REGS, read back at load
@@ -30,9 +32,11 @@ class LoadedKernel {
   };
 
   // Loads `cubin` into `context` (pushed for the duration) and prepares entry point `kernel_name`
-  // for launches with `dynamic_smem_bytes` of dynamic shared memory.
+  // for launches with `dynamic_smem_bytes` of dynamic shared memory; and entry points
+  // `more_names` (kernels of the same module, e.g. split-KV's combine and merge).
   static Result<std::shared_ptr<LoadedKernel>> load(const DriverApi& api, CUcontext context, std::string_view cubin,
-                                                    const std::string& kernel_name, int dynamic_smem_bytes);
+                                                    const std::string& kernel_name, int dynamic_smem_bytes,
+                                                    const std::vector<std::string>& more_names = {});
 
   // Takes ownership of parts.module; unloads it on destruction when api is not null.
   LoadedKernel(const DriverApi* api, Parts parts) : api_(api), parts_(std::move(parts)) {}
@@ -41,6 +45,8 @@ class LoadedKernel {
   ~LoadedKernel();
 
   CUfunction function() const { return parts_.function; }
+  // more_names[i]'s function (null where not loaded).
+  CUfunction more(size_t i) const { return i < parts_.more.size() ? parts_.more[i] : nullptr; }
   CUcontext context() const { return parts_.context; }
   CUmodule module() const { return parts_.module; }
   const std::string& name() const { return parts_.name; }
@@ -66,7 +72,8 @@ class ModuleTable {
 
   // The usual loader: LoadedKernel::load of a cubin.
   KernelResult get_or_load(const DriverApi& api, CUcontext context, const std::string& key, std::string_view cubin,
-                           const std::string& kernel_name, int dynamic_smem_bytes);
+                           const std::string& kernel_name, int dynamic_smem_bytes,
+                           const std::vector<std::string>& more_names = {});
 
   // The kernel if it is loaded (null when absent, still loading, or failed).
   std::shared_ptr<LoadedKernel> find(CUcontext context, const std::string& key) const;

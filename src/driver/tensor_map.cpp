@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace flashjit {
 namespace {
@@ -52,10 +53,12 @@ Status check_stride(const TensorMapRequest& r, const char* field, std::int64_t e
 }
 
 Status check_box_rows(const TensorMapRequest& r) {
-  if (r.box_rows >= 1 && r.box_rows <= kMaxBoxRows) return Status::Ok();
-  return Error::invalid_argument(field_of(r, "box_rows"), std::string(r.name) + ": box_rows = " +
-                                                              std::to_string(r.box_rows) +
-                                                              " is out of range; a TMA box extent must be 1..256");
+  for (const auto& [field, extent] : {std::pair<const char*, std::uint32_t>{"box_rows", r.box_rows}, {"box_heads", r.box_heads}}) {
+    if (extent >= 1 && extent <= kMaxBoxRows) continue;
+    return Error::invalid_argument(field_of(r, field), std::string(r.name) + ": " + field + " = " + std::to_string(extent) +
+                                                           " is out of range; a TMA box extent must be 1..256");
+  }
+  return Status::Ok();
 }
 
 CUtensorMapDataType data_type(DType dtype) {
@@ -75,7 +78,7 @@ Layout layout_of(const TensorMapRequest& r) {
       {cuuint64_t(r.head_dim), cuuint64_t(r.seqlen), cuuint64_t(r.heads), cuuint64_t(r.batch)},
       {cuuint64_t(r.stride_seqlen * kElementBytes), cuuint64_t(r.stride_heads * kElementBytes),
        cuuint64_t(r.stride_batch * kElementBytes)},
-      {kTensorMapBoxColumns, r.box_rows, 1, 1},
+      {kTensorMapBoxColumns, r.box_rows, r.box_heads, 1},
       {1, 1, 1, 1},
   };
 }
@@ -84,10 +87,10 @@ std::string describe_layout(const TensorMapRequest& r, const Layout& l) {
   char text[512];
   std::snprintf(text, sizeof(text),
                 "cuTensorMapEncodeTiled(%s: %s, base %s, dims {%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
-                "}, byte strides {%" PRIu64 ", %" PRIu64 ", %" PRIu64 "}, box {%u, %u, 1, 1})",
+                "}, byte strides {%" PRIu64 ", %" PRIu64 ", %" PRIu64 "}, box {%u, %u, %u, 1})",
                 r.name, dtype_name(r.dtype), hex(r.base).c_str(), std::uint64_t(l.dims[0]), std::uint64_t(l.dims[1]),
                 std::uint64_t(l.dims[2]), std::uint64_t(l.dims[3]), std::uint64_t(l.byte_strides[0]),
-                std::uint64_t(l.byte_strides[1]), std::uint64_t(l.byte_strides[2]), l.box[0], l.box[1]);
+                std::uint64_t(l.byte_strides[1]), std::uint64_t(l.byte_strides[2]), l.box[0], l.box[1], l.box[2]);
   return text;
 }
 

@@ -1,6 +1,6 @@
 // TMA tensor maps for the 16-bit [batch, seqlen, heads, head_dim] tensors (Q, K, V, O) with any
 // element strides (packed QKV included): a 4-D tiled map, innermost first
-// {head_dim, seqlen, heads, batch}, box {64 columns, box_rows, 1, 1}, 128-byte swizzle.
+// {head_dim, seqlen, heads, batch}, box {64 columns, box_rows, box_heads, 1}, 128-byte swizzle.
 #pragma once
 #include <cstdint>
 
@@ -24,6 +24,7 @@ struct TensorMapRequest {
   std::int64_t stride_heads = 0;
   std::int64_t stride_batch = 0;
   std::uint32_t box_rows = 64;  // seqlen rows per TMA box, 1..256
+  std::uint32_t box_heads = 1;  // heads per TMA box, 1..256 (packed GQA's Q: more than one)
 };
 
 // Everything the driver would reject, checked without it: kInvalidArgument whose field is

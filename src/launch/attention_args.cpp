@@ -1,7 +1,11 @@
 #include "launch/attention_args.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+
+// The pack and split rules, compiled here as host code (the kernel's own).
+#include "../../templates/visibility.cuh"
 
 namespace flashjit {
 namespace {
@@ -96,6 +100,48 @@ Status check_engine_inputs(const AttentionSpec& spec, const AttentionArgs& a) {
   return {};
 }
 
+// Bytes of `splits` splits' partials: O [splits][total_q][heads_q][head_dim_v] floats, then LSE
+// [splits][heads_q][total_q] floats, each part 256-byte aligned.
+uint64_t aligned_256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+uint64_t partial_rows(const AttentionArgs& a, int splits) {
+  return uint64_t(std::max(0, splits)) * uint64_t(std::max(0, a.engine.total_q)) * uint64_t(std::max(0, a.heads_q));
+}
+uint64_t partials_bytes(const KernelConfig& c, const AttentionArgs& a, int splits) {
+  const uint64_t rows = partial_rows(a, splits);
+  return aligned_256(rows * uint64_t(c.spec.effective_head_dim_v()) * 4) + aligned_256(rows * 4);
+}
+
+// The split-KV inputs are there for a split_kv spec (and fit), and off for any other.
+Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
+  const DecodeInputs& d = a.decode;
+  if (!c.spec.split_kv) {
+    if (d.workspace != 0) return unwanted("workspace", hex(d.workspace), "a split_kv=1 spec");
+    if (d.workspace_bytes != 0) return unwanted("workspace_bytes", std::to_string(d.workspace_bytes), "a split_kv=1 spec");
+    if (d.max_splits != 0) return unwanted("max_splits", std::to_string(d.max_splits), "a split_kv=1 spec");
+    if (d.split_keys != 0) return unwanted("split_keys", std::to_string(d.split_keys), "a split_kv=1 spec");
+    return {};
+  }
+  if (Status st = check_extent("max_splits", d.max_splits, 128, " (splits a sequence's keys may be cut into)"); !st) return st;
+  const int block_n = c.spec.block_n;
+  if (d.split_keys < 0 || d.split_keys % block_n != 0) {
+    return bad("split_keys", std::to_string(d.split_keys) + " is not allowed; allowed: 0 (splits from the launch's count) or a positive multiple of the kernel's block_n=" + std::to_string(block_n));
+  }
+  if (d.workspace == 0) return bad("workspace", "null device pointer (split_kv=1 writes its partials there)");
+  if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
+  if (const uint64_t needed = partials_bytes(c, a, 1); d.workspace_bytes < needed) {
+    return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) +
+                                      " (one split: total_q x heads_q x (head_dim + 1) floats); flashjit_attention_workspace_size gives max_splits' " +
+                                      std::to_string(split_workspace_bytes(c, a)));
+  }
+  const int splits = split_capacity(c, a);
+  if (d.split_keys > 0 && int64_t(a.seqlen_k) > int64_t(d.split_keys) * splits) {
+    return bad("split_keys", std::to_string(d.split_keys) + " keys a split x " + std::to_string(splits) + " splits (max_splits, or what workspace_bytes holds) " +
+                                 "hold fewer than seqlen_k=" + std::to_string(a.seqlen_k) + "; allowed: at least ceil(seqlen_k / splits) rounded up to a multiple of " +
+                                 std::to_string(block_n));
+  }
+  return {};
+}
+
 }  // namespace
 
 int paged_rows_per_load(int page_size, int block_n) {
@@ -112,14 +158,66 @@ TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim) {
   return {int64_t(seqlen) * heads * head_dim, int64_t(heads) * head_dim, head_dim};
 }
 
+namespace {
+
+// The packed heads and their tiles (visibility.cuh's pack_heads_for): no split chosen.
+TileGeometry packed_geometry(const KernelConfig& c, const AttentionArgs& a) {
+  TileGeometry g;
+  if (c.spec.pack_gqa && a.heads_kv > 0 && a.heads_q % a.heads_kv == 0) {
+    g.pack_heads = pack_heads_for(a.heads_q / a.heads_kv, c.spec.block_m);
+    while ((1 << g.pack_shift) < g.pack_heads) ++g.pack_shift;
+  }
+  g.tokens_per_tile = c.spec.block_m / g.pack_heads;
+  g.tile_heads = a.heads_q / g.pack_heads;
+  return g;
+}
+
+}  // namespace
+
+TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm_count) {
+  TileGeometry g = packed_geometry(c, a);
+  if (!c.spec.split_kv) return g;
+  // NOTES: the count is the launch's (the grid's), from the upper bounds; each sequence cuts its
+  // own keys into at most that many on the device (key_split), so a captured graph stays right.
+  const int most = split_capacity(c, a);
+  if (a.decode.split_keys > 0 || sm_count <= 0) {
+    g.splits = most;
+    return g;
+  }
+  const uint64_t tiles = attention_query_blocks(c, a) * uint64_t(g.tile_heads) * uint64_t(a.batch);
+  const int key_blocks = int((int64_t(a.seqlen_k) + c.spec.block_n - 1) / c.spec.block_n);
+  const uint64_t fill = tiles > 0 ? uint64_t(sm_count) / tiles : 1;  // splits that give every SM a tile
+  g.splits = int(std::clamp<uint64_t>(fill, 1, uint64_t(std::min(most, std::max(1, key_blocks)))));
+  return g;
+}
+
+uint64_t split_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
+  return c.spec.split_kv ? partials_bytes(c, a, a.decode.max_splits) : 0;
+}
+
+int split_capacity(const KernelConfig& c, const AttentionArgs& a) {
+  const int most = std::max(1, a.decode.max_splits);
+  if (a.decode.workspace_bytes == 0) return most;  // sizing, not launching
+  // An estimate from the unaligned size, then at most a step or two for the alignment.
+  const uint64_t per_split = std::max<uint64_t>(1, partial_rows(a, 1) * (uint64_t(c.spec.effective_head_dim_v()) + 1) * 4);
+  int splits = int(std::clamp<uint64_t>(a.decode.workspace_bytes / per_split, 1, uint64_t(most)));
+  while (splits > 1 && partials_bytes(c, a, splits) > a.decode.workspace_bytes) --splits;
+  return splits;
+}
+
+uint64_t split_lse_offset(const KernelConfig& c, const AttentionArgs& a) {
+  return aligned_256(partial_rows(a, split_capacity(c, a)) * uint64_t(c.spec.effective_head_dim_v()) * 4);
+}
+
 uint64_t attention_query_blocks(const KernelConfig& c, const AttentionArgs& a) {
-  const uint64_t m_blocks = (uint64_t(a.seqlen_q) + c.spec.block_m - 1) / c.spec.block_m;
+  const uint64_t rows = uint64_t(packed_geometry(c, a).tokens_per_tile);
+  const uint64_t m_blocks = (uint64_t(a.seqlen_q) + rows - 1) / rows;
   const uint64_t cluster = uint64_t(c.spec.cluster);
   return (m_blocks + cluster - 1) / cluster * cluster;
 }
 
-uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a) {
-  return attention_query_blocks(c, a) * uint64_t(a.heads_q) * uint64_t(a.batch);
+uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a, int splits) {
+  return attention_query_blocks(c, a) * uint64_t(packed_geometry(c, a).tile_heads) * uint64_t(a.batch) * uint64_t(splits);
 }
 
 Status validate_attention_args(const KernelConfig& config, const AttentionArgs& a) {
@@ -133,9 +231,11 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   }
   if (Status st = check_extent("seqlen_q", a.seqlen_q, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_extent("seqlen_k", a.seqlen_k, 0x7fffffff - 256, ""); !st) return st;
-  if (const uint64_t tiles = attention_tile_count(config, a); tiles > 0x7fffffff) {
-    return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ") = " +
-                            std::to_string(tiles) + " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
+  if (Status st = check_decode_inputs(config, a); !st) return st;
+  if (const uint64_t tiles = attention_tile_count(config, a, std::max(1, a.decode.max_splits)); tiles > 0x7fffffff) {
+    return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ")" +
+                            (config.spec.split_kv ? " x max_splits" : "") + " = " + std::to_string(tiles) +
+                            " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
   }
   if (Status st = check_engine_inputs(config.spec, a); !st) return st;
   // Pointers and strides as TMA takes them (a packed tensor's batch stride is not used).

@@ -30,6 +30,14 @@ struct EngineInputs {
   int total_q = 0, total_k = 0;
 };
 
+// Split-KV decode (spec key split_kv): the caller's workspace for the splits' float32 partials and
+// the bounds of the split count. All 0 for other specs.
+struct DecodeInputs {
+  uint64_t workspace = 0, workspace_bytes = 0;  // CUdeviceptr, 256-byte aligned; its size
+  int max_splits = 0;  // 1..128: the most splits a sequence (the grid's split count, at most)
+  int split_keys = 0;  // 0: each sequence's keys cut into the launch's splits; else keys per split
+};
+
 struct AttentionArgs {
   uint64_t q = 0, k = 0, v = 0, o = 0;  // CUdeviceptr of 16-bit elements
   uint64_t lse = 0;                     // float [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]), or 0
@@ -41,7 +49,31 @@ struct AttentionArgs {
   TensorStrides q_strides, k_strides, v_strides, o_strides;
   float softmax_scale = 0;  // 0 = 1/sqrt(head_dim)
   EngineInputs engine;
+  DecodeInputs decode;
 };
+
+// How a launch's tiles cover the heads and keys (the kernel's Params of the same names): with
+// packed GQA (pack_gqa) pack_heads query heads of tokens_per_tile queries share a tile's block_m
+// rows, tiles go over tile_heads head groups; with split_kv each sequence's keys are cut into at
+// most `splits` splits, each its own tiles. Without either: 1 head, block_m queries, heads_q, 1.
+struct TileGeometry {
+  int pack_heads = 1, pack_shift = 0, tokens_per_tile = 0, tile_heads = 0;
+  int splits = 1;
+};
+
+// sm_count: the device's SMs, from which the split count is chosen so that every SM has a tile
+// (at most max_splits; 0: max_splits, as in a launch of one CTA per tile).
+TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args, int sm_count);
+
+// Bytes of the split partials a split_kv launch writes (0 for other specs): max_splits x total_q x
+// heads_q rows of head_dim_v floats (O, first) and as many floats (LSE), each part 256-byte aligned.
+uint64_t split_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
+// The splits the workspace holds: max_splits, or fewer where workspace_bytes holds fewer (a
+// mixed batch's total_q can make max_splits' workspace large; a smaller one caps the split count).
+// The partials are laid out for this many splits.
+int split_capacity(const KernelConfig& config, const AttentionArgs& args);
+// Where the LSE part starts in the workspace.
+uint64_t split_lse_offset(const KernelConfig& config, const AttentionArgs& args);
 
 // Arguments with the extents only (no tensors): what the kernel choice and the tile deal read.
 inline AttentionArgs attention_extents(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv) {
@@ -61,8 +93,9 @@ TensorStrides contiguous_bshd(int seqlen, int heads, int head_dim);
 // nothing); the kernel's padded_m_blocks.
 uint64_t attention_query_blocks(const KernelConfig& config, const AttentionArgs& args);
 
-// The kernel's tiles: query blocks x heads_q x batch. The grid walks them in one dimension.
-uint64_t attention_tile_count(const KernelConfig& config, const AttentionArgs& args);
+// The kernel's tiles: query blocks x tile heads x batch x splits (the geometry's; without pack_gqa
+// and split_kv: query blocks x heads_q x batch). The grid walks them in one dimension.
+uint64_t attention_tile_count(const KernelConfig& config, const AttentionArgs& args, int splits = 1);
 
 // Rows per K/V load of a paged kernel: gcd(page_size, block_n), so no load straddles a page.
 int paged_rows_per_load(int page_size, int block_n);

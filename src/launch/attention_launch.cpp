@@ -40,6 +40,15 @@ TensorMapRequest q_or_o_request(const char* name, uint64_t base, const KernelCon
   return map_request(name, base, c, 1, a.engine.total_q, a.heads_q, packed, box_rows);
 }
 
+// Packed GQA's Q: dims 1 and 2 swapped ([rows, heads] -> [heads, rows]) and a box of pack_heads
+// heads x tokens_per_tile rows, so a tile's rows come out query-major (row = query x pack_heads +
+// head), as the kernel's row_target reads them.
+TensorMapRequest packed_heads_q_request(uint64_t base, const KernelConfig& c, const AttentionArgs& a, const TileGeometry& g) {
+  TensorMapRequest r = map_request("q", base, c, 1, a.heads_q, a.engine.total_q, {a.q_strides.row, a.q_strides.head, a.q_strides.row}, g.pack_heads);
+  r.box_heads = uint32_t(g.tokens_per_tile);
+  return r;
+}
+
 TensorMapRequest kv_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a,
                             const TensorStrides& strides) {
   const EngineInputs& e = a.engine;
@@ -72,6 +81,20 @@ void set_engine_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.o_head_stride = a.o_strides.head;
 }
 
+// Packed heads and key splits (the geometry) and the workspace's two parts.
+void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, const TileGeometry& g) {
+  p.pack_heads = g.pack_heads;
+  p.pack_shift = g.pack_shift;
+  p.tile_heads = g.tile_heads;
+  p.num_splits = g.splits;
+  p.split_blocks = a.decode.split_keys / c.spec.block_n;
+  const FastDivisor by_split_heads = fit_divisor(uint32_t(g.tile_heads) * uint32_t(a.batch));
+  p.div_split_heads[0] = by_split_heads.mul, p.div_split_heads[1] = by_split_heads.shift;
+  if (!c.spec.split_kv) return;
+  p.o_partial = reinterpret_cast<float*>(a.decode.workspace);
+  p.lse_partial = reinterpret_cast<float*>(a.decode.workspace + split_lse_offset(c, a));
+}
+
 }  // namespace
 
 void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, CausalHold hold) {
@@ -80,9 +103,11 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   TileDeal d{};
   d.ctas = grid_ctas > 0 ? grid_ctas : 1;
   const bool device_lengths = c.spec.varlen || c.spec.paged;
-  set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(a.heads_q) * uint32_t(a.batch), device_lengths);
+  const int splits = std::max(1, p.num_splits);  // set_decode_inputs first
+  const TileGeometry g = tile_geometry(c, a, 0);
+  set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(g.tile_heads) * uint32_t(a.batch) * uint32_t(splits), device_lengths);
   const bool pairs = deals_causal_pairs(c.spec.causal, device_lengths);
-  d.unit = deal_unit(pairs, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a)));  // below 2^31: validated
+  d.unit = deal_unit(pairs, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a, splits)));  // below 2^31: validated
   d.fill = uint32_t(std::clamp<int64_t>(hold.fill_blocks, 0, d.m_blocks));
   d.held_heads = uint32_t(std::clamp<int64_t>(hold.held_heads, 0, d.heads));
   fit_tile_deal(d);
@@ -95,8 +120,8 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   // (multiplier, shift) pairs for the kernel's fast_div.
   const std::pair<uint32_t*, FastDivisor> divisors[] = {
       {p.div_m_blocks, fit_divisor(d.m_blocks)},         {p.div_paired, d.by_paired},
-      {p.div_held_heads, d.by_held_heads},                {p.div_heads_q, fit_divisor(uint32_t(a.heads_q))},
-      {p.div_group, fit_divisor(uint32_t(a.heads_q / a.heads_kv))}};
+      {p.div_held_heads, d.by_held_heads},                {p.div_heads_q, fit_divisor(uint32_t(g.tile_heads))},
+      {p.div_group, fit_divisor(uint32_t(a.heads_q / a.heads_kv / g.pack_heads))}};
   for (const auto& [to, from] : divisors) to[0] = from.mul, to[1] = from.shift;
 }
 
@@ -105,7 +130,7 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
   // Persistent (config.persistent): at most one CTA per SM, each walking several tiles (the
   // kernel's tile_index); else one CTA per tile (clusters, or a Q buffer that would wait for the O
   // store, where fresh CTAs measured faster: bench/NOTES.md, version 12).
-  const uint64_t tiles = attention_tile_count(c, a);
+  const uint64_t tiles = attention_tile_count(c, a, tile_geometry(c, a, max_ctas).splits);
   const bool persistent = c.persistent && max_ctas > 0 && tiles > uint64_t(max_ctas);
   shape.grid_x = unsigned(persistent ? uint64_t(max_ctas) : tiles);
   shape.grid_y = shape.grid_z = 1;
@@ -118,12 +143,13 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   if (Status st = validate_attention_args(c, a); !st) return st.take_error();
   KernelParams p{};
+  const TileGeometry geometry = tile_geometry(c, a, max_ctas);
   // Q loads kBlockM rows, K and V kBlockN rows (split among the CTAs of a cluster), and each consumer warpgroup stores 64 rows of O.
   const struct {
     TensorMapBytes* out;
     TensorMapRequest request;
   } maps[] = {
-      {&p.q, q_or_o_request("q", a.q, c, a, a.q_strides, c.spec.block_m)},
+      {&p.q, c.spec.pack_gqa ? packed_heads_q_request(a.q, c, a, geometry) : q_or_o_request("q", a.q, c, a, a.q_strides, c.spec.block_m)},
       {&p.k, kv_request("k", a.k, c, a, a.k_strides)},
       {&p.v, kv_request("v", a.v, c, a, a.v_strides)},
       {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
@@ -141,17 +167,46 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
   set_engine_inputs(p, c, a);
+  set_decode_inputs(p, c, a, geometry);
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
   set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;
 }
 
-Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& c, const AttentionArgs& a,
-                        CUstream stream, int max_ctas) {
+bool runs_combine(const KernelParams& params) { return params.num_splits > 1 && params.o_partial != nullptr; }
+
+LaunchShape warp_per_row_shape(uint64_t rows_times_heads) {
+  LaunchShape shape;
+  shape.grid_x = unsigned((rows_times_heads + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
+  shape.grid_y = shape.grid_z = 1;
+  shape.cluster_x = 1;
+  shape.block_x = unsigned(32 * kCombineRowsPerCta);
+  shape.dynamic_smem_bytes = 0;
+  return shape;
+}
+
+LaunchShape combine_launch_shape(const KernelParams& params) {
+  LaunchShape shape = warp_per_row_shape(uint64_t(params.total_q) * uint64_t(params.heads_q));
+  shape.programmatic = true;  // it waits for the attention kernel (griddepcontrol.wait) before reading
+  return shape;
+}
+
+Status launch_attention_kernels(const DriverApi& api, const AttentionFunctions& functions, const KernelConfig& c,
+                                const AttentionArgs& a, KernelParams& params, CUstream stream, int max_ctas, bool pdl) {
+  void* args[] = {&params};
+  LaunchShape shape = attention_launch_shape(c, a, max_ctas);
+  shape.programmatic = pdl;
+  if (Status st = launch_kernel(api, functions.attention, shape, stream, args); !st) return st;
+  if (!runs_combine(params)) return {};
+  if (functions.combine == nullptr) return Error::make(ErrorCode::kInternal, "split_kv launch without its combine kernel");
+  return launch_kernel(api, functions.combine, combine_launch_shape(params), stream, args);
+}
+
+Status launch_attention(const DriverApi& api, const AttentionFunctions& functions, const KernelConfig& c,
+                        const AttentionArgs& a, CUstream stream, int max_ctas) {
   auto params = make_kernel_params(api, c, a, max_ctas);
   if (!params) return params.take_error();
-  void* args[] = {&*params};
-  return launch_kernel(api, function, attention_launch_shape(c, a, max_ctas), stream, args);
+  return launch_attention_kernels(api, functions, c, a, *params, stream, max_ctas, false);
 }
 
 }  // namespace flashjit

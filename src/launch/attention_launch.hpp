@@ -41,8 +41,28 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
 void set_tile_deal(KernelParams& params, const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas,
                    CausalHold hold);
 
-// make_kernel_params + launch_kernel on `stream` (max_ctas as for attention_launch_shape).
-Status launch_attention(const DriverApi& api, CUfunction function, const KernelConfig& config,
+// A module's entry points: the attention kernel and, for split_kv, the combine
+// (templates/split_combine.cuh; LoadedKernel::more(0)).
+struct AttentionFunctions {
+  CUfunction attention = nullptr;
+  CUfunction combine = nullptr;
+};
+
+// Whether a launch with these parameters runs the combine after the attention kernel (split_kv
+// with more than one split), and its shape: a warp per (query row, head), with PDL.
+inline constexpr int kCombineRowsPerCta = 8;  // templates/split_combine.cuh's kCombineWarps
+bool runs_combine(const KernelParams& params);
+// The grid of split_combine.cuh's kernels: a warp per (row, head), kCombineRowsPerCta warps a CTA.
+LaunchShape warp_per_row_shape(uint64_t rows_times_heads);
+LaunchShape combine_launch_shape(const KernelParams& params);
+
+// The launch's kernels on `stream`: the attention kernel (with PDL where asked), then the combine
+// where runs_combine. No allocation, no synchronisation.
+Status launch_attention_kernels(const DriverApi& api, const AttentionFunctions& functions, const KernelConfig& config,
+                                const AttentionArgs& args, KernelParams& params, CUstream stream, int max_ctas, bool pdl);
+
+// make_kernel_params + launch_attention_kernels on `stream` (max_ctas as for attention_launch_shape).
+Status launch_attention(const DriverApi& api, const AttentionFunctions& functions, const KernelConfig& config,
                         const AttentionArgs& args, CUstream stream, int max_ctas = 0);
 
 }  // namespace flashjit

@@ -46,6 +46,8 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kPingpong", s.pingpong);
   add_constant(out, "bool", "kVarlen", s.varlen);
   add_constant(out, "bool", "kPaged", s.paged);
+  add_constant(out, "bool", "kPackGQA", s.pack_gqa);
+  add_constant(out, "bool", "kSplitKV", s.split_kv);
   add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
   // library and the templates it embeds agree.
@@ -73,6 +75,8 @@ std::string render_attention_source(const KernelConfig& config) {
   out += embedded_template("tile_schedule.cuh");
   out += render_wgmma_shapes(config);
   out += embedded_template("attention_fwd.cuh");
+  // The second kernel of a split-KV launch: merges the splits' partials (same Params).
+  if (config.spec.split_kv) out += embedded_template("split_combine.cuh");
   return out;
 }
 

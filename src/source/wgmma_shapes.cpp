@@ -55,6 +55,8 @@ std::string render_wgmma_shapes(const KernelConfig& c) {
   out += wrapper("wgmma_pv", c.v_cols, type, {true, true, false});
   out += c.spec.dtype == DType::kBf16 ? "FJ_DEVICE uint32_t pack2(float lo, float hi) { return pack_bf16x2(lo, hi); }\n"
                                       : "FJ_DEVICE uint32_t pack2(float lo, float hi) { return pack_fp16x2(lo, hi); }\n";
+  out += c.spec.dtype == DType::kBf16 ? "FJ_DEVICE FloatPair unpack2(uint32_t v) { return unpack_bf16x2(v); }\n"
+                                      : "FJ_DEVICE FloatPair unpack2(uint32_t v) { return unpack_fp16x2(v); }\n";
   return out;
 }
 

@@ -132,6 +132,12 @@ const std::vector<Field>& fields() {
       {"paged", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.paged, "paged", v); },
        [](const AttentionSpec& s) { return s.paged ? std::string("1") : std::string(); }},
+      {"pack_gqa", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.pack_gqa, "pack_gqa", v); },
+       [](const AttentionSpec& s) { return s.pack_gqa ? std::string("1") : std::string(); }},
+      {"split_kv", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.split_kv, "split_kv", v); },
+       [](const AttentionSpec& s) { return s.split_kv ? std::string("1") : std::string(); }},
   };
   return table;
 }
@@ -205,6 +211,10 @@ Status validate_spec(const AttentionSpec& s) {
   // NOTES: a cluster's two CTAs share K/V blocks of one sequence; with lengths read on the device
   // a neighbouring query block may be another sequence's (or none).
   if ((s.varlen || s.paged) && s.cluster == 2) return fail("cluster", s.cluster, "1 with varlen=1 or paged=1");
+  // NOTES: packed heads and split partials store O row by row (and index the workspace) by packed
+  // query rows: the varlen layout.
+  if (s.pack_gqa && !s.varlen) return fail("pack_gqa", 1, "0 without varlen=1 (packed heads need packed queries)");
+  if (s.split_kv && !s.varlen) return fail("split_kv", 1, "0 without varlen=1 (split partials need packed queries)");
   return {};
 }
 

@@ -28,6 +28,8 @@ struct AttentionSpec {
   bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
   bool varlen = false;       // packed variable-length queries (cu_seqlens_q); K/V packed too or paged
   bool paged = false;        // K/V through a block table of pages (with seqused_k)
+  bool pack_gqa = false;     // decode: the query heads of a K/V head share a tile's rows (varlen=1)
+  bool split_kv = false;     // decode: keys cut into splits, partials merged by a second kernel (varlen=1)
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool operator==(const AttentionSpec&) const = default;

@@ -168,6 +168,8 @@ std::string EngineProblem::describe() const {
   if (kv == KvSource::kPaged) {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
   }
+  if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
+                             (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
   return text + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
 }
 
@@ -222,6 +224,8 @@ EngineCapacity capacity_for(const EngineProblem& p) {
   c.max_seqlen_k = std::max({1, longest(p.seqlen_k), p.max_seqlen_k});
   c.total_q = int(total(p.seqlen_q)) + p.spare_q_rows + 1;
   c.total_k = std::max<int>(1, int(total(p.seqlen_k)));
+  c.max_splits = p.max_splits;
+  c.workspace_splits = p.workspace_splits;
   if (p.kv == KvSource::kPaged) {
     c.pages_per_sequence = pages_for(c.max_seqlen_k, p.page_size);
     int used = 0;
@@ -241,6 +245,8 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
       seqused_k(api, size_t(cap.batch) * 4),
       block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
+      // split_workspace_bytes' layout: O partials, then LSE partials, each 256-byte aligned.
+      workspace(api, size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
       capacity_(cap) {}
@@ -268,6 +274,12 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
     e.cu_seqlens_q = cu_seqlens_q.ptr();
     e.total_q = cap.total_q;
   }
+  if (cap.max_splits > 0) {
+    a.decode.workspace = (workspace.ptr() + 255) / 256 * 256;
+    a.decode.workspace_bytes = workspace.bytes() - (a.decode.workspace - workspace.ptr());
+    a.decode.max_splits = cap.max_splits;
+    a.decode.split_keys = p.split_keys;
+  }
   switch (p.kv) {
     case KvSource::kPacked:
       a.k_strides = a.v_strides = {0, pool_strides.row, pool_strides.head};
@@ -290,7 +302,7 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   return a;
 }
 
-EngineCheck check_engine_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
+EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFunctions& functions, const KernelConfig& config,
                                    const EngineProblem& p, EngineBuffers& buffers, std::mt19937_64& rng,
                                    const EngineLaunch& launch) {
   EngineCheck outcome;
@@ -329,6 +341,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, CUfunction functio
   if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
   buffers.o.fill_bytes(0xFF);
   buffers.lse.fill_bytes(0xFF);
+  buffers.workspace.fill_bytes(0xFF);  // a partial the combine reads but no tile wrote shows as NaN
 
   const AttentionArgs args = buffers.args(p, true);
   if (launch) {
@@ -336,8 +349,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, CUfunction functio
   } else {
     auto params = make_kernel_params(api, config, args, device.max_ctas);
     if (!params) { result.error = "launch: " + params.error().message; return outcome; }
-    void* kernel_args[] = {&*params};
-    if (Status st = launch_kernel(api, function, attention_launch_shape(config, args, device.max_ctas), device.stream, kernel_args); !st) {
+    if (Status st = launch_attention_kernels(api, functions, config, args, *params, device.stream, device.max_ctas, false); !st) {
       result.error = "launch: " + st.error().message;
       return outcome;
     }

@@ -42,6 +42,9 @@ struct EngineProblem {
   // Upper bounds passed as seqlen_q / seqlen_k (0: the longest sequence's); larger ones are what a
   // captured graph keeps.
   int max_seqlen_q = 0, max_seqlen_k = 0;
+  // Split-KV (a split_kv=1 spec): the launch's bounds; the workspace is sized for them.
+  int max_splits = 0, split_keys = 0;
+  int workspace_splits = 0;  // > 0: a workspace for only this many splits (it caps the count)
   std::string describe() const;
 };
 
@@ -63,6 +66,8 @@ struct EngineCapacity {
   int batch = 1, max_seqlen_q = 1, max_seqlen_k = 1;
   int total_q = 1, total_k = 1;  // rows of the packed Q/O and K/V buffers
   int num_pages = 1, pages_per_sequence = 1;
+  int max_splits = 0;        // split_kv: the launch's bound
+  int workspace_splits = 0;  // the workspace holds this many splits' partials (0: max_splits)
 };
 // Room for `problem` (its lengths, spare rows and pages).
 EngineCapacity capacity_for(const EngineProblem& problem);
@@ -75,7 +80,7 @@ class EngineBuffers {
   // The launch arguments (the same for every problem checked on these buffers).
   AttentionArgs args(const EngineProblem& layout, bool with_lse) const;
 
-  DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
+  DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, workspace;
   int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)
   TensorStrides pool_strides;    // paged / dense: row, head strides of K and V
 
@@ -92,7 +97,7 @@ struct EngineCheck {
 // runs the kernel, e.g. a graph replay; when empty, make_kernel_params and launch_kernel on the
 // device's stream), the float64 reference, the comparison.
 using EngineLaunch = std::function<Status(const AttentionArgs& args)>;
-EngineCheck check_engine_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
+EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFunctions& functions, const KernelConfig& config,
                                    const EngineProblem& problem, EngineBuffers& buffers, std::mt19937_64& rng,
                                    const EngineLaunch& launch = {});
 

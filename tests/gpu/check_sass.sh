@@ -3,16 +3,19 @@
 # softmax with the PV GEMM, the exponentials really sit between the S wait (DEPBAR gsb0 <= 1) and the
 # PV wait (DEPBAR gsb0 <= 0) in every loop (ptxas once hoisted the PV wait above them). Read from the cubins that
 # `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
-#   tests/gpu/check_sass.sh FLASHJIT_BINARY
+#   tests/gpu/check_sass.sh FLASHJIT_BINARY [SPEC...]   (specs beyond the defaults, e.g. decode's)
 # Needs no GPU. Exit 0 when every variant passes, 1 otherwise, 77 when cuobjdump is missing.
 set -u -o pipefail
-FLASHJIT=${1:?usage: check_sass.sh path/to/flashjit}
+FLASHJIT=${1:?usage: check_sass.sh path/to/flashjit [SPEC...]}
+shift
+extra=()
+for spec in "$@"; do extra+=(--spec "$spec"); done
 CUOBJDUMP=${CUOBJDUMP:-$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null ||
   python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "cuobjdump"))' 2>/dev/null)}
 if [ -z "$CUOBJDUMP" ] || [ ! -x "$CUOBJDUMP" ]; then echo "cuobjdump not found: SASS check not run"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$FLASHJIT" prewarm --defaults --cache-dir "$work/cache" --json >"$work/prewarm.json" || { echo "prewarm failed"; exit 1; }
+"$FLASHJIT" prewarm --defaults "${extra[@]}" --cache-dir "$work/cache" --json >"$work/prewarm.json" || { echo "prewarm failed"; exit 1; }
 python3 - "$work/prewarm.json" >"$work/keys" <<'PY'
 import json, sys
 for row in json.load(open(sys.argv[1])):

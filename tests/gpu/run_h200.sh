@@ -85,7 +85,11 @@ if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_ENGINE:-0}"
 fi
 
 # 5. SASS.
-if bash tests/gpu/check_sass.sh "$TOOL" >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
+# The decode variants (split-KV, packed heads) beside the defaults.
+DECODE_SPECS=""
+for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",paged=1,causal=1"; do
+  DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra"; done; done; done
+if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
 else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
 
 # 6. Benchmark.
@@ -124,6 +128,13 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_ENGINE_PEERS:-0}" = 1 ] && [ -f bench/engine_p
     ${FLASHJIT_ENGINE_PEERS_ARGS:-} >"$OUT/engine_peers.txt" 2>&1 &&
     row "bench/engine_peers.py" pass "$(tail -1 "$OUT/engine_peers.txt" | cut -c1-90)" || row "bench/engine_peers.py" FAIL "$(tail -2 "$OUT/engine_peers.txt" | head -1)"
   tail -40 "$OUT/engine_peers.txt"
+fi
+
+if [ -f "$LIB" ] && [ "${FLASHJIT_DECODE_PEERS:-0}" = 1 ] && [ -f bench/decode_peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_DECODE_PEERS_TIMEOUT:-400}" python3 bench/decode_peers.py --lib "$LIB" --out "$OUT/decode.json" \
+    ${FLASHJIT_DECODE_PEERS_ARGS:-} >"$OUT/decode_peers.txt" 2>&1 &&
+    row "bench/decode_peers.py" pass "$(tail -1 "$OUT/decode_peers.txt" | cut -c1-90)" || row "bench/decode_peers.py" FAIL "$(tail -2 "$OUT/decode_peers.txt" | head -1)"
+  tail -60 "$OUT/decode_peers.txt"
 fi
 
 echo

@@ -44,7 +44,7 @@ double Bench::elapsed_ms() {
 
 // An engine cell: one set of buffers (the lengths decide the work), checked once against the
 // float64 reference, then its parameters built once and timed like a dense cell's.
-Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, CUfunction fn, Timing t) {
+Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t) {
   EngineProblem p;
   p.bf16 = config.spec.dtype == DType::kBf16;
   p.head_dim = config.spec.head_dim;
@@ -53,21 +53,18 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, CUfunctio
   p.seqlen_q = cell.engine_q, p.seqlen_k = cell.engine_k;
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = cell.page_size;
+  if (config.spec.split_kv) p.max_splits = 64;  // the launch picks its count from the SMs
   EngineBuffers buffers(api, p, capacity_for(p));
   std::mt19937_64 rng(1234);
-  const EngineCheck checked = check_engine_attention({&api, context, stream, sm_count}, fn, config, p, buffers, rng);
+  const EngineCheck checked = check_engine_attention({&api, context, stream, sm_count}, fns, config, p, buffers, rng);
   if (!checked.result.passed(p.bf16) || !checked.result.error.empty()) {
     t.error = "check failed: " + checked.result.error + " " + checked.detail;
     return t;
   }
-  auto params = make_kernel_params(api, config, buffers.args(p, false), sm_count);
+  const AttentionArgs args = buffers.args(p, false);
+  auto params = make_kernel_params(api, config, args, sm_count);
   if (!params) { t.error = params.error().message; return t; }
-  LaunchShape shape = attention_launch_shape(config, buffers.args(p, false), sm_count);
-  shape.programmatic = pdl;
-  auto launch = [&](int) {
-    void* kernel_args[] = {&*params};
-    return launch_kernel(api, fn, shape, stream, kernel_args);
-  };
+  auto launch = [&](int) { return launch_attention_kernels(api, fns, config, args, *params, stream, sm_count, pdl); };
   for (int i = 0; i < 5; ++i) {
     if (Status st = launch(i); !st) { t.error = st.error().message; return t; }
   }
@@ -87,7 +84,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   if (!loaded) { t.error = loaded.error().message; return t; }
   const KernelConfig& config = prepared->config;
   const CUfunction fn = (*loaded)->function();
-  if (cell.engine()) return run_engine(cell, config, fn, t);
+  if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->more(0)}, t);
   // Input sets: enough that together they exceed L2 three times over (at most 8).
   const size_t d = size_t(cell.spec.head_dim);
   const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/attention_launch.hpp"
 #include "runtime/engine.hpp"
 
 namespace flashjit::tool {
@@ -52,7 +53,7 @@ struct Bench {
 
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);
-  Timing run_engine(const Cell& cell, const KernelConfig& config, CUfunction fn, Timing t);
+  Timing run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t);
   // Idle-stream and graph-replay medians of launch(i) (i counts the launches).
   Status time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms);
 };

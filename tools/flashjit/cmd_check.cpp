@@ -42,7 +42,7 @@ bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error
 }
 
 // A ragged batch (varlen / paged spec) against the float64 reference.
-int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, CUfunction function,
+int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, const AttentionFunctions& functions,
                      const KernelConfig& config) {
   EngineProblem p;
   p.bf16 = config.spec.dtype == DType::kBf16;
@@ -51,11 +51,12 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = PageSize;
+  if (config.spec.split_kv) p.max_splits = 16;  // the launch picks its count from the SMs, at most this
   std::string error;
   parse_seqlens(Seqlens, p, &error);  // checked before the device
   std::mt19937_64 rng(std::random_device{}());
   EngineBuffers buffers(api, p, capacity_for(p));
-  const EngineCheck check = check_engine_attention({&api, context, stream, sm_count}, function, config, p, buffers, rng);
+  const EngineCheck check = check_engine_attention({&api, context, stream, sm_count}, functions, config, p, buffers, rng);
   const CheckResult& r = check.result;
   const bool ok = r.passed(p.bf16) && r.error.empty();
   if (json_option()) {
@@ -115,7 +116,7 @@ int run_check() {
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
   if (prepared->config.spec.varlen || prepared->config.spec.paged) {
-    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, (*loaded)->function(), prepared->config);
+    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, {(*loaded)->function(), (*loaded)->more(0)}, prepared->config);
     (*api)->cuStreamDestroy(stream);
     engine.modules().drop_context(context->get());
     drop_verify_kernels(context->get());

@@ -1,0 +1,265 @@
+// Split-KV decode without a GPU: the key split and head packing rules (templates/visibility.cuh,
+// compiled here as host code, as the kernel, the combine and the host use them), the launch's
+// geometry and split count, the workspace size, and the C API's checks of the decode fields.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../templates/visibility.cuh"
+#include "config/kernel_config.hpp"
+#include "flashjit/flashjit.h"
+#include "launch/attention_args.hpp"
+
+namespace flashjit {
+namespace {
+
+// Every visible block of a tile is in exactly one split below the sequence's split count, the
+// masked ones stay masked (the range's top blocks), and no split starts past the keys.
+TEST(KeySplit, SplitsCoverEveryVisibleBlockOnceAndKeepTheMask) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const bool causal = rng() % 2;
+    const int block_n = 16 * (1 + rng() % 16), block_m = 1 + rng() % 128;
+    const int seqlen_k = rng() % 5 == 0 ? int(rng() % 3) : int(rng() % 5000);
+    const int seqlen_q = 1 + int(rng() % 40);
+    const int num_splits = 1 + int(rng() % 128);
+    const int split_blocks = rng() % 3 == 0 ? 1 + int(rng() % 12) : 0;
+    const KeySplit ks = key_split(seqlen_k, block_n, num_splits, split_blocks);
+    const int blocks = (seqlen_k + block_n - 1) / block_n;
+    ASSERT_GE(ks.splits, 1);
+    ASSERT_LE(ks.splits, num_splits);
+    if (split_blocks == 0 && blocks > 0) {  // runs of ceil(blocks / num_splits): the last one not empty
+      const int per = (blocks + num_splits - 1) / num_splits;
+      ASSERT_EQ(ks.blocks_per_split, per);
+      ASSERT_EQ(ks.splits, (blocks + per - 1) / per);
+      ASSERT_GT(blocks, (ks.splits - 1) * per);
+    }
+    if (split_blocks > 0 && blocks <= num_splits * split_blocks) ASSERT_EQ(ks.splits, std::max(1, (blocks + split_blocks - 1) / split_blocks));
+    const int m_blocks = (seqlen_q + block_m - 1) / block_m;
+    for (int m = 0; m < m_blocks; ++m) {
+      const BlockRange whole = kv_block_range(causal, m, block_m, block_n, seqlen_q, seqlen_k);
+      std::vector<int> seen(size_t(std::max(blocks, 1)), 0), masked(size_t(std::max(blocks, 1)), 0);
+      for (int s = 0; s < ks.splits; ++s) {
+        const BlockRange part = split_block_range(whole, ks, s);
+        ASSERT_LE(part.n_min, part.n_max);
+        ASSERT_GE(part.n_masked, 0);
+        ASSERT_LE(part.n_masked, part.count());
+        for (int n = part.n_min; n < part.n_max; ++n) {
+          ++seen[size_t(n)];
+          masked[size_t(n)] = n >= part.n_max - part.n_masked;
+        }
+      }
+      if (split_blocks == 0 || blocks <= num_splits * split_blocks) {
+        for (int n = 0; n < blocks; ++n) {
+          const bool in_range = n >= whole.n_min && n < whole.n_max;
+          ASSERT_EQ(seen[size_t(n)], in_range ? 1 : 0) << "block " << n << " trial " << trial;
+          if (in_range) ASSERT_EQ(masked[size_t(n)] != 0, n >= whole.n_max - whole.n_masked) << "block " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(KeySplit, FixedSplitSizeDependsOnTheSequenceAlone) {
+  // The same sequence in any launch: the same splits, whatever the launch's count.
+  for (int seqlen_k : {1, 127, 128, 129, 4095, 4096, 30000}) {
+    const KeySplit alone = key_split(seqlen_k, 128, 128, 4);
+    for (int count : {8, 64, 128}) {
+      const KeySplit in_batch = key_split(seqlen_k, 128, count, 4);
+      if ((seqlen_k + 127) / 128 > 4 * count) continue;  // does not fit that launch (the host refuses it)
+      EXPECT_EQ(in_batch.splits, alone.splits);
+      EXPECT_EQ(in_batch.blocks_per_split, alone.blocks_per_split);
+    }
+  }
+  EXPECT_EQ(key_split(0, 128, 16, 0).splits, 1);  // no keys: one split, which writes -inf
+}
+
+TEST(PackHeads, LargestPowerOfTwoDividingTheGroup) {
+  const struct {
+    int group, block_m, heads;
+  } cases[] = {{1, 64, 1}, {2, 64, 2}, {3, 64, 1}, {4, 64, 4}, {6, 64, 2}, {8, 64, 8}, {12, 128, 4}, {16, 64, 16},
+               {128, 64, 64}, {96, 64, 32}};
+  for (const auto& c : cases) EXPECT_EQ(pack_heads_for(c.group, c.block_m), c.heads) << c.group;
+}
+
+AttentionArgs decode_args(const KernelConfig& c, int batch, int seqlen_k, int hq, int hkv, int max_splits) {
+  AttentionArgs a = attention_extents(batch, 1, seqlen_k, hq, hkv);
+  a.engine.total_q = batch;
+  a.decode.max_splits = max_splits;
+  (void)c;
+  return a;
+}
+
+TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->spec.block_m, 64);  // one consumer warpgroup for decode
+  EXPECT_EQ(config->spec.stages, 3);    // the deepest ring that fits with two Q buffers
+  EXPECT_EQ(config->more_kernel_names, (std::vector<std::string>{"flashjit_attention_combine", "flashjit_merge_states"}));
+  // 32/8 heads: 4 heads a tile, 16 queries of them; 8 head groups a sequence.
+  const TileGeometry g = tile_geometry(*config, decode_args(*config, 8, 32768, 32, 8, 64), 132);
+  EXPECT_EQ(g.pack_heads, 4);
+  EXPECT_EQ(g.pack_shift, 2);
+  EXPECT_EQ(g.tokens_per_tile, 16);
+  EXPECT_EQ(g.tile_heads, 8);
+  EXPECT_EQ(g.splits, 2);  // 64 tiles without splits on 132 SMs
+  EXPECT_EQ(tile_geometry(*config, decode_args(*config, 1, 32768, 32, 8, 64), 132).splits, 16);
+  EXPECT_EQ(tile_geometry(*config, decode_args(*config, 1, 32768, 32, 8, 8), 132).splits, 8);       // at most max_splits
+  EXPECT_EQ(tile_geometry(*config, decode_args(*config, 1, 300, 32, 8, 64), 132).splits, 3);        // at most the key blocks
+  EXPECT_EQ(tile_geometry(*config, decode_args(*config, 64, 32768, 32, 8, 64), 132).splits, 1);     // enough tiles already
+  EXPECT_EQ(tile_geometry(*config, decode_args(*config, 8, 32768, 32, 8, 64), 0).splits, 64);       // one CTA a tile: max_splits
+  EXPECT_EQ(attention_tile_count(*config, decode_args(*config, 8, 32768, 32, 8, 64), 2), 8u * 8u * 2u);
+  // The workspace: max_splits x total_q x heads_q rows of (128 + 1) floats, each part 256-aligned.
+  const AttentionArgs a = decode_args(*config, 8, 32768, 32, 8, 64);
+  EXPECT_EQ(split_workspace_bytes(*config, a), uint64_t(64 * 8 * 32) * 128 * 4 + uint64_t(64 * 8 * 32) * 4);
+  EXPECT_EQ(split_lse_offset(*config, a) % 256, 0u);
+}
+
+TEST(DecodeSpec, PackedHeadsAndSplitsNeedPackedQueries) {
+  for (const char* spec : {"dtype=bf16,head_dim=128,pack_gqa=1", "dtype=bf16,head_dim=128,paged=1,split_kv=1"}) {
+    char reason[256] = {};
+    EXPECT_EQ(flashjit_supported(spec, reason, sizeof(reason)), FLASHJIT_ERROR_INVALID_SPEC) << spec;
+    EXPECT_NE(std::string(reason).find("varlen=1"), std::string::npos) << reason;
+  }
+  char reason[256] = {};
+  EXPECT_EQ(flashjit_supported("dtype=fp16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1", reason, sizeof(reason)), FLASHJIT_SUCCESS) << reason;
+}
+
+// ---- the C API's decode fields
+const char* kDecodeSpec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1";
+const char* kPrefillSpec = "dtype=bf16,head_dim=128,varlen=1";
+
+std::vector<int32_t> g_metadata(64, 0);
+
+flashjit_attention_args_t decode_step(uint64_t workspace_bytes) {
+  flashjit_attention_args_t a;
+  flashjit_attention_args_init(&a);
+  a.q = 0x10000, a.k = 0x20000, a.v = 0x30000, a.o = 0x40000, a.lse = 0x50000;
+  a.batch = 8, a.seqlen_q = 1, a.seqlen_k = 4096, a.heads_q = 32, a.heads_kv = 8;
+  a.q_strides = a.o_strides = flashjit_tensor_strides_t{0, 32 * 128, 128};
+  a.k_strides = a.v_strides = flashjit_tensor_strides_t{4096 * 8 * 128, 8 * 128, 128};
+  a.cu_seqlens_q = reinterpret_cast<uint64_t>(g_metadata.data());
+  a.seqused_k = reinterpret_cast<uint64_t>(g_metadata.data() + 16);
+  a.total_q = 8;
+  a.workspace = 0x100000;
+  a.workspace_bytes = workspace_bytes;
+  a.max_splits = 16;
+  return a;
+}
+
+TEST(DecodeApi, WorkspaceSizeAndItsChecks) {
+  flashjit_attention_args_t a = decode_step(0);
+  uint64_t bytes = 1;
+  ASSERT_EQ(flashjit_attention_workspace_size(kDecodeSpec, &a, &bytes), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+  EXPECT_EQ(bytes, uint64_t(16 * 8 * 32) * 128 * 4 + uint64_t(16 * 8 * 32) * 4);
+  ASSERT_EQ(flashjit_attention_workspace_size(kPrefillSpec, &a, &bytes), FLASHJIT_SUCCESS);
+  EXPECT_EQ(bytes, 0u);
+  ASSERT_EQ(flashjit_attention_workspace_size(kDecodeSpec, &a, &bytes), FLASHJIT_SUCCESS);
+  a.workspace_bytes = bytes;
+  EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &a), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+
+  struct Case {
+    const char* spec;
+    const char* field;
+    const char* says;
+    void (*set)(flashjit_attention_args_t&);
+  } cases[] = {
+      {kDecodeSpec, "args.workspace_bytes", "one split", [](auto& a) { a.workspace_bytes = 8 * 32 * 129 * 4 - 4; }},
+      {kDecodeSpec, "args.workspace", "null", [](auto& a) { a.workspace = 0; }},
+      {kDecodeSpec, "args.workspace", "256-byte", [](auto& a) { a.workspace += 16; }},
+      {kDecodeSpec, "args.max_splits", "1..128", [](auto& a) { a.max_splits = 0; }},
+      {kDecodeSpec, "args.max_splits", "1..128", [](auto& a) { a.max_splits = 129; }},
+      {kDecodeSpec, "args.split_keys", "multiple of the kernel's block_n=128", [](auto& a) { a.split_keys = 100; }},
+      {kDecodeSpec, "args.split_keys", "seqlen_k=4096", [](auto& a) { a.split_keys = 128; }},  // 16 x 128 < 4096
+      {kPrefillSpec, "args.workspace", "split_kv=1", [](auto& a) { a.max_splits = 0, a.workspace_bytes = 0; }},
+      {kPrefillSpec, "args.max_splits", "split_kv=1", [](auto& a) { a.workspace = 0, a.workspace_bytes = 0; }},
+  };
+  for (const Case& c : cases) {
+    flashjit_attention_args_t b = a;
+    c.set(b);
+    EXPECT_EQ(flashjit_validate_attention_args(c.spec, &b), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.field;
+    EXPECT_EQ(std::string(flashjit_last_error_field()), c.field) << flashjit_last_error_message();
+    EXPECT_NE(std::string(flashjit_last_error_message()).find(c.says), std::string::npos) << flashjit_last_error_message();
+  }
+  // A fixed split size that holds the keys (batch-invariant mode) passes.
+  flashjit_attention_args_t fixed = a;
+  fixed.split_keys = 256;
+  EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+  // A workspace that holds fewer splits caps the count: 16 x 256 keys fit, 15 do not.
+  fixed.workspace_bytes -= 4;
+  EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(flashjit_last_error_field()), "args.split_keys") << flashjit_last_error_message();
+}
+
+// A mixed batch's total_q makes max_splits' workspace large: a smaller one caps the split count,
+// and the partials are laid out for the splits it holds.
+TEST(DecodeGeometry, ASmallerWorkspaceCapsTheSplits) {
+  auto config = make_config(*parse_spec(kDecodeSpec));
+  ASSERT_TRUE(config);
+  AttentionArgs a = decode_args(*config, 1, 32768, 32, 8, 64);
+  const uint64_t one = uint64_t(32) * 129 * 4;  // one split of the one row: 32 heads
+  a.decode.workspace_bytes = 3 * (32 * 128 * 4) + 256 + 256;  // three splits, each part aligned
+  EXPECT_EQ(split_capacity(*config, a), 3);
+  EXPECT_EQ(tile_geometry(*config, a, 132).splits, 3);
+  EXPECT_EQ(split_lse_offset(*config, a), uint64_t(3 * 32 * 128 * 4));
+  a.decode.workspace_bytes = one + 512;
+  EXPECT_EQ(split_capacity(*config, a), 1);
+  a.decode.workspace_bytes = 0;  // sizing: max_splits
+  EXPECT_EQ(split_capacity(*config, a), 64);
+  EXPECT_EQ(split_workspace_bytes(*config, a), uint64_t(64 * 32 * 128 * 4) + uint64_t(64 * 32 * 4));
+}
+
+}  // namespace
+}  // namespace flashjit
+
+#include "launch/merge_states.hpp"
+
+namespace flashjit {
+namespace {
+
+MergeArgs merge_args() {
+  MergeArgs m;
+  m.o_a = 0x10000, m.o_b = 0x20000, m.o_out = 0x30000, m.lse_a = 0x40000, m.lse_b = 0x50000;
+  m.rows = 100, m.heads = 8;
+  m.a_row_stride = m.b_row_stride = m.out_row_stride = 8 * 128;
+  m.a_head_stride = m.b_head_stride = m.out_head_stride = 128;
+  return m;
+}
+
+TEST(MergeStates, ArgumentsAreCheckedByName) {
+  auto decode = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1"));
+  auto prefill = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1"));
+  ASSERT_TRUE(decode && prefill);
+  EXPECT_TRUE(validate_merge_args(*decode, merge_args()).ok());
+  EXPECT_EQ(validate_merge_args(*prefill, merge_args()).error().field, "kernel");
+  const struct {
+    const char* field;
+    void (*set)(MergeArgs&);
+  } cases[] = {
+      {"o_a", [](MergeArgs& m) { m.o_a = 0; }},
+      {"o_out", [](MergeArgs& m) { m.o_out += 8; }},
+      {"lse_b", [](MergeArgs& m) { m.lse_b = 0; }},
+      {"lse_out", [](MergeArgs& m) { m.lse_out = 0x60002; }},
+      {"rows", [](MergeArgs& m) { m.rows = 0; }},
+      {"heads", [](MergeArgs& m) { m.heads = 70000; }},
+      {"a_head_stride", [](MergeArgs& m) { m.a_head_stride = 64; }},  // below head_dim
+      {"out_row_stride", [](MergeArgs& m) { m.out_row_stride = 1001; }},
+      {"lse_head_stride", [](MergeArgs& m) { m.lse_head_stride = 99; }},
+  };
+  for (const auto& c : cases) {
+    MergeArgs m = merge_args();
+    c.set(m);
+    const Status st = validate_merge_args(*decode, m);
+    ASSERT_FALSE(st.ok()) << c.field;
+    EXPECT_EQ(st.error().field, c.field) << st.error().message;
+  }
+  const MergeParams p = make_merge_params(merge_args());
+  EXPECT_EQ(p.lse_head_stride, 100);  // 0 = rows
+  EXPECT_EQ(merge_launch_shape(merge_args()).grid_x, 100u);  // 800 (row, head) pairs, 8 a CTA
+}
+
+}  // namespace
+}  // namespace flashjit
