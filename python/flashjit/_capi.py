@@ -120,7 +120,8 @@ class FlashjitError(RuntimeError):
 
 # ---- finding NVRTC and the library --------------------------------------------------------------
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-BUNDLED_LIBRARY = os.path.join(_PACKAGE_DIR, "_lib", "libflashjit.so.1")
+BUNDLED_LIBRARY = (sorted(glob.glob(os.path.join(_PACKAGE_DIR, "_lib", "libflashjit.so.*"))) or
+                   [os.path.join(_PACKAGE_DIR, "_lib", "libflashjit.so.1")])[0]  # its soname file
 BUNDLED_TOOL = os.path.join(_PACKAGE_DIR, "_bin", "flashjit")
 
 

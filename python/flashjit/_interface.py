@@ -2,7 +2,6 @@
 and return values. Arguments for what flashjit does not have raise NotImplementedError naming them; the
 performance hints FA3 takes (num_splits, pack_gqa) steer flashjit's own choices; deterministic is accepted
 (the forward pass is deterministic; there is no backward). Needs torch only when called."""
-from . import _capi
 
 _backend = None
 _backend_error = None

@@ -12,15 +12,13 @@ import torch
 
 from . import _capi
 from ._capi import FlashjitError
+from ._plan import SPLIT_MIN_KEYS, plan
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 _PACK = _capi.ARGS_PACKER.pack_into
 _ARGS_SIZE = _capi.ARGS_SIZE
 _byref = ctypes.byref
-_MAX_PLANS = 4096          # plans cached per device before the cache starts over (engines vary max_seqlen_q)
-SPLIT_MIN_KEYS = 512       # num_splits=0 (heuristic): no split below this many keys
-SPLIT_HEURISTIC_CAP = 128  # most splits the heuristic asks for (the library fits them to the SMs)
-DECODE_MAX_QUERIES = 16    # pack_gqa=None: heads packed when no sequence has more queries (decode, speculative)
+_MAX_PLANS = 4096  # plans cached per device before the cache starts over (engines vary max_seqlen_q)
 
 try:
     _raw_stream = torch._C._cuda_getCurrentRawStream  # what Inductor's generated code calls: an int, no object
@@ -92,36 +90,6 @@ def device(index):
     return dev
 
 
-def spec_text(dtype_name, head_dim, causal, varlen, paged, pack_gqa, split_kv):
-    """The spec a launch runs, in the canonical key order."""
-    spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(causal)}"
-    for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
-        if on:
-            spec += f",{key}=1"
-    return spec
-
-
-def plan(dev, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k, heads_q, heads_kv,
-         num_splits, pack_gqa):
-    """(spec, max_splits) for a launch. Split-KV and packed heads need varlen (the library's rule):
-    num_splits 1 = no split, > 1 = at most that many, 0 = split when the launch's tiles leave SMs idle and
-    there are SPLIT_MIN_KEYS keys or more (FA3's heuristic in spirit; the library picks the count up to
-    max_splits). pack_gqa None (-1 here) packs heads for decode-sized queries or split launches."""
-    split, max_splits, pack = False, 0, False
-    if varlen:
-        group = heads_q // heads_kv
-        want_pack = group > 1 and pack_gqa != 0
-        if num_splits > 1:
-            split, max_splits = True, min(num_splits, 128)
-        elif num_splits == 0 and seqlen_k >= SPLIT_MIN_KEYS:
-            rows = seqlen_q * group if want_pack else seqlen_q
-            tiles = batch * (heads_kv if want_pack else heads_q) * -(-rows // 64)
-            if tiles * 5 < dev.sm_count * 4:
-                split, max_splits = True, min(SPLIT_HEURISTIC_CAP, max(2, -(-2 * dev.sm_count // tiles)))
-        pack = want_pack and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split), max_splits
-
-
 def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream):
     """(pointer, bytes) of a split workspace: per stream, the largest asked for there (reused: launches on one
     stream run in order); inside a capture a fresh one from the graph's pool, owned by the graph."""
@@ -181,7 +149,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
-        spec, max_splits = plan(dev, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k,
+        spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k,
                                 heads_q, heads_kv, num_splits, pack_gqa)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
     handle, spec, max_splits = planned
