@@ -247,12 +247,12 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     if k.dtype != dtype or v.dtype != dtype:
         bad = names[1] if k.dtype != dtype else names[2]
         _fail(fn, bad, f"dtype {(k if bad == names[1] else v).dtype} differs from {names[0]}'s {dtype}", TypeError)
-    index = q.get_device()
-    if index < 0:
+    if not q.is_cuda:
         _fail(fn, names[0], f"is on {q.device}; flashjit runs on CUDA devices")
-    if k.get_device() != index or v.get_device() != index:
-        bad = names[1] if k.get_device() != index else names[2]
-        _fail(fn, bad, f"is on {(k if bad == names[1] else v).device}, {names[0]} on {q.device}")
+    where = q.device  # (not get_device(): these checks are traced by torch.compile too)
+    if k.device != where or v.device != where:
+        bad = names[1] if k.device != where else names[2]
+        _fail(fn, bad, f"is on {(k if bad == names[1] else v).device}, {names[0]} on {where}")
     d = q.shape[-1]
     if k.shape[-1] != d:
         _fail(fn, names[1], f"head_dim {k.shape[-1]} differs from {names[0]}'s {d}")
@@ -272,14 +272,14 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
 _LAYOUTS = {3: "[total_tokens, heads, head_dim]", 4: "[batch, seqlen, heads, head_dim]"}
 
 
-def check_metadata(fn, t, name, dims, index, length=None):
+def check_metadata(fn, t, name, dims, where, length=None):
     """An int32 tensor of dims dimensions on the device, last dimension contiguous (and of length, if given)."""
     if not isinstance(t, torch.Tensor):
         _fail(fn, name, f"expected an int32 torch.Tensor, got {type(t).__name__}", TypeError)
     if t.dtype != torch.int32:
         _fail(fn, name, f"dtype {t.dtype}; expected torch.int32", TypeError)
-    if t.get_device() != index:
-        _fail(fn, name, f"is on {t.device}; expected cuda:{index} (where q is)")
+    if t.device != where:
+        _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
     if t.dim() != dims:
         _fail(fn, name, f"expected {dims} dimension(s), got shape {tuple(t.shape)}")
     if t.stride(-1) != 1:
@@ -293,7 +293,7 @@ def check_out(fn, out, shape, like):
         _fail(fn, "out", f"expected a torch.Tensor, got {type(out).__name__}", TypeError)
     if tuple(out.shape) != tuple(shape):
         _fail(fn, "out", f"shape {tuple(out.shape)}; expected {tuple(shape)}")
-    if out.dtype != like.dtype or out.get_device() != like.get_device():
+    if out.dtype != like.dtype or out.device != like.device:
         _fail(fn, "out", f"{out.dtype} on {out.device}; expected {like.dtype} on {like.device}", TypeError)
     if out.stride(-1) != 1:
         _fail(fn, "out", f"the last dimension must be contiguous; strides {out.stride()}")
@@ -332,7 +332,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     paged = block_table is not None
     kv_dims = 4 if paged or cu_seqlens_k is None else 3
     check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 3, kv_dims)
-    index = q.get_device()
+    index = q.device
     if cu_seqlens_q is None:
         _fail(fn, "cu_seqlens_q", "is required (int32 [batch + 1] query offsets)")
     check_metadata(fn, cu_seqlens_q, "cu_seqlens_q", 1, index)
@@ -368,7 +368,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     fn = "flash_attn_with_kvcache"
     varlen = cu_seqlens_q is not None
     check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4)
-    index = q.get_device()
+    index = q.device
     if varlen:
         check_metadata(fn, cu_seqlens_q, "cu_seqlens_q", 1, index)
         if max_seqlen_q is None:
