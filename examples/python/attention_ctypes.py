@@ -19,7 +19,8 @@ sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA G
 so and exits 0.
 
 The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py,
-bench/engine_peers.py and bench/decode_peers.py: one copy of the layouts. Split-KV decode (spec
+bench/engine_peers.py and bench/decode_peers.py; the structs themselves come from the flashjit package
+(python/flashjit/_capi.py), the one copy of the layouts. Split-KV decode (spec
 split_kv=1, DECODE in flashjit.h): engine_args(..., max_splits=, split_keys=), Flashjit.workspace_size
 (flashjit_attention_workspace_size) and Flashjit.alloc_workspace / set_workspace for the caller-owned
 workspace.
@@ -32,67 +33,10 @@ import random
 import sys
 
 
-# ---- the C API, as include/flashjit/flashjit.h declares it (sizes checked at load) ---------------
-class Strides(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_int64), ("row", ctypes.c_int64), ("head", ctypes.c_int64)]
-
-
-class AttentionArgs(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("o", ctypes.c_uint64),
-                ("lse", ctypes.c_uint64),
-                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_k", ctypes.c_int64),
-                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("q_strides", Strides), ("k_strides", Strides), ("v_strides", Strides), ("o_strides", Strides),
-                ("softmax_scale", ctypes.c_float),
-                # not supported yet: must hold their "off" values
-                ("softcap", ctypes.c_float), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                # engine inputs (ENGINE INPUTS in flashjit.h); off: 0
-                ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
-                ("block_table", ctypes.c_uint64), ("block_table_batch_stride", ctypes.c_int64),
-                ("page_size", ctypes.c_int64),
-                # appended in 0.3 (the 280-byte layout)
-                ("num_pages", ctypes.c_int64), ("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64),
-                # appended in 0.4 (the 304-byte layout): split-KV decode (DECODE in flashjit.h); off: 0. A library
-                # that knows only the 280-byte layout accepts the larger struct while these bytes are zero.
-                ("workspace", ctypes.c_uint64), ("workspace_bytes", ctypes.c_uint64),
-                ("max_splits", ctypes.c_int32), ("split_keys", ctypes.c_int32)]
-
-
-class ContextOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int32), ("cu_context", ctypes.c_void_p),
-                ("cache_dir", ctypes.c_char_p), ("compile_policy", ctypes.c_int32), ("cache_mode", ctypes.c_int32),
-                ("max_cache_bytes", ctypes.c_uint64)]
-
-
-class KernelInfo(ctypes.Structure):  # the 80-byte layout (the library fills only what a caller's size holds)
-    _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int32), ("spec", ctypes.c_char_p),
-                ("kernel_name", ctypes.c_char_p), ("cache_key", ctypes.c_char_p)] + \
-               [(name, ctypes.c_int32) for name in ("dtype", "head_dim", "causal", "block_m", "block_n",
-                                                    "threads_per_block", "registers", "local_bytes", "spill_bytes",
-                                                    "dynamic_smem_bytes", "static_smem_bytes", "source")]
-
-
-ABI_VERSION = 1
-FLAG_PDL = 1  # FLASHJIT_ATTENTION_FLAG_PDL
-assert ctypes.sizeof(AttentionArgs) == 304 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 80
-# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 0.4 fields)
-assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
-        AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,
-        AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset,
-        AttentionArgs.workspace.offset, AttentionArgs.workspace_bytes.offset, AttentionArgs.max_splits.offset,
-        AttentionArgs.split_keys.offset) == \
-       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300)
-WORKSPACE_ALIGN = 256  # args.workspace: 256-byte aligned
-
-
-class FlashjitError(RuntimeError):
-    pass
-
-
-def new_args(flags=0):
-    """flashjit_attention_args_init: struct_size set, everything off."""
-    return AttentionArgs(struct_size=ctypes.sizeof(AttentionArgs), flags=flags, window_left=-1, window_right=-1)
+# ---- the C API's structs: the flashjit package's (python/flashjit/_capi.py: one copy of the layouts) ---
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from flashjit._capi import (ABI_VERSION, FLAG_PDL, WORKSPACE_ALIGN, AttentionArgs, ContextOptions,  # noqa: E402,F401
+                            FlashjitError, KernelInfo, Strides, new_args)
 
 
 def strides_of(t):
@@ -263,7 +207,7 @@ class Flashjit:
         self.check(self._check_metadata(handle, ctypes.byref(args)), f"check_engine_metadata({spec})")
 
     def describe(self, spec):
-        """The kernel's flashjit_kernel_info_t (the 80-byte layout) as a dict (strings decoded)."""
+        """The kernel's flashjit_kernel_info_t as a dict (strings decoded; long_seqlen_spec None without one)."""
         handle, _ = self.kernel(spec)
         info = KernelInfo(struct_size=ctypes.sizeof(KernelInfo))
         self.check(self.lib.flashjit_kernel_describe(handle, ctypes.byref(info)), "kernel_describe")

@@ -1,0 +1,47 @@
+"""flashjit: FlashAttention-3's Python interface on flashjit's JIT-compiled Hopper kernels.
+
+  import flashjit
+  out = flashjit.flash_attn_varlen_func(q, k_cache, v_cache, cu_seqlens_q, None, max_q, max_k,
+                                        seqused_k=seq_lens, causal=True, block_table=block_table)
+
+The attention functions need torch (any 2.x with CUDA) and a Hopper GPU; supported() and prewarm() need
+neither (build hosts). python/README.md has the details."""
+from ._capi import FlashjitError, load_library, library
+from ._interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+from . import _interface
+
+try:
+    from ._version import version as __version__  # written by python/build_wheel.py
+except ImportError:  # the source tree
+    __version__ = "0+source"
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "supported", "prewarm",
+           "loaded_specs", "load_library", "library", "FlashjitError", "__version__"]
+
+
+def supported(spec):
+    """None when flashjit can build a kernel for spec (e.g. "dtype=bf16,head_dim=128,causal=1"), else the
+    reason (starting with the field). Compiles nothing; no GPU."""
+    return library().supported(spec)
+
+
+def prewarm(specs, cache_dir=None, load=None):
+    """Compiles specs into the kernel cache (cache_dir, else $FLASHJIT_CACHE_DIR, else ~/.cache/flashjit):
+    NVRTC only, no GPU or driver. load: also fetch them onto the current CUDA device, so that the first call,
+    and a CUDA graph capture, find them loaded; None = when torch is imported, a GPU is there and cache_dir is
+    the default (the one calls use). Raises FlashjitError naming each spec that failed."""
+    specs = [specs] if isinstance(specs, str) else list(specs)
+    library().prewarm(specs, cache_dir)
+    if load is None:
+        import sys
+        torch = sys.modules.get("torch")
+        load = cache_dir is None and torch is not None and _interface._backend is not None and torch.cuda.is_available()
+    if load:
+        _interface.backend("prewarm(load=True)").prewarm_load(specs)
+
+
+def loaded_specs():
+    """The specs fetched so far in this process (every device): what to prewarm on a build host."""
+    return _interface._backend.loaded_specs() if _interface._backend is not None else []
+
+
+_interface._load_backend()

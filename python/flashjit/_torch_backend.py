@@ -1,0 +1,430 @@
+"""The torch side: tensor checks, the custom op flashjit::fwd (torch.compile traces it, CUDA graphs capture
+it), and the launch. Imported by flashjit when torch imports; nothing here runs without torch.
+
+The launch path (forward) is the hot path: one dict lookup for the kernel and its plan, the argument struct
+written with one struct.pack_into, one ctypes call on the current stream. Kernels are fetched (compiled or
+loaded) on the first call for a plan, never inside a CUDA graph capture."""
+import ctypes
+import threading
+from typing import Optional
+
+import torch
+
+from . import _capi
+from ._capi import FlashjitError
+from ._plan import SPLIT_MIN_KEYS, plan
+
+_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+_PACK = _capi.ARGS_PACKER.pack_into
+_ARGS_SIZE = _capi.ARGS_SIZE
+_byref = ctypes.byref
+_MAX_PLANS = 4096  # plans cached per device before the cache starts over (engines vary max_seqlen_q)
+
+try:
+    _raw_stream = torch._C._cuda_getCurrentRawStream  # what Inductor's generated code calls: an int, no object
+except AttributeError:  # pragma: no cover - older torch
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+# The C fields' names, as the Python arguments call them (errors name both).
+_FIELD_NAMES = {"q": "q", "k": "k (k_cache)", "v": "v (v_cache)", "o": "out", "lse": "softmax_lse",
+                "cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_k",
+                "seqused_k": "seqused_k (cache_seqlens)", "block_table": "block_table (page_table)",
+                "page_size": "the page size (k_cache.shape[1])", "num_pages": "the page count (k_cache.shape[0])",
+                "seqlen_q": "max_seqlen_q", "seqlen_k": "max_seqlen_k", "heads_q": "q's heads",
+                "heads_kv": "k's heads", "head_dim": "head_dim", "batch": "the batch size", "workspace": "workspace"}
+
+
+def _python_name(field):
+    name = field[5:] if field.startswith("args.") else field
+    base = name.split(".")[0].split("[")[0]
+    for suffix in ("_strides",):
+        base = base[:-len(suffix)] if base.endswith(suffix) else base
+    return _FIELD_NAMES.get(base, name)
+
+
+class _Device:
+    """One CUDA device: its flashjit context (the primary context, which torch uses too), the kernels
+    fetched for it, the launch plans, the split workspaces by stream."""
+
+    def __init__(self, index):
+        lib = _capi.library()
+        self.index = index
+        self.lib = lib
+        self.context = lib.create_context(index)
+        self.sm_count = torch.cuda.get_device_properties(index).multi_processor_count
+        self.kernels = {}      # spec -> handle
+        self.plans = {}        # launch key -> (handle, spec, max_splits)
+        self.workspaces = {}   # raw stream -> uint8 tensor (the largest asked for on that stream)
+        self.sizes = {}        # (spec, max_splits, total_q, heads_q) -> workspace bytes
+        self.lock = threading.Lock()
+
+    def kernel(self, spec):
+        handle = self.kernels.get(spec)
+        if handle is not None:
+            return handle
+        with torch.cuda.device(self.index):
+            capturing = torch.cuda.is_current_stream_capturing()
+        if capturing:
+            raise FlashjitError(
+                f"flashjit: kernel '{spec}' is not loaded on cuda:{self.index} and a CUDA graph capture is running: "
+                "loading a module inside a capture breaks it. Call the attention function once with these shapes "
+                f"before capturing, or flashjit.prewarm(['{spec}']) on this device first.")
+        with self.lock:
+            if spec not in self.kernels:
+                self.kernels[spec] = self.lib.kernel_get(self.context, spec)[0]
+        return self.kernels[spec]
+
+
+_devices = {}
+_devices_lock = threading.Lock()
+
+
+def device(index):
+    dev = _devices.get(index)
+    if dev is None:
+        with _devices_lock:
+            dev = _devices.get(index)
+            if dev is None:
+                dev = _devices[index] = _Device(index)
+    return dev
+
+
+def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream):
+    """(pointer, bytes) of a split workspace: per stream, the largest asked for there (reused: launches on one
+    stream run in order); inside a capture a fresh one from the graph's pool, owned by the graph."""
+    key = (spec, max_splits, total_q, heads_q)
+    nbytes = dev.sizes.get(key)
+    if nbytes is None:
+        if len(dev.sizes) > _MAX_PLANS:
+            dev.sizes.clear()
+        nbytes = dev.sizes[key] = dev.lib.workspace_size(spec, args)
+    if torch.cuda.is_current_stream_capturing():
+        # From the graph's private pool: the graph keeps that memory for its replays (FA3 allocates its split
+        # partials the same way), and later allocations of the same capture reuse it in stream order.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+        return ws.data_ptr(), nbytes
+    ws = dev.workspaces.get(stream)
+    if ws is None or ws.numel() < nbytes:
+        ws = dev.workspaces[stream] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+    return ws.data_ptr(), ws.numel()
+
+
+def _rows(t):
+    """(batch, row, head) strides of a packed [rows, heads, d] tensor (the batch stride is not used)."""
+    s = t.stride()
+    return s[0], s[0], s[1]
+
+
+def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+            softmax_scale, causal, num_splits, pack_gqa, return_lse):
+    """One launch on the current stream of q's device. Tensors were checked by the caller (check_* below);
+    returns the LSE tensor, or None when not wanted."""
+    index = q.get_device()
+    dev = _devices.get(index) or device(index)
+    dtype = q.dtype
+    heads_q, head_dim = q.shape[-2], q.shape[-1]
+    heads_kv = k.shape[-2]
+    varlen = cu_seqlens_q is not None
+    paged = block_table is not None
+    total_q = total_k = num_pages = page_size = bt_stride = 0
+    if varlen:
+        total_q, batch, seqlen_q = q.shape[0], cu_seqlens_q.shape[0] - 1, max_seqlen_q
+        qs, os_ = _rows(q), _rows(out)
+    else:
+        batch, seqlen_q = q.shape[0], q.shape[1]
+        qs, os_ = q.stride()[:3], out.stride()[:3]
+    if paged:
+        num_pages, page_size, seqlen_k = k.shape[0], k.shape[1], max_seqlen_k
+        ks, vs, bt_stride = k.stride()[:3], v.stride()[:3], block_table.stride(0)
+    elif cu_seqlens_k is not None:
+        total_k, seqlen_k = k.shape[0], max_seqlen_k
+        ks, vs = _rows(k), _rows(v)
+    else:
+        seqlen_k = k.shape[1]
+        ks, vs = k.stride()[:3], v.stride()[:3]
+    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k >= SPLIT_MIN_KEYS, heads_q, heads_kv,
+           num_splits, pack_gqa)
+    planned = dev.plans.get(key)
+    if planned is None:
+        if len(dev.plans) > _MAX_PLANS:
+            dev.plans.clear()
+        spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k,
+                                heads_q, heads_kv, num_splits, pack_gqa)
+        planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
+    handle, spec, max_splits = planned
+    lse = None
+    if return_lse:
+        shape = (heads_q, total_q) if varlen else (batch, heads_q, seqlen_q)
+        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    args = _capi.AttentionArgs()
+    stream = _raw_stream(index)
+    _PACK(args, 0, _ARGS_SIZE, 0, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+          lse.data_ptr() if lse is not None else 0,
+          batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, *qs, *ks, *vs, *os_,
+          softmax_scale, 0.0, -1, -1,
+          cu_seqlens_q.data_ptr() if varlen else 0, cu_seqlens_k.data_ptr() if cu_seqlens_k is not None else 0,
+          seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
+          bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0)
+    if max_splits:
+        args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream)
+    status = dev.lib.forward(handle, _byref(args), stream)
+    if status != 0:
+        err = dev.lib.error(status, f"attention_forward({spec})")
+        raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
+    return lse
+
+
+def prewarm_load(specs, index=None):
+    """Fetches (compiles or loads) specs on a device (default: the current one), so that later calls, and
+    captures, find them loaded."""
+    dev = device(torch.cuda.current_device() if index is None else index)
+    for spec in specs:
+        dev.kernel(spec)
+
+
+def loaded_specs():
+    return sorted({spec for dev in _devices.values() for spec in dev.kernels})
+
+
+# ---- the custom op: what torch.compile traces -----------------------------------------------------
+@torch.library.custom_op("flashjit::fwd", mutates_args=("out",), device_types="cuda")
+def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
+        cu_seqlens_k: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], block_table: Optional[torch.Tensor],
+        max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
+        return_lse: bool) -> torch.Tensor:
+    """Writes attention into out; returns the LSE (an empty tensor when return_lse is False)."""
+    lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+                  softmax_scale, causal, num_splits, pack_gqa, return_lse)
+    return lse if lse is not None else torch.empty(0, dtype=torch.float32, device=q.device)
+
+
+@fwd.register_fake
+def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+              softmax_scale, causal, num_splits, pack_gqa, return_lse):
+    if not return_lse:
+        return q.new_empty((0,), dtype=torch.float32)
+    if cu_seqlens_q is not None:
+        return q.new_empty((q.shape[-2], q.shape[0]), dtype=torch.float32)
+    return q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+def _compiling():
+    return torch.compiler.is_compiling()
+
+
+def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+        softmax_scale, causal, num_splits, pack_gqa, return_lse):
+    """The op when torch.compile traces; in eager the same launch without the dispatcher (its cost per call
+    is what engines calling once per layer pay)."""
+    if _compiling():
+        lse = fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, int(max_seqlen_q),
+                  int(max_seqlen_k), float(softmax_scale), bool(causal), int(num_splits), int(pack_gqa),
+                  bool(return_lse))
+        return lse if return_lse else None
+    return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+                   softmax_scale, causal, num_splits, pack_gqa, return_lse)
+
+
+# ---- tensor checks (clear messages naming the argument) ------------------------------------------
+def _fail(fn, name, what, exc=ValueError):
+    raise exc(f"flashjit.{fn}: {name}: {what}")
+
+
+def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
+    """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike, head_dim
+    contiguous, same head_dim, K and V alike in shape, heads_q a multiple of heads_kv."""
+    for t, name, dims in ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims)):
+        if not isinstance(t, torch.Tensor):
+            _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
+        if t.dim() != dims:
+            _fail(fn, name, f"expected {dims} dimensions ({_LAYOUTS[dims]}), got shape {tuple(t.shape)}")
+        if t.stride(-1) != 1:
+            _fail(fn, name, f"the last dimension (head_dim) must be contiguous (stride 1); strides {t.stride()}")
+    dtype = q.dtype
+    if dtype not in _DTYPES:
+        _fail(fn, names[0], f"dtype {dtype} is not supported; flashjit takes torch.float16 or torch.bfloat16", TypeError)
+    if k.dtype != dtype or v.dtype != dtype:
+        bad = names[1] if k.dtype != dtype else names[2]
+        _fail(fn, bad, f"dtype {(k if bad == names[1] else v).dtype} differs from {names[0]}'s {dtype}", TypeError)
+    if not q.is_cuda:
+        _fail(fn, names[0], f"is on {q.device}; flashjit runs on CUDA devices")
+    where = q.device  # (not get_device(): these checks are traced by torch.compile too)
+    if k.device != where or v.device != where:
+        bad = names[1] if k.device != where else names[2]
+        _fail(fn, bad, f"is on {(k if bad == names[1] else v).device}, {names[0]} on {where}")
+    d = q.shape[-1]
+    if k.shape[-1] != d:
+        _fail(fn, names[1], f"head_dim {k.shape[-1]} differs from {names[0]}'s {d}")
+    if v.shape[-1] != d:
+        _fail(fn, names[2], f"head_dim {v.shape[-1]} differs from {names[0]}'s {d} (a different V head dim is not "
+                            "supported yet)")
+    if k.shape != v.shape:
+        _fail(fn, names[2], f"shape {tuple(v.shape)} differs from {names[1]}'s {tuple(k.shape)}")
+    heads_q, heads_kv = q.shape[-2], k.shape[-2]
+    if heads_q % heads_kv:
+        _fail(fn, names[0], f"{heads_q} heads is not a multiple of {names[1]}'s {heads_kv} (GQA/MQA need one)")
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        _fail(fn, names[0], "requires grad, but flashjit has no backward pass (forward only): call it under "
+                            "torch.no_grad() or torch.inference_mode()", RuntimeError)
+
+
+_LAYOUTS = {3: "[total_tokens, heads, head_dim]", 4: "[batch, seqlen, heads, head_dim]"}
+
+
+def check_metadata(fn, t, name, dims, where, length=None):
+    """An int32 tensor of dims dimensions on the device, last dimension contiguous (and of length, if given)."""
+    if not isinstance(t, torch.Tensor):
+        _fail(fn, name, f"expected an int32 torch.Tensor, got {type(t).__name__}", TypeError)
+    if t.dtype != torch.int32:
+        _fail(fn, name, f"dtype {t.dtype}; expected torch.int32", TypeError)
+    if t.device != where:
+        _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
+    if t.dim() != dims:
+        _fail(fn, name, f"expected {dims} dimension(s), got shape {tuple(t.shape)}")
+    if t.stride(-1) != 1:
+        _fail(fn, name, f"the last dimension must be contiguous; strides {t.stride()}")
+    if length is not None and t.shape[0] != length:
+        _fail(fn, name, f"has {t.shape[0]} entries; expected {length}")
+
+
+def check_out(fn, out, shape, like):
+    if not isinstance(out, torch.Tensor):
+        _fail(fn, "out", f"expected a torch.Tensor, got {type(out).__name__}", TypeError)
+    if tuple(out.shape) != tuple(shape):
+        _fail(fn, "out", f"shape {tuple(out.shape)}; expected {tuple(shape)}")
+    if out.dtype != like.dtype or out.device != like.device:
+        _fail(fn, "out", f"{out.dtype} on {out.device}; expected {like.dtype} on {like.device}", TypeError)
+    if out.stride(-1) != 1:
+        _fail(fn, "out", f"the last dimension must be contiguous; strides {out.stride()}")
+
+
+# ---- the FA3 entry points' torch halves (argument checks for unsupported features: _interface) ----
+_dense_cu_seqlens = {}
+
+
+def _cu_seqlens_dense(batch, seqlen, dev):
+    """int32 [batch + 1] offsets 0, seqlen, 2 seqlen, ...: dense queries as packed ones. Cached outside
+    captures and compiles (inside, a fresh one: the graph owns it)."""
+    if _compiling() or torch.cuda.is_current_stream_capturing():
+        return torch.arange(0, (batch + 1) * seqlen, seqlen, dtype=torch.int32, device=dev)
+    key = (dev, batch, seqlen)
+    t = _dense_cu_seqlens.get(key)
+    if t is None:
+        t = _dense_cu_seqlens[key] = torch.arange(0, (batch + 1) * seqlen, seqlen, dtype=torch.int32, device=dev)
+    return t
+
+
+def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
+    fn = "flash_attn_func"
+    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
+    if k.shape[0] != q.shape[0]:
+        _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse)
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, softmax_scale,
+                           causal, num_splits, pack_gqa, block_table, out, return_lse):
+    fn = "flash_attn_varlen_func"
+    paged = block_table is not None
+    kv_dims = 4 if paged or cu_seqlens_k is None else 3
+    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 3, kv_dims)
+    index = q.device
+    if cu_seqlens_q is None:
+        _fail(fn, "cu_seqlens_q", "is required (int32 [batch + 1] query offsets)")
+    check_metadata(fn, cu_seqlens_q, "cu_seqlens_q", 1, index)
+    batch = cu_seqlens_q.shape[0] - 1
+    if max_seqlen_q is None or max_seqlen_k is None:
+        _fail(fn, "max_seqlen_q" if max_seqlen_q is None else "max_seqlen_k", "is required (an upper bound)")
+    if paged:
+        if cu_seqlens_k is not None:
+            _fail(fn, "cu_seqlens_k", "must be None with block_table (paged K/V: seqused_k gives the keys)")
+        if seqused_k is None:
+            _fail(fn, "seqused_k", "is required with block_table (keys per sequence)")
+        check_metadata(fn, block_table, "block_table", 2, index, batch)
+    elif cu_seqlens_k is not None:
+        check_metadata(fn, cu_seqlens_k, "cu_seqlens_k", 1, index, batch + 1)
+    elif k.shape[0] != batch:
+        _fail(fn, "k", f"batch {k.shape[0]} differs from cu_seqlens_q's {batch} (K/V [batch, seqlen_k, heads, d] "
+                       "without cu_seqlens_k)")
+    if seqused_k is not None:
+        check_metadata(fn, seqused_k, "seqused_k", 1, index, batch)
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    else:
+        check_out(fn, out, q.shape, q)
+    max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
+              num_splits, _pack_code(pack_gqa), return_lse)
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale,
+                            causal, num_splits, pack_gqa, out, return_lse):
+    fn = "flash_attn_with_kvcache"
+    varlen = cu_seqlens_q is not None
+    check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4)
+    index = q.device
+    if varlen:
+        check_metadata(fn, cu_seqlens_q, "cu_seqlens_q", 1, index)
+        if max_seqlen_q is None:
+            _fail(fn, "max_seqlen_q", "is required with cu_seqlens_q (an upper bound)")
+        batch, queries = cu_seqlens_q.shape[0] - 1, max_seqlen_q
+    else:
+        batch, queries = q.shape[0], q.shape[1]
+    paged = page_table is not None
+    if paged:
+        check_metadata(fn, page_table, "page_table", 2, index, batch)
+        max_k = page_table.shape[1] * k_cache.shape[1]
+    else:
+        if k_cache.shape[0] != batch:
+            _fail(fn, "k_cache", f"batch {k_cache.shape[0]} differs from q's {batch} (cache_batch_idx is not supported)")
+        max_k = k_cache.shape[1]
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
+    elif cache_seqlens is None and paged:  # every key the table holds, as FA3 reads it
+        cache_seqlens = torch.full((batch,), max_k, dtype=torch.int32, device=q.device)
+    if cache_seqlens is not None:
+        check_metadata(fn, cache_seqlens, "cache_seqlens", 1, index, batch)
+    if out is not None:
+        check_out(fn, out, q.shape, q)
+    else:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
+    # packed heads, what decode needs, are varlen kernels.
+    if varlen:
+        q_rows, out_rows, cu = q, out, cu_seqlens_q
+    else:
+        q_rows, out_rows = _as_rows(q), _as_rows(out, fn)
+        cu = _cu_seqlens_dense(batch, queries, q.device)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    lse = run(q_rows, k_cache, v_cache, out_rows, cu, None, cache_seqlens, page_table, queries, max_k, scale, causal,
+              num_splits, _pack_code(pack_gqa), return_lse)
+    if not return_lse:
+        return out
+    if not varlen:  # [heads, batch * seqlen] -> FA3's [batch, heads, seqlen]
+        lse = lse.view(q.shape[2], batch, queries).transpose(0, 1).contiguous()
+    return out, lse
+
+
+def _as_rows(t, out_of=None):
+    """[b, s, h, d] as [b * s, h, d]: a view where the strides allow, else (q only) a copy."""
+    b, s = t.shape[0], t.shape[1]
+    if s == 1:
+        return t.select(1, 0)
+    if b == 1:
+        return t.select(0, 0)
+    if out_of is None:
+        return t.reshape(b * s, t.shape[2], t.shape[3])
+    try:
+        return t.view(b * s, t.shape[2], t.shape[3])
+    except RuntimeError:
+        _fail(out_of, "out", f"strides {t.stride()} do not let [batch, seqlen] merge into one row dimension")
+
+
+def _pack_code(pack_gqa):
+    return -1 if pack_gqa is None else int(bool(pack_gqa))

@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""GPU tests of the flashjit package on a Hopper GPU with torch: every entry point against attention in
+float64 and against torch SDPA on the same inputs, varlen with empty sequences, paged KV with shuffled pages
+(page sizes 16, 64 and 7), GQA, LSE, torch.compile(fullgraph=True), a CUDA graph captured once and replayed
+with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them.
+
+  python3 python/tests/test_gpu.py --lib .dev/bin/libflashjit.so   # the source tree's package on that library
+  python3 python/tests/test_gpu.py                                  # the installed wheel's package
+
+Prints a pass/fail table; exits 1 on any failure (0 with a notice without torch or a GPU)."""
+import argparse
+import math
+import os
+import random
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+O_BOUND = {"bf16": 6e-3, "fp16": 1e-3}  # relative L2 error of O against float64 (as src/verify/check.hpp)
+LSE_BOUND = 1e-4                        # largest relative error of the LSE (1 below |LSE| = 1)
+PEER_FACTOR = 2.0                       # ours may be at most this many times SDPA's own error (plus the bound / 4)
+torch = flashjit = None
+results = []
+
+
+def report(name, ok, detail=""):
+    results.append((name, ok, detail))
+    print(f"{'ok  ' if ok else 'FAIL'} {name:<52} {detail}", flush=True)
+
+
+# ---- references ------------------------------------------------------------------------------------
+def mask_of(sq, sk, causal, device):
+    """Bottom-right causal: query i sees keys j <= i + sk - sq."""
+    if not causal:
+        return None
+    i = torch.arange(sq, device=device).view(-1, 1)
+    j = torch.arange(sk, device=device).view(1, -1)
+    return j <= i + (sk - sq)
+
+
+def reference(q, k, v, causal, scale):
+    """One sequence, q [sq, hq, d], k/v [sk, hkv, d]: (O [sq, hq, d], LSE [sq, hq]) in float64; a row that
+    sees no key has O = 0 and LSE = -inf."""
+    sq, hq, d = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    o = torch.zeros(sq, hq, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((sq, hq), float("-inf"), dtype=torch.float64, device=q.device)
+    if sq == 0 or sk == 0:
+        return o, lse
+    qd = q.double().transpose(0, 1)                                 # [hq, sq, d]
+    kd = k.double().transpose(0, 1).repeat_interleave(hq // hkv, 0)  # [hq, sk, d]
+    vd = v.double().transpose(0, 1).repeat_interleave(hq // hkv, 0)
+    s = qd @ kd.transpose(-1, -2) * scale
+    m = mask_of(sq, sk, causal, q.device)
+    if m is not None:
+        s = s.masked_fill(~m, float("-inf"))
+    l = torch.logsumexp(s, -1)
+    p = torch.nan_to_num(torch.exp(s - l.unsqueeze(-1)), nan=0.0)
+    return (p @ vd).transpose(0, 1), l.transpose(0, 1)
+
+
+def sdpa(q, k, v, causal, scale):
+    """torch SDPA on the same 16-bit inputs (one sequence), the peer; rows without keys left at 0."""
+    import torch.nn.functional as F
+    sq, hq, d = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    if sq == 0 or sk == 0:
+        return torch.zeros_like(q)
+    qd = q.transpose(0, 1).unsqueeze(0)
+    kd = k.transpose(0, 1).repeat_interleave(hq // hkv, 0).unsqueeze(0)
+    vd = v.transpose(0, 1).repeat_interleave(hq // hkv, 0).unsqueeze(0)
+    m = mask_of(sq, sk, causal, q.device)
+    o = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=m, scale=scale)[0].transpose(0, 1)
+    if m is not None:
+        o = torch.where(m.any(-1).view(-1, 1, 1), o, torch.zeros_like(o))
+    return o
+
+
+class Errors:
+    """Accumulates O's relative L2 error (ours and SDPA's, against float64), our O against SDPA's, and the
+    LSE's largest relative error, over the sequences added."""
+
+    def __init__(self, dtype_name):
+        self.bound = O_BOUND[dtype_name]
+        self.d2 = self.r2 = self.p2 = self.x2 = 0.0
+        self.lse = 0.0
+        self.nan = False
+
+    def add(self, o, q, k, v, causal, scale, lse=None):
+        ref_o, ref_lse = reference(q, k, v, causal, scale)
+        peer = sdpa(q, k, v, causal, scale).double()
+        od = o.double()
+        self.nan |= bool(torch.isnan(od).any())
+        self.d2 += float(((od - ref_o) ** 2).sum())
+        self.r2 += float((ref_o ** 2).sum())
+        self.p2 += float(((peer - ref_o) ** 2).sum())
+        self.x2 += float(((od - peer) ** 2).sum())
+        if lse is not None and lse.numel():
+            got = lse.double()
+            finite = torch.isfinite(ref_lse)
+            err = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0),
+                              torch.where(got == float("-inf"), 0.0, float("inf")))
+            err = torch.where(torch.isnan(got), float("inf"), err)
+            self.lse = max(self.lse, float(err.max()))
+
+    def result(self):
+        norm = math.sqrt(self.r2) or 1.0
+        ours, peer, cross = math.sqrt(self.d2) / norm, math.sqrt(self.p2) / norm, math.sqrt(self.x2) / norm
+        ok = (not self.nan and ours <= self.bound and ours <= PEER_FACTOR * peer + self.bound / 4
+              and self.lse <= LSE_BOUND)
+        return ok, f"O err {ours:.2e} (SDPA {peer:.2e}, ours-SDPA {cross:.2e})  LSE err {self.lse:.2e}"
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+def rand(gen, *shape, dtype):
+    return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+
+
+class Paged:
+    """A paged K/V cache for sequences of the given key counts: pools [num_pages, page_size, hkv, d] (plus
+    spare pages), a shuffled int32 page table [batch, max_pages] (unused entries -1), seqused_k."""
+
+    def __init__(self, gen, rng, keys, page_size, hkv, d, dtype, max_pages=None, spare=3):
+        self.page_size, self.keys = page_size, list(keys)
+        need = [-(-sk // page_size) for sk in keys]
+        self.max_pages = max_pages or max(max(need), 1)
+        total = sum(need) + spare
+        self.k = rand(gen, total, page_size, hkv, d, dtype=dtype)
+        self.v = rand(gen, total, page_size, hkv, d, dtype=dtype)
+        pool = list(range(total))
+        rng.shuffle(pool)
+        table = [[-1] * self.max_pages for _ in keys]
+        for b, n in enumerate(need):
+            for i in range(n):
+                table[b][i] = pool.pop()
+        self.table_host = table
+        self.table = torch.tensor(table, dtype=torch.int32, device="cuda")
+        self.seqused = torch.tensor(self.keys, dtype=torch.int32, device="cuda")
+
+    def seq(self, b):
+        """K, V of sequence b, gathered through the table: [keys, hkv, d]."""
+        n = -(-self.keys[b] // self.page_size)
+        pages = torch.tensor(self.table_host[b][:n], dtype=torch.long, device="cuda")
+        k = self.k[pages].reshape(-1, *self.k.shape[2:])[:self.keys[b]]
+        v = self.v[pages].reshape(-1, *self.v.shape[2:])[:self.keys[b]]
+        return k, v
+
+
+def cu_of(counts):
+    cu = [0]
+    for n in counts:
+        cu.append(cu[-1] + n)
+    return cu, torch.tensor(cu, dtype=torch.int32, device="cuda")
+
+
+# ---- cases -----------------------------------------------------------------------------------------
+def case_func_dense(name, dtype, d, causal, b, sq, sk, hq, hkv, packed=False):
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    if packed:
+        qkv = rand(gen, b, sq, hq + 2 * hkv, d, dtype=tdt)
+        q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+    else:
+        q, k, v = rand(gen, b, sq, hq, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt)
+    out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
+    only = flashjit.flash_attn_func(q, k, v, causal=causal)
+    assert isinstance(only, torch.Tensor), "without return_attn_probs FA3 returns out alone"
+    assert lse.shape == (b, hq, sq) and lse.dtype == torch.float32, lse.shape
+    assert torch.equal(only, out), "the same call twice differs"
+    torch.cuda.synchronize()
+    errs = Errors(dtype)
+    scale = d ** -0.5
+    for i in range(b):
+        errs.add(out[i], q[i], k[i], v[i], causal, scale, lse[i].transpose(0, 1))
+    report(name, *errs.result())
+
+
+def case_varlen_packed():
+    """Packed K/V with cu_seqlens_k; sequences with no queries, no keys, more queries than keys."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(12), random.Random(12)
+    seqs = [(1, 700), (0, 0), (129, 129), (0, 50), (300, 812), (3, 2), (17, 0)]
+    hq, hkv, d = 16, 4, 128
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cuk_h, cuk = cu_of([s for _, s in seqs])
+    q = rand(gen, cuq_h[-1], hq, d, dtype=torch.bfloat16)
+    k, v = rand(gen, cuk_h[-1], hkv, d, dtype=torch.bfloat16), rand(gen, cuk_h[-1], hkv, d, dtype=torch.bfloat16)
+    out, lse = flashjit.flash_attn_varlen_func(q, k, v, cuq, cuk, max(s for s, _ in seqs), max(s for _, s in seqs),
+                                               causal=True, return_attn_probs=True)
+    assert lse.shape == (hq, cuq_h[-1]), lse.shape
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(seqs)):
+        r, c = slice(cuq_h[b], cuq_h[b + 1]), slice(cuk_h[b], cuk_h[b + 1])
+        errs.add(out[r], q[r], k[c], v[c], True, d ** -0.5, lse[:, r].transpose(0, 1))
+    report("varlen_func: packed K/V, empty sequences, GQA 16/4", *errs.result())
+    del rng
+
+
+def case_varlen_paged(page_size, causal=True, num_splits=1, label=""):
+    """vLLM's call: packed Q against a paged cache (block_table, seqused_k), out given, LSE returned."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(13 + page_size), random.Random(13 + page_size)
+    seqs = [(1, 1000), (1, 37), (4, 517), (0, 0), (300, 812), (129, 129), (3, 2), (1, 1)]
+    hq, hkv, d = 32, 8, 128
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cache = Paged(gen, rng, [s for _, s in seqs], page_size, hkv, d, torch.bfloat16)
+    q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)  # two spare rows past the last sequence
+    out = torch.full_like(q, float("nan"))
+    o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 320, cache.max_pages * page_size,
+                                             seqused_k=cache.seqused, causal=causal, num_splits=num_splits,
+                                             block_table=cache.table, out=out, return_softmax_lse=True)
+    assert o is out, "out= is written in place and returned"
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(seqs)):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = cache.seq(b)
+        errs.add(out[r], q[r], k, v, causal, d ** -0.5, lse[:, r].transpose(0, 1))
+    ok, detail = errs.result()
+    untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
+    report(f"varlen_func: paged {page_size}, shuffled, mixed batch{label}", ok and untouched,
+           detail + ("" if untouched else "  rows past the last sequence were written"))
+
+
+def case_varlen_dense_kv():
+    """Packed Q against K/V [batch, seqlen_k, hkv, d] with seqused_k (no cu_seqlens_k)."""
+    gen = torch.Generator(device="cuda").manual_seed(14)
+    seqs = [(5, 300), (1, 1), (64, 512), (0, 100)]
+    hq, hkv, d = 8, 1, 64
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    q = rand(gen, cuq_h[-1], hq, d, dtype=torch.float16)
+    k, v = rand(gen, len(seqs), 512, hkv, d, dtype=torch.float16), rand(gen, len(seqs), 512, hkv, d, dtype=torch.float16)
+    used = torch.tensor([s for _, s in seqs], dtype=torch.int32, device="cuda")
+    out = flashjit.flash_attn_varlen_func(q, k, v, cuq, None, 64, 512, seqused_k=used, causal=True)
+    torch.cuda.synchronize()
+    errs = Errors("fp16")
+    for b, (_, sk) in enumerate(seqs):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        errs.add(out[r], q[r], k[b, :sk], v[b, :sk], True, d ** -0.5)
+    report("varlen_func: K/V [batch, seqlen] + seqused_k, MQA fp16", *errs.result())
+
+
+def kvcache_decode_inputs(seed, page_size, keys, queries=1, hq=32, hkv=8, d=128):
+    gen, rng = torch.Generator(device="cuda").manual_seed(seed), random.Random(seed)
+    cache = Paged(gen, rng, keys, page_size, hkv, d, torch.bfloat16)
+    q = rand(gen, len(keys), queries, hq, d, dtype=torch.bfloat16)
+    return q, cache
+
+
+def check_kvcache(name, q, cache, out, lse, causal):
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    d = q.shape[-1]
+    for b in range(q.shape[0]):
+        k, v = cache.seq(b)
+        errs.add(out[b], q[b], k, v, causal, d ** -0.5, None if lse is None else lse[b].transpose(0, 1))
+    report(name, *errs.result())
+
+
+def case_kvcache_paged(num_splits, page_size=16):
+    keys = [3000, 17, 1, 2048, 4000, 64]
+    q, cache = kvcache_decode_inputs(20 + num_splits, page_size, keys)
+    out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused,
+                                                page_table=cache.table, num_splits=num_splits,
+                                                return_softmax_lse=True)
+    assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.is_contiguous(), lse.shape
+    check_kvcache(f"with_kvcache: paged {page_size} decode, num_splits={num_splits}", q, cache, out, lse, False)
+
+
+def case_kvcache_dense_int_lengths():
+    gen = torch.Generator(device="cuda").manual_seed(30)
+    b, s_cache, hq, hkv, d = 3, 1024, 16, 2, 128
+    q = rand(gen, b, 2, hq, d, dtype=torch.bfloat16)
+    kc, vc = rand(gen, b, s_cache, hkv, d, dtype=torch.bfloat16), rand(gen, b, s_cache, hkv, d, dtype=torch.bfloat16)
+    out = flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=777, causal=True)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for i in range(b):
+        errs.add(out[i], q[i], kc[i, :777], vc[i, :777], True, d ** -0.5)
+    report("with_kvcache: dense cache, cache_seqlens=int, causal", *errs.result())
+
+
+def case_kvcache_varlen_q():
+    """Speculative decode: cu_seqlens_q (4, 1, 0, 3 queries) against a paged cache of page 64, causal."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(31), random.Random(31)
+    counts, keys = [4, 1, 0, 3], [900, 64, 10, 2500]
+    cuq_h, cuq = cu_of(counts)
+    cache = Paged(gen, rng, keys, 64, 8, 128, torch.bfloat16)
+    q = rand(gen, cuq_h[-1], 32, 128, dtype=torch.bfloat16)
+    out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused,
+                                                page_table=cache.table, cu_seqlens_q=cuq, max_seqlen_q=4, causal=True,
+                                                return_softmax_lse=True)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(counts)):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = cache.seq(b)
+        errs.add(out[r], q[r], k, v, True, 128 ** -0.5, lse[:, r].transpose(0, 1))
+    report("with_kvcache: cu_seqlens_q (speculative), paged 64", *errs.result())
+
+
+def case_op_matches_wrapper():
+    """torch.ops.flashjit.fwd called directly (the dispatcher path) writes what the eager path writes."""
+    q, cache = kvcache_decode_inputs(40, 16, [1500, 3, 700])
+    want = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table)
+    qr = q.select(1, 0)
+    out = torch.empty_like(qr)
+    cu = torch.arange(0, q.shape[0] + 1, dtype=torch.int32, device="cuda")
+    torch.ops.flashjit.fwd(qr, cache.k, cache.v, out, cu, None, cache.seqused, cache.table, 1,
+                           cache.max_pages * 16, 128 ** -0.5, False, 0, -1, False)
+    torch.cuda.synchronize()
+    report("torch.ops.flashjit.fwd == the eager path (bitwise)", torch.equal(out, want.select(1, 0)))
+
+
+def case_compile():
+    """torch.compile(fullgraph=True) over a layer-like function using two entry points; bitwise equal to eager."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(50), random.Random(50)
+    seqs = [(1, 1000), (7, 300), (0, 0), (128, 128)]
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cache = Paged(gen, rng, [s for _, s in seqs], 16, 8, 128, torch.bfloat16)
+    q = rand(gen, cuq_h[-1], 32, 128, dtype=torch.bfloat16)
+    qd, dcache = kvcache_decode_inputs(51, 16, [2000, 5, 300])
+    max_k = cache.max_pages * 16  # an upper bound the table covers (at least ceil(max_k / page) entries)
+
+    def layer(q, k, v, cuq, used, table, qd, kd, vd, used_d, table_d):
+        o1, lse1 = flashjit.flash_attn_varlen_func(q, k, v, cuq, None, 128, max_k, seqused_k=used, causal=True,
+                                                   block_table=table, return_softmax_lse=True)
+        o2 = flashjit.flash_attn_with_kvcache(qd, kd, vd, cache_seqlens=used_d, page_table=table_d)
+        return o1 * 2, lse1 + 1, o2 + 1
+
+    inputs = (q, cache.k, cache.v, cuq, cache.seqused, cache.table, qd, dcache.k, dcache.v, dcache.seqused, dcache.table)
+    eager = layer(*inputs)
+    compiled = torch.compile(layer, fullgraph=True)(*inputs)
+    torch.cuda.synchronize()
+    same = all(torch.equal(a, b) for a, b in zip(eager, compiled))
+    report("torch.compile(fullgraph=True): varlen paged + kvcache", same,
+           "" if same else "compiled differs from eager: " + ", ".join(
+               f"{(a.float() - b.float()).abs().max().item():.2e}" for a, b in zip(eager, compiled)))
+
+
+def case_graph_replay():
+    """An engine's decode step: one CUDA graph captured once (after one eager call), replayed after the lengths,
+    the page table and the data change in place; split-KV (num_splits=0 picks it at batch 6)."""
+    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
+    hq, hkv, d, ps, batch, max_k = 32, 8, 128, 16, 6, 4096
+    gen, rng = torch.Generator(device="cuda").manual_seed(60), random.Random(60)
+    max_pages = max_k // ps
+    pool_k = torch.empty(batch * max_pages + 4, ps, hkv, d, dtype=torch.bfloat16, device="cuda")
+    pool_v = torch.empty_like(pool_k)
+    table = torch.full((batch, max_pages), -1, dtype=torch.int32, device="cuda")
+    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    q = torch.empty(batch, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+
+    def load(keys):
+        """New lengths, a new shuffled table and new data, written into the same tensors."""
+        pages = list(range(pool_k.shape[0]))
+        rng.shuffle(pages)
+        host = [[-1] * max_pages for _ in keys]
+        for b, sk in enumerate(keys):
+            for i in range(-(-sk // ps)):
+                host[b][i] = pages.pop()
+        with torch.no_grad():
+            table.copy_(torch.tensor(host, dtype=torch.int32))
+            lens.copy_(torch.tensor(keys, dtype=torch.int32))
+            q.copy_(rand(gen, *q.shape, dtype=q.dtype))
+            pool_k.copy_(rand(gen, *pool_k.shape, dtype=pool_k.dtype))
+            pool_v.copy_(rand(gen, *pool_v.shape, dtype=pool_v.dtype))
+        cache = argparse.Namespace(k=pool_k, v=pool_v, page_size=ps, keys=list(keys), table_host=host)
+        cache.seq = lambda b: Paged.seq(cache, b)
+        return cache
+
+    def step():
+        return flashjit.flash_attn_with_kvcache(q, pool_k, pool_v, cache_seqlens=lens, page_table=table,
+                                                return_softmax_lse=True)
+
+    load(steps[0])
+    step()  # the kernel is fetched here, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for i, keys in enumerate(steps):
+        cache = load(keys)
+        out.fill_(float("nan"))
+        graph.replay()
+        check_kvcache(f"CUDA graph replay {i}: new lengths/table/data", q, cache, out, lse, False)
+
+
+def case_capture_without_warmup_raises():
+    """A kernel never fetched, asked for inside a capture: a clear error, and the capture ends cleanly."""
+    gen = torch.Generator(device="cuda").manual_seed(70)
+    q = rand(gen, 1, 64, 4, 96, dtype=torch.float16)  # fp16 head dim 96, causal: fetched by no other case
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            flashjit.flash_attn_func(q, q, q, causal=True)
+        report("capture before the first call raises", False, "no error")
+    except flashjit.FlashjitError as e:
+        report("capture before the first call raises", "before capturing" in str(e) and "prewarm" in str(e), str(e)[:90])
+    except Exception as e:  # noqa: BLE001 - the capture's own failure is a failure of this case
+        report("capture before the first call raises", False, f"{type(e).__name__}: {e}"[:120])
+
+
+def case_prewarm_then_capture():
+    """prewarm(load=True) fetches the kernel onto the device: the first call may then be inside a capture."""
+    gen = torch.Generator(device="cuda").manual_seed(71)
+    q, k = rand(gen, 2, 128, 8, 64, dtype=torch.bfloat16), rand(gen, 2, 256, 2, 64, dtype=torch.bfloat16)
+    v = rand(gen, 2, 256, 2, 64, dtype=torch.bfloat16)
+    flashjit.prewarm(["dtype=bf16,head_dim=64,causal=0"], load=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flashjit.flash_attn_func(q, k, v)
+    graph.replay()
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for i in range(2):
+        errs.add(out[i], q[i], k[i], v[i], False, 64 ** -0.5)
+    report("prewarm(load=True), then the first call in a capture", *errs.result())
+
+
+def case_wrong_inputs():
+    gen = torch.Generator(device="cuda").manual_seed(80)
+    bf = torch.bfloat16
+    q, k = rand(gen, 2, 16, 8, 128, dtype=bf), rand(gen, 2, 32, 2, 128, dtype=bf)
+    cuq = torch.tensor([0, 8, 16], dtype=torch.int32, device="cuda")
+    qp, kp = q.reshape(32, 8, 128)[:16], rand(gen, 10, 16, 2, 128, dtype=bf)
+    table = torch.zeros(2, 4, dtype=torch.int32, device="cuda")
+    used = torch.tensor([5, 9], dtype=torch.int32, device="cuda")
+    fa, va, kv = flashjit.flash_attn_func, flashjit.flash_attn_varlen_func, flashjit.flash_attn_with_kvcache
+    leaf = q.clone().requires_grad_(True)
+    odd = torch.empty(2, 16, 8, 130, dtype=bf, device="cuda")[..., 1:129]  # head_dim contiguous, 2-byte offset
+    cases = [
+        ("q on the CPU", lambda: fa(q.cpu(), k, k), r"q: is on cpu"),
+        ("q float32", lambda: fa(q.float(), k, k), r"q: dtype torch.float32 is not supported"),
+        ("k fp16 with q bf16", lambda: fa(q, k.half(), k), r"k: dtype torch.float16 differs"),
+        ("v head dim 64", lambda: fa(q, k, k[..., :64]), r"v: head_dim 64 differs"),
+        ("q head_dim not contiguous", lambda: fa(q.transpose(1, 3).contiguous().transpose(1, 3), k, k),
+         r"q: the last dimension \(head_dim\) must be contiguous"),
+        ("q 3-D in flash_attn_func", lambda: fa(q[0], k, k), r"q: expected 4 dimensions"),
+        ("heads 8 over 3", lambda: fa(q, k[:, :, :1].expand(2, 32, 3, 128), k[:, :, :1].expand(2, 32, 3, 128)),
+         r"q: 8 heads is not a multiple of k's 3"),
+        ("cu_seqlens_q int64", lambda: va(qp, kp, kp, cuq.long(), None, 8, 64, seqused_k=used, block_table=table),
+         r"cu_seqlens_q: dtype torch.int64; expected torch.int32"),
+        ("block_table without seqused_k", lambda: va(qp, kp, kp, cuq, None, 8, 64, block_table=table),
+         r"seqused_k: is required with block_table"),
+        ("page_table with 1 row for 2 sequences", lambda: kv(q, kp, kp, cache_seqlens=used, page_table=table[:1]),
+         r"page_table: has 1 entries; expected 2"),
+        ("out of the wrong shape", lambda: va(qp, kp, kp, cuq, None, 8, 64, seqused_k=used, block_table=table,
+                                             out=qp[:8]), r"out: shape \(8, 8, 128\); expected \(16, 8, 128\)"),
+        ("requires grad", lambda: fa(leaf, k, k), r"q: requires grad, but flashjit has no backward"),
+        ("q misaligned, strides of 130 (library check)", lambda: fa(odd, k, k), r"flashjit: q: "),
+    ]
+    for label, call, pattern in cases:
+        import re
+        try:
+            call()
+            report(f"wrong input: {label}", False, "no error")
+        except (ValueError, TypeError, RuntimeError) as e:
+            report(f"wrong input: {label}", re.search(pattern, str(e)) is not None, str(e)[:100])
+
+
+CASES = [
+    ("func: bf16 d128 causal GQA 16/4, sq < sk", lambda: case_func_dense("func: bf16 d128 causal GQA 16/4, sq < sk", "bf16", 128, True, 2, 300, 1000, 16, 4)),
+    ("func: fp16 d64 MHA", lambda: case_func_dense("func: fp16 d64 MHA", "fp16", 64, False, 1, 777, 777, 8, 8)),
+    ("func: packed qkv views, d256", lambda: case_func_dense("func: packed qkv views, d256", "bf16", 256, True, 2, 200, 200, 4, 2, packed=True)),
+    ("varlen packed", case_varlen_packed),
+    ("varlen paged 16", lambda: case_varlen_paged(16)),
+    ("varlen paged 64", lambda: case_varlen_paged(64)),
+    ("varlen paged 7", lambda: case_varlen_paged(7)),
+    ("varlen paged 16 split", lambda: case_varlen_paged(16, num_splits=4, label=", num_splits=4")),
+    ("varlen dense kv", case_varlen_dense_kv),
+    ("kvcache split", lambda: case_kvcache_paged(0)),
+    ("kvcache no split", lambda: case_kvcache_paged(1)),
+    ("kvcache page 64", lambda: case_kvcache_paged(0, page_size=64)),
+    ("kvcache dense", case_kvcache_dense_int_lengths),
+    ("kvcache varlen q", case_kvcache_varlen_q),
+    ("op", case_op_matches_wrapper),
+    ("compile", case_compile),
+    ("graph", case_graph_replay),
+    ("capture raises", case_capture_without_warmup_raises),
+    ("prewarm capture", case_prewarm_then_capture),
+    ("wrong inputs", case_wrong_inputs),
+]
+
+
+def main():
+    global torch, flashjit
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lib", help="libflashjit.so: use the source tree's package with it (default: the installed one)")
+    parser.add_argument("-k", default="", help="run only the cases whose key contains this")
+    args = parser.parse_args()
+    if args.lib:
+        sys.path.insert(0, os.path.join(HERE, ".."))
+        os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
+    try:
+        import torch as _torch
+    except ImportError as e:
+        print(f"skipped: PyTorch is not installed ({e})")
+        return 0
+    torch = _torch
+    if not torch.cuda.is_available():
+        print("skipped: no GPU (torch.cuda.is_available() is False)")
+        return 0
+    import flashjit as _flashjit
+    flashjit = _flashjit
+    lib = flashjit.library()
+    print(f"flashjit {lib.version()} ({flashjit.__file__}, library {lib.path}, NVRTC {lib.nvrtc_loaded}) on "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    for key, case in CASES:
+        if args.k and args.k not in key:
+            continue
+        try:
+            case()
+        except Exception as e:  # noqa: BLE001 - a failing case is reported; the others still run
+            report(key, False, f"{type(e).__name__}: {e}"[:200])
+            traceback.print_exc()
+    failed = [r for r in results if not r[1]]
+    print(f"\n{'case':<58} result")
+    for name, ok, detail in results:
+        print(f"{name:<58} {'pass' if ok else 'FAIL'}  {detail[:70]}")
+    print(f"{len(results) - len(failed)} of {len(results)} passed" + (": ok" if not failed else ""))
+    print("loaded specs:", ", ".join(flashjit.loaded_specs()))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
