@@ -1,5 +1,5 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
-// (query block, head, batch); a persistent grid of one CTA per SM walks them (the host launches
+// (query block, head, batch); a persistent grid of kCtasPerSm CTAs per SM walks them (the host launches
 // one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
 // generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong,
 // kVarlen, kPaged, ...), ptx.cuh, attention_params.cuh (Params), visibility.cuh (the mask rule and
@@ -1109,7 +1109,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
 }
 
 // ================================================================ kernel
-extern "C" __global__ void __launch_bounds__(kThreads, 1) flashjit_attention_fwd(const __grid_constant__ Params p) {
+extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_attention_fwd(const __grid_constant__ Params p) {
   extern __shared__ unsigned char smem_raw[];
   SmemLayout sm;
   sm.q = (smem_u32(smem_raw) + 1023u) & ~1023u;  // 128B-swizzle tiles must sit on 1024-B boundaries

@@ -128,6 +128,19 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
   run_all(cases);
 }
 
+// Two CTAs an SM (ctas_per_sm=2): one consumer warpgroup, the ring as deep as fits in 113 KB,
+// clusters too; more tiles than resident CTAs, so the persistent grid walks several each.
+TEST(AttentionGpu, TwoCtasAnSm) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128})
+      for (bool causal : {false, true})
+        for (const char* extra : {"ctas_per_sm=2", "ctas_per_sm=2,block_n=64", "ctas_per_sm=2,cluster=2"})
+          cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, 1500, 1111, 3, 16, 4)});
+  run_all(cases);
+}
+
 // Three consumer warpgroups: block_m 192, the pingpong turn passed round a ring of three, lengths
 // around and below one 192-row tile.
 TEST(AttentionGpu, ThreeConsumerWarpgroups) {

@@ -12,6 +12,7 @@
 #include "config/kernel_config.hpp"
 #include "flashjit/flashjit.h"
 #include "launch/attention_args.hpp"
+#include "launch/attention_launch.hpp"
 
 namespace flashjit {
 namespace {
@@ -116,6 +117,47 @@ TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
   const AttentionArgs a = decode_args(*config, 8, 32768, 32, 8, 64);
   EXPECT_EQ(split_workspace_bytes(*config, a), uint64_t(64 * 8 * 32) * 128 * 4 + uint64_t(64 * 8 * 32) * 4);
   EXPECT_EQ(split_lse_offset(*config, a) % 256, 0u);
+}
+
+// Two CTAs an SM: half the shared memory each (the ring as deep as fits in 113 KB), 128 registers
+// at entry split 24 + 232, and the splits and the persistent grid counted in resident CTAs.
+TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2,block_n=64"));
+  ASSERT_TRUE(config) << config.error().message;
+  EXPECT_EQ(config->spec.consumer_wgs, 1);
+  EXPECT_EQ(config->spec.stages, 2);  // 3 x 32 KB of K/V + two 16 KB Q buffers exceed 113 KB
+  EXPECT_LE(config->smem_bytes, kSharedMemoryPerSm / 2 - 1024);
+  EXPECT_EQ(config->producer_regs + config->consumer_regs, 2 * 128);
+  EXPECT_TRUE(check_register_budget(*config, 128));
+  EXPECT_FALSE(check_register_budget(*config, 120));
+  const AttentionArgs a = decode_args(*config, 8, 32768, 32, 8, 64);
+  EXPECT_EQ(resident_ctas(*config, 132), 264);
+  EXPECT_EQ(tile_geometry(*config, a, 132).splits, 4);  // 64 tiles x 4 fill 264 slots
+  EXPECT_EQ(attention_launch_shape(*config, decode_args(*config, 64, 32768, 32, 8, 64), 132).grid_x, 264u);
+  auto one = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=64"));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->spec.ctas_per_sm, 1);
+  EXPECT_EQ(tile_geometry(*one, a, 132).splits, 2);
+  EXPECT_EQ(attention_launch_shape(*one, decode_args(*one, 64, 32768, 32, 8, 64), 132).grid_x, 132u);
+}
+
+TEST(DecodeSpec, TwoCtasAnSmNeedOneConsumerWarpgroupAndFitHalfTheSharedMemory) {
+  for (const char* spec : {"dtype=bf16,head_dim=128,ctas_per_sm=2,consumer_wgs=2", "dtype=bf16,head_dim=128,ctas_per_sm=3",
+                           "dtype=bf16,head_dim=128,ctas_per_sm=2,stages=3"}) {
+    char reason[512] = {};
+    EXPECT_EQ(flashjit_supported(spec, reason, sizeof(reason)), FLASHJIT_ERROR_INVALID_SPEC) << spec;
+    const std::string why(reason);
+    EXPECT_TRUE(why.find("ctas_per_sm") != std::string::npos || why.find("stages") != std::string::npos) << why;
+  }
+  char reason[512] = {};
+  flashjit_supported("dtype=bf16,head_dim=128,ctas_per_sm=2,stages=3", reason, sizeof(reason));
+  EXPECT_NE(std::string(reason).find("with ctas_per_sm=2"), std::string::npos) << reason;
+  EXPECT_NE(std::string(reason).find("at most 1 stages"), std::string::npos) << reason;
+  EXPECT_EQ(flashjit_supported("dtype=bf16,head_dim=128,ctas_per_sm=2", reason, sizeof(reason)), FLASHJIT_SUCCESS) << reason;
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,ctas_per_sm=2"));
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->spec.block_m, 64);
+  EXPECT_EQ(config->spec.stages, 1);  // block_n 128: one 64 KB stage with two Q buffers
 }
 
 TEST(DecodeSpec, PackedHeadsAndSplitsNeedPackedQueries) {

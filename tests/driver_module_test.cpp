@@ -67,7 +67,9 @@ struct FakeModuleDriver {
     return get_function_answer;
   }
   static CUresult set_attribute(CUfunction, CUfunction_attribute attribute, int value) {
-    note((attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? "set max_dynamic_smem " : "set other ") +
+    note((attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES      ? "set max_dynamic_smem "
+          : attribute == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT ? "set carveout "
+                                                                            : "set other ") +
          std::to_string(value));
     return CUDA_SUCCESS;
   }
@@ -114,7 +116,7 @@ TEST(LoadedKernel, LoadsInItsContextSetsSmemOnceAndUnloadsThere) {
   ASSERT_TRUE(kernel.ok()) << kernel.error().message;
   const std::string ctx = FakeModuleDriver::ptr(fake_context(1));
   EXPECT_EQ(FakeModuleDriver::calls(),
-            (std::vector<std::string>{"push " + ctx, "load CUBIN", "get_function fill", "set max_dynamic_smem 200000",
+            (std::vector<std::string>{"push " + ctx, "load CUBIN", "get_function fill", "set max_dynamic_smem 200000", "set carveout 100",
                                       "get num_regs", "get local_size", "pop"}));
   EXPECT_EQ((*kernel)->name(), "fill");
   EXPECT_EQ((*kernel)->context(), fake_context(1));

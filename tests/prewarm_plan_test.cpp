@@ -66,7 +66,7 @@ TEST(PrewarmPlan, ATunedSpecIsOneKernel) {
   const std::string dir = mkdtemp(pattern);
   const AttentionSpec base = *parse_spec("dtype=bf16,head_dim=256,causal=1");
   ASSERT_TRUE(long_sequence_variant(base).has_value());
-  const std::string winner = "dtype=bf16,head_dim=256,causal=1,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=1,pingpong=1";
+  const std::string winner = "dtype=bf16,head_dim=256,causal=1,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=1,pingpong=1";
   ASSERT_TRUE(save_tuning_record(dir, base, {to_string(base), winner, 1.0, ""}).ok());
   EngineOptions o;
   o.cache_dir = dir;

@@ -44,7 +44,7 @@ TEST(Tuning, AutoTilesAreThoseTuneMayChoose) {
 TEST(Tuning, RecordedWinnerIsUsedForTheAutoSpecOnly) {
   TempCache cache;
   const AttentionSpec base = spec("dtype=bf16,head_dim=64,causal=0");
-  const std::string winner = "dtype=bf16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=0,pingpong=0";
+  const std::string winner = "dtype=bf16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=0,pingpong=0";
   ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), winner, 123.0, "b=1"}).ok());
   // The auto spec resolves to the winner.
   auto tuned = engine_at(cache.path).prepare(base);
@@ -89,7 +89,7 @@ TEST(Tuning, TunedSpecHasNoLongSequenceKernel) {
   EXPECT_EQ(untuned->for_launch(extents(4096, 4096), 132).config.spec.consumer_wgs, 3);
   EXPECT_EQ(untuned->for_launch(extents(4096, 2048), 132).config.spec.consumer_wgs, 2);
 
-  const std::string winner = "dtype=bf16,head_dim=64,causal=1,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,overlap=1,pingpong=1";
+  const std::string winner = "dtype=bf16,head_dim=64,causal=1,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=1,pingpong=1";
   ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), winner, 100.0, "b=1"}).ok());
   auto tuned = engine_at(cache.path).prepare_family(base, CompilePolicy::kJit);
   ASSERT_TRUE(tuned.ok()) << tuned.error().message;

@@ -4,6 +4,10 @@ namespace flashjit {
 
 int tile_word_bytes(const AttentionSpec& s) { return s.varlen || s.paged ? 32 : 8; }
 
+int shared_memory_budget(const AttentionSpec& s) {
+  return s.ctas_per_sm == 2 ? kSharedMemoryPerSm / 2 - 1024 : kMaxSharedMemoryBytes;
+}
+
 namespace {
 
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -23,7 +27,7 @@ int shared_memory_bytes(const AttentionSpec& s, int q_buffers) {
   return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + round_up(barrier_bytes, 128);
 }
 
-bool fits(const AttentionSpec& s) { return shared_memory_bytes(s, 1) <= kMaxSharedMemoryBytes; }
+bool fits(const AttentionSpec& s) { return shared_memory_bytes(s, 1) <= shared_memory_budget(s); }
 
 // The most stages that fit with the spec's tiles; 0 when not even one does.
 int most_stages_that_fit(AttentionSpec s) {
@@ -54,7 +58,7 @@ Error shared_memory_error(const AttentionSpec& asked, const KernelConfig& c) {
   return Error::invalid_spec(field, "spec needs " + std::to_string(c.smem_bytes) + " bytes of shared memory (head_dim=" +
                                         std::to_string(s.head_dim) + ", block_m=" + std::to_string(s.block_m) +
                                         ", block_n=" + std::to_string(s.block_n) + ", stages=" + std::to_string(s.stages) +
-                                        "), more than the " + std::to_string(kMaxSharedMemoryBytes) + " allowed; " + field +
+                                        "), more than the " + std::to_string(shared_memory_budget(s)) + " allowed" + (s.ctas_per_sm == 2 ? std::string(" with ctas_per_sm=2") : std::string()) + "; " + field +
                                         ": " + allowed);
 }
 
@@ -101,13 +105,15 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
-  if (s.split_kv && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
+  // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
+  if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
+  if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
   if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal) ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
-  if (s.stages == 0 && s.split_kv) {
-    for (s.stages = 4; s.stages > 2 && shared_memory_bytes(s, 2) > kMaxSharedMemoryBytes; --s.stages) {
+  if (s.stages == 0 && (s.split_kv || s.ctas_per_sm == 2)) {
+    for (s.stages = 4; s.stages > 1 && shared_memory_bytes(s, 2) > shared_memory_budget(s); --s.stages) {
     }
   }
   if (s.stages == 0) s.stages = 2;
@@ -142,7 +148,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
 
   // Shared memory (shared_memory_bytes): two Q buffers where they fit, else one.
-  c.q_buffers = shared_memory_bytes(s, 2) <= kMaxSharedMemoryBytes ? 2 : 1;
+  c.q_buffers = shared_memory_bytes(s, 2) <= shared_memory_budget(s) ? 2 : 1;
   c.smem_bytes = shared_memory_bytes(s, c.q_buffers);
   // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
   // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
@@ -150,13 +156,14 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64;
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
-  if (c.smem_bytes > kMaxSharedMemoryBytes) return shared_memory_error(spec, c);
+  if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);
 
   // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
   // of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),
   // 3: 32 + 3 x 160 (of 4 x 128).
-  c.producer_regs = s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
-  c.consumer_regs = s.consumer_wgs == 3 ? 160 : 240;
+  // Two CTAs an SM (one consumer warpgroup each): 128 at entry, 24 + 232.
+  c.producer_regs = s.ctas_per_sm == 2 ? 24 : s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
+  c.consumer_regs = s.ctas_per_sm == 2 ? 232 : s.consumer_wgs == 3 ? 160 : 240;
   c.kernel_name = "flashjit_attention_fwd";
   if (s.split_kv) c.more_kernel_names = {"flashjit_attention_combine", "flashjit_merge_states"};
   return c;

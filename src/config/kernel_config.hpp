@@ -11,6 +11,12 @@ namespace flashjit {
 
 // H200/H100: the most dynamic shared memory one block may opt into (227 KB).
 inline constexpr int kMaxSharedMemoryBytes = 232448;
+// An SM's shared memory (228 KB), of which the driver reserves 1 KB for each resident CTA.
+inline constexpr int kSharedMemoryPerSm = 233472;
+
+// The dynamic shared memory one CTA of the spec may take: 227 KB, or with ctas_per_sm=2 half the
+// SM less each CTA's reserved 1 KB (113 KB).
+int shared_memory_budget(const AttentionSpec& spec);
 
 struct KernelConfig {
   AttentionSpec spec;       // resolved: no field left at auto
@@ -24,7 +30,7 @@ struct KernelConfig {
   int q_tile_bytes = 0;     // block_m rows
   int q_buffers = 0;        // Q tiles in shared memory: 2 where they fit (the next tile's Q loads early), else 1
   bool stage_o_in_kv = false;  // one Q buffer: O staged in the last K/V block's slots, so Q is freed early
-  bool persistent = false;  // launched as a persistent grid (at most one CTA per SM walking the tiles)
+  bool persistent = false;  // launched as a persistent grid (at most ctas_per_sm CTAs per SM walking the tiles)
   int k_tile_bytes = 0;     // block_n rows, one stage
   int v_tile_bytes = 0;     // block_n rows, one stage
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)

@@ -82,6 +82,15 @@ Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, C
       !s) {
     return s.take_error();
   }
+  // NOTES: the carveout is a hint the driver otherwise takes from one CTA's need; two CTAs an SM
+  // (ctas_per_sm=2) need the whole 228 KB configuration, or only one fits.
+  if (Status s = check(api,
+                       api.cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                              CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+                       ("cuFuncSetAttribute(" + kernel_name + ", shared memory carveout)").c_str());
+      !s) {
+    return s.take_error();
+  }
   if (Status s = read_function_attribute(api, p.function, CU_FUNC_ATTRIBUTE_NUM_REGS,
                                          "cuFuncGetAttribute(" + kernel_name + ", registers)", &p.num_regs);
       !s) {

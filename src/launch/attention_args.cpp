@@ -174,6 +174,8 @@ TileGeometry packed_geometry(const KernelConfig& c, const AttentionArgs& a) {
 
 }  // namespace
 
+int resident_ctas(const KernelConfig& c, int sm_count) { return sm_count > 0 ? sm_count * c.spec.ctas_per_sm : 0; }
+
 TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm_count) {
   TileGeometry g = packed_geometry(c, a);
   if (!c.spec.split_kv) return g;
@@ -186,7 +188,7 @@ TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm
   }
   const uint64_t tiles = attention_query_blocks(c, a) * uint64_t(g.tile_heads) * uint64_t(a.batch);
   const int key_blocks = int((int64_t(a.seqlen_k) + c.spec.block_n - 1) / c.spec.block_n);
-  const uint64_t fill = tiles > 0 ? uint64_t(sm_count) / tiles : 1;  // splits that give every SM a tile
+  const uint64_t fill = tiles > 0 ? uint64_t(resident_ctas(c, sm_count)) / tiles : 1;  // splits that give every CTA slot a tile
   g.splits = int(std::clamp<uint64_t>(fill, 1, uint64_t(std::min(most, std::max(1, key_blocks)))));
   return g;
 }

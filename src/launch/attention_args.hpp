@@ -61,8 +61,11 @@ struct TileGeometry {
   int splits = 1;
 };
 
-// sm_count: the device's SMs, from which the split count is chosen so that every SM has a tile
-// (at most max_splits; 0: max_splits, as in a launch of one CTA per tile).
+// The CTAs the device holds at once for the kernel: sm_count x ctas_per_sm (0 without a device).
+int resident_ctas(const KernelConfig& config, int sm_count);
+
+// sm_count: the device's SMs, from which the split count is chosen so that every resident CTA has
+// a tile (at most max_splits; 0: max_splits, as in a launch of one CTA per tile).
 TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args, int sm_count);
 
 // Bytes of the split partials a split_kv launch writes (0 for other specs): max_splits x total_q x

@@ -127,12 +127,13 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
 
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   LaunchShape shape;
-  // Persistent (config.persistent): at most one CTA per SM, each walking several tiles (the
+  // Persistent (config.persistent): at most ctas_per_sm CTAs per SM, each walking several tiles (the
   // kernel's tile_index); else one CTA per tile (clusters, or a Q buffer that would wait for the O
   // store, where fresh CTAs measured faster: bench/NOTES.md, version 12).
   const uint64_t tiles = attention_tile_count(c, a, tile_geometry(c, a, max_ctas).splits);
-  const bool persistent = c.persistent && max_ctas > 0 && tiles > uint64_t(max_ctas);
-  shape.grid_x = unsigned(persistent ? uint64_t(max_ctas) : tiles);
+  const uint64_t resident = uint64_t(resident_ctas(c, max_ctas));
+  const bool persistent = c.persistent && resident > 0 && tiles > resident;
+  shape.grid_x = unsigned(persistent ? resident : tiles);
   shape.grid_y = shape.grid_z = 1;
   shape.cluster_x = unsigned(c.spec.cluster);
   shape.block_x = unsigned(c.threads);

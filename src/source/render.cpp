@@ -29,6 +29,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kStages", s.stages);
   add_constant(out, "int", "kConsumerWGs", s.consumer_wgs);
   add_constant(out, "int", "kThreads", c.threads);
+  add_constant(out, "int", "kCtasPerSm", s.ctas_per_sm);
   add_constant(out, "int", "kQKChunks", c.qk_chunks);
   add_constant(out, "int", "kVChunks", c.v_chunks);
   add_constant(out, "int", "kQKSteps", c.qk_k_steps);

@@ -106,6 +106,9 @@ const std::vector<Field>& fields() {
       {"cluster", "1 or 2",
        [](AttentionSpec& s, std::string_view v) { return set_tile(s.cluster, "cluster", v, "1 or 2"); },
        [](const AttentionSpec& s) { return int_or_auto(s.cluster); }},
+      {"ctas_per_sm", "1 or 2",
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.ctas_per_sm, "ctas_per_sm", v, "1 or 2"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.ctas_per_sm); }},
       {"overlap", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) -> Status {
          bool b = false;
@@ -204,6 +207,12 @@ Status validate_spec(const AttentionSpec& s) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
   if (s.cluster != 0 && s.cluster != 1 && s.cluster != 2) return fail("cluster", s.cluster, "1 or 2");
+  if (s.ctas_per_sm != 0 && s.ctas_per_sm != 1 && s.ctas_per_sm != 2) return fail("ctas_per_sm", s.ctas_per_sm, "1 or 2");
+  // NOTES: two CTAs of 128 + 128 * consumer_wgs threads share the SM's 64K registers: 128 a thread
+  // at entry, which holds one consumer warpgroup's accumulators but not two or three.
+  if (s.ctas_per_sm == 2 && s.consumer_wgs > 1) {
+    return fail("ctas_per_sm", 2, "1 with consumer_wgs=2 or 3 (two CTAs an SM leave registers for one consumer warpgroup)");
+  }
   if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two or more consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");

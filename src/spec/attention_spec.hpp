@@ -25,6 +25,8 @@ struct AttentionSpec {
   int overlap = -1;          // softmax(j) overlapped with P(j-1) V(j-1) in a warpgroup: 0/1; -1 = table
   int cluster = 0;           // CTAs sharing K/V loads by TMA multicast: 1 or 2; 0 = table
   int pingpong = -1;         // two consumer warpgroups take turns issuing GEMMs: 0/1; -1 = table
+  int ctas_per_sm = 0;       // CTAs resident on an SM: 1, or 2 (one consumer warpgroup, half the shared
+                             // memory and 128 registers a thread at entry each); 0 = table
   bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
   bool varlen = false;       // packed variable-length queries (cu_seqlens_q); K/V packed too or paged
   bool paged = false;        // K/V through a block table of pages (with seqused_k)
