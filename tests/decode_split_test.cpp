@@ -95,9 +95,10 @@ AttentionArgs decode_args(const KernelConfig& c, int batch, int seqlen_k, int hq
 }
 
 TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
-  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1"));
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->spec.block_m, 64);  // one consumer warpgroup for decode
+  EXPECT_EQ(config->spec.ctas_per_sm, 1);
   EXPECT_EQ(config->spec.stages, 3);    // the deepest ring that fits with two Q buffers
   EXPECT_EQ(config->more_kernel_names, (std::vector<std::string>{"flashjit_attention_combine", "flashjit_merge_states"}));
   // 32/8 heads: 4 heads a tile, 16 queries of them; 8 head groups a sequence.
@@ -139,6 +140,22 @@ TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
   EXPECT_EQ(one->spec.ctas_per_sm, 1);
   EXPECT_EQ(tile_geometry(*one, a, 132).splits, 2);
   EXPECT_EQ(attention_launch_shape(*one, decode_args(*one, 64, 32768, 32, 8, 64), 132).grid_x, 132u);
+}
+
+// Paged decode at auto tiles runs two CTAs an SM with 64-key blocks up to head dim 128; set tiles,
+// head dim 256 and contiguous K/V keep one.
+TEST(DecodeSpec, PagedDecodeAtAutoTilesRunsTwoCtasAnSm) {
+  auto resolved = [](const char* text) { return make_config(*parse_spec(text))->spec; };
+  for (const char* text : {"dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                           "dtype=fp16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"}) {
+    EXPECT_EQ(resolved(text).ctas_per_sm, 2) << text;
+    EXPECT_EQ(resolved(text).block_n, 64) << text;
+  }
+  for (const char* text : {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1", "dtype=bf16,head_dim=256,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                           "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,stages=2",
+                           "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=128", "dtype=bf16,head_dim=128,varlen=1,paged=1"}) {
+    EXPECT_EQ(resolved(text).ctas_per_sm, 1) << text;
+  }
 }
 
 TEST(DecodeSpec, TwoCtasAnSmNeedOneConsumerWarpgroupAndFitHalfTheSharedMemory) {
