@@ -2,14 +2,25 @@
 """Host cost per call and kernel time under CUDA graphs of the flashjit package, against the C API driven
 directly through ctypes (a prebuilt argument struct, one flashjit_attention_forward call): on an H200.
 
-  python3 python/bench/call_overhead.py --lib .dev/bin/libflashjit.so [--calls 2000] [--json out.json]
+  python3 python/bench/call_overhead.py --lib .dev/bin/libflashjit.so [--calls 200] [--rounds 15] [--json out.json]
 
 Cells: a paged decode step (flash_attn_with_kvcache, batch 8, 32/8 heads, d128, 1k-4k keys, page 16,
-split-KV by the heuristic) and a vLLM-style mixed batch (flash_attn_varlen_func with block_table). Host
-cost: the wall time of `calls` back-to-back calls without synchronising (the GPU runs behind), per call, for
-the package's eager path, torch.ops.flashjit.fwd (the dispatcher path torch.compile uses) and the C API.
+split-KV by the heuristic) and a vLLM-style mixed batch (flash_attn_varlen_func with block_table).
+
+Host cost: the CPU time of one call, for the package's eager path, torch.ops.flashjit.fwd.default (the
+dispatcher path torch.compile's generated code calls; also under torch.inference_mode, as engines run it)
+and the C API. Each round synchronises, puts a GPU spin (torch.cuda._sleep) longer than the loop on the
+stream, then times with perf_counter_ns only the loop enqueueing `calls` calls; the median of `rounds`
+rounds, per call. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
+the GPU: the launch queue only holds `calls` x (1-2 launches), far below its ~1000 entries, and the kernels'
+size does not matter (the cells keep the graph cells' shapes, so the same plans and code paths, split-KV
+workspace included). A loop that still outlasts the spin waited on the GPU (a synchronising call, or a
+full queue): it is flagged with a *, its time is not a host cost. (Timing thousands of back-to-back calls
+without the spin measures the kernels once the queue fills.)
+
 Kernel time: one CUDA graph of 20 calls per path, replayed, timed with events, per call. Targets (issue 25):
-host <= 15 us per call; graph time equal to the C API's (within noise; printed as a ratio)."""
+host <= 15 us per call; graph time equal to the C API's (within 3 %; printed as a ratio). Exits 1 when a
+cell misses one; the last line names the cells that met and missed them."""
 import argparse
 import ctypes
 import json
@@ -21,18 +32,59 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def host_us(fn, calls, torch):
+class GpuHold:
+    """Holds the current stream's GPU work back for about `ms` milliseconds: torch.cuda._sleep (a clock64
+    spin kernel) calibrated once with events. Without torch.cuda._sleep, hold() does nothing (then the
+    loop's calls run on the GPU while it is timed; `calls` stays well below the launch queue's depth)."""
+
+    def __init__(self, torch):
+        self.sleep = getattr(torch.cuda, "_sleep", None)
+        self.cycles_per_ms = 0.0
+        if self.sleep is None:
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 20_000_000
+        self.sleep(cycles)  # the first launch loads the kernel
+        torch.cuda.synchronize()
+        rates = []
+        for _ in range(3):
+            start.record()
+            self.sleep(cycles)
+            end.record()
+            end.synchronize()
+            rates.append(cycles / max(start.elapsed_time(end), 1e-3))
+        self.cycles_per_ms = max(rates)  # the fastest clock seen: at any clock up to it, the spin lasts as asked
+
+    def hold(self, ms):
+        if self.sleep is not None:
+            self.sleep(int(ms * self.cycles_per_ms))
+
+
+def host_us(fn, calls, rounds, holder, torch):
+    """(median us per call, waited): `calls` calls enqueued right after a synchronize behind a GPU spin
+    longer than the loop, only the enqueue loop timed, the median of `rounds` rounds. waited: a round's loop
+    outlasted its spin (it waited on the GPU: a sync in the path, or a full launch queue)."""
     for _ in range(20):
         fn()
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):  # best of 5 rounds: the host's noise
-        start = time.perf_counter()
+    start = time.perf_counter_ns()  # a first estimate, to size the spin
+    for _ in range(calls):
+        fn()
+    estimate_ms = (time.perf_counter_ns() - start) / 1e6
+    torch.cuda.synchronize()
+    hold_ms = max(20.0, 4 * estimate_ms)
+    per_call, waited = [], False
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        holder.hold(hold_ms)
+        start = time.perf_counter_ns()
         for _ in range(calls):
             fn()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        elapsed = time.perf_counter_ns() - start
         torch.cuda.synchronize()
-    return best
+        per_call.append(elapsed / calls / 1e3)
+        waited |= holder.sleep is not None and elapsed >= 0.9 * hold_ms * 1e6
+    return sorted(per_call)[len(per_call) // 2], waited
 
 
 def graph_us(fn, torch, per_graph=20, replays=50):
@@ -102,7 +154,9 @@ def c_api_call(flashjit, torch, q_rows, kc, vc, out_rows, cu, used, table, max_q
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", help="libflashjit.so for the source tree's package (default: the installed one)")
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=200,
+                        help="calls enqueued per timed round (keep well below the launch queue's ~1000 entries)")
+    parser.add_argument("--rounds", type=int, default=15, help="timed rounds per path (the median is reported)")
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.lib:
@@ -110,6 +164,7 @@ def main():
         os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
     import torch
     import flashjit
+    op = torch.ops.flashjit.fwd.default  # the overload, as torch.compile's generated code calls it
     rng = random.Random(3)
     rows = []
     # Cell 1: a decode step through flash_attn_with_kvcache (dense q [b, 1, h, d]).
@@ -123,9 +178,10 @@ def main():
     def pkg_decode():
         flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=used, page_table=table, out=out)
 
+    q_rows, out_rows = q.select(1, 0), out.select(1, 0)  # the views made once, as a traced graph has them
+
     def op_decode():
-        torch.ops.flashjit.fwd(q.select(1, 0), kc, vc, out.select(1, 0), cu, None, used, table, 1, max_k,
-                               128 ** -0.5, False, 0, -1, False)
+        op(q_rows, kc, vc, out_rows, cu, None, used, table, 1, max_k, 128 ** -0.5, False, 0, -1, False)
 
     c_decode, spec1 = c_api_call(flashjit, torch, q.select(1, 0), kc, vc, out.select(1, 0), cu, used, table, 1, max_k,
                                  False, 0, -1)
@@ -146,30 +202,48 @@ def main():
                                         block_table=table2, out=out2)
 
     def op_mixed():
-        torch.ops.flashjit.fwd(q2, kc2, vc2, out2, cu2, None, used2, table2, 300, max_k2, 128 ** -0.5, True, 1, -1,
-                               False)
+        op(q2, kc2, vc2, out2, cu2, None, used2, table2, 300, max_k2, 128 ** -0.5, True, 1, -1, False)
 
     c_mixed, spec2 = c_api_call(flashjit, torch, q2, kc2, vc2, out2, cu2, used2, table2, 300, max_k2, True, 1, -1)
     rows.append(("mixed batch varlen paged16 causal", spec2, pkg_mixed, op_mixed, c_mixed))
 
-    print(f"flashjit {flashjit.library().version()} on {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"{'cell':<36} {'host us: package':>17} {'op':>7} {'C API':>7} {'pkg-C':>7}   "
+    holder = GpuHold(torch)
+    print(f"flashjit {flashjit.library().version()} on {torch.cuda.get_device_name()}, torch {torch.__version__}; "
+          f"host: median of {args.rounds} rounds of {args.calls} calls enqueued behind a GPU spin"
+          + ("" if holder.sleep else " (no torch.cuda._sleep here: the GPU was not held)"))
+    print(f"{'cell':<36} {'host us: package':>17} {'op':>7} {'op inf':>7} {'C API':>7} {'pkg-C':>7}   "
           f"{'graph us: package':>18} {'C API':>7} {'ratio':>6}")
-    report, ok = [], True
-    for name, spec, pkg, op, capi in rows:
-        h = [host_us(fn, args.calls, torch) for fn in (pkg, op, capi)]
+    report, met, missed, waits = [], [], [], False
+    for name, spec, pkg, op_call, capi in rows:
+        h = [host_us(fn, args.calls, args.rounds, holder, torch) for fn in (pkg, op_call)]
+        with torch.inference_mode():  # the op as engines call it (no autograd dispatch)
+            h.append(host_us(op_call, args.calls, args.rounds, holder, torch))
+        h.append(host_us(capi, args.calls, args.rounds, holder, torch))
         g = [graph_us(fn, torch) for fn in (pkg, capi)]
         ratio = g[0] / g[1]
-        ok &= h[0] <= 15.0 and abs(ratio - 1) <= 0.03
-        print(f"{name:<36} {h[0]:>17.2f} {h[1]:>7.2f} {h[2]:>7.2f} {h[0] - h[2]:>7.2f}   {g[0]:>18.2f} {g[1]:>7.2f} "
-              f"{ratio:>6.3f}   {spec}")
-        report.append({"cell": name, "spec": spec, "host_us_package": h[0], "host_us_op": h[1], "host_us_c_api": h[2],
-                       "graph_us_package": g[0], "graph_us_c_api": g[1]})
-    print("targets (host <= 15 us, graph within 3 % of the C API):", "met" if ok else "NOT met")
+        host_ok = h[0][0] <= 15.0 and not h[0][1]
+        graph_ok = abs(ratio - 1) <= 0.03
+        why = ([] if host_ok else [f"host {h[0][0]:.2f} us" + (" (waited on the GPU)" if h[0][1] else " > 15")]) + \
+              ([] if graph_ok else [f"graph ratio {ratio:.3f}"])
+        (met if not why else missed).append(name if not why else f"{name} ({', '.join(why)})")
+        waits |= any(w for _, w in h)
+        cols = " ".join(f"{us:>{width}.2f}{'*' if w else ' '}" for (us, w), width in zip(h, (16, 6, 6, 6)))
+        print(f"{name:<36} {cols} {h[0][0] - h[3][0]:>7.2f}   {g[0]:>18.2f} {g[1]:>7.2f} {ratio:>6.3f}   {spec}")
+        report.append({"cell": name, "spec": spec, "host_us_package": h[0][0], "host_us_op": h[1][0],
+                       "host_us_op_inference_mode": h[2][0], "host_us_c_api": h[3][0],
+                       "host_waited": {"package": h[0][1], "op": h[1][1], "op_inference_mode": h[2][1],
+                                       "c_api": h[3][1]},
+                       "graph_us_package": g[0], "graph_us_c_api": g[1], "graph_ratio": ratio,
+                       "host_target_met": host_ok, "graph_target_met": graph_ok})
+    if waits:
+        print("* the loop outlasted the GPU spin: it waited on the GPU (a synchronising call, or a full launch "
+              "queue), so that figure is not a host cost")
+    print("targets (host <= 15 us, graph within 3 % of the C API):", "met" if not missed else "NOT met",
+          "| met: " + ("; ".join(met) or "none"), "| missed: " + ("; ".join(missed) or "none"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
-    return 0 if ok else 1
+    return 0 if not missed else 1
 
 
 if __name__ == "__main__":

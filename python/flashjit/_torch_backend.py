@@ -193,10 +193,13 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
         cu_seqlens_k: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], block_table: Optional[torch.Tensor],
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
         return_lse: bool) -> torch.Tensor:
-    """Writes attention into out; returns the LSE (an empty tensor when return_lse is False)."""
+    """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
+    (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
+    ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
+    that empty tensor."""
     lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
                   softmax_scale, causal, num_splits, pack_gqa, return_lse)
-    return lse if lse is not None else torch.empty(0, dtype=torch.float32, device=q.device)
+    return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)  # as the fake: no torch.device made
 
 
 @fwd.register_fake

@@ -6,8 +6,10 @@ with new lengths, prewarm(load=True) before a capture, and wrong inputs raising 
 
   python3 python/tests/test_gpu.py --lib .dev/bin/libflashjit.so   # the source tree's package on that library
   python3 python/tests/test_gpu.py                                  # the installed wheel's package
+  bash python/tests/wheel_check.sh BUILD_DIR --gpu                  # the wheel built, installed, tested here
 
-Prints a pass/fail table; exits 1 on any failure (0 with a notice without torch or a GPU)."""
+Prints a pass/fail table; exits 1 on any failure. Without torch or a GPU it exits 0 with a notice, unless
+FLASHJIT_REQUIRE_TORCH=1 (what a device run sets, so that it cannot pass by skipping): then it fails."""
 import argparse
 import math
 import os
@@ -491,15 +493,22 @@ def main():
     if args.lib:
         sys.path.insert(0, os.path.join(HERE, ".."))
         os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
+    required = os.environ.get("FLASHJIT_REQUIRE_TORCH", "") not in ("", "0")
+
+    def unavailable(why):
+        if required:
+            print(f"FAIL: {why}; FLASHJIT_REQUIRE_TORCH is set, so this does not skip (python {sys.executable}, "
+                  f"sys.path {sys.path})")
+            return 1
+        print(f"skipped: {why}")
+        return 0
     try:
         import torch as _torch
     except ImportError as e:
-        print(f"skipped: PyTorch is not installed ({e})")
-        return 0
+        return unavailable(f"PyTorch is not installed ({e})")
     torch = _torch
     if not torch.cuda.is_available():
-        print("skipped: no GPU (torch.cuda.is_available() is False)")
-        return 0
+        return unavailable("no GPU (torch.cuda.is_available() is False)")
     import flashjit as _flashjit
     flashjit = _flashjit
     lib = flashjit.library()

@@ -5,8 +5,26 @@
 # with NVRTC laid out as the nvidia-cuda-nvrtc wheel lays it out in that environment, checking that the
 # package loaded that one. Exit 77 (skip) when python3 cannot make an environment with pip.
 #   bash python/tests/wheel_check.sh BUILD_DIR
+#
+# With --gpu (on the H200; BUILD_DIR holds libflashjit.so and flashjit, e.g. the carried .dev/bin): the
+# wheel built the same way, installed into a fresh environment that sees python3's torch, and
+# python/tests/test_gpu.py run against the installed package with FLASHJIT_REQUIRE_TORCH=1 (no torch or no
+# GPU fails, never skips); the CPU checks are not run. python3's torch may live where a virtual environment
+# does not look even with --system-site-packages (a PYTHONPATH entry, a user site, another prefix): its
+# directory, as python3 imports it, goes into a .pth file of the environment, which puts it after the
+# environment's site-packages (so the wheel's flashjit, not another on that path, is the one imported;
+# checked before the test).
+#   bash python/tests/wheel_check.sh BUILD_DIR --gpu
 set -euo pipefail
-BUILD_DIR=$(cd "${1:-build}" && pwd)
+GPU=0
+ARGS=()
+for a in "$@"; do
+  case "$a" in
+    --gpu) GPU=1 ;;
+    *) ARGS+=("$a") ;;
+  esac
+done
+BUILD_DIR=$(cd "${ARGS[0]:-build}" && pwd)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -18,16 +36,39 @@ wheel=$(python3 "$HERE/../build_wheel.py" "$BUILD_DIR" --out "$WORK/dist")
 echo "$wheel"
 
 echo "== a fresh virtual environment"
-if python3 -m venv "$WORK/venv" 2>"$WORK/venv.err"; then
+VENV_OPTS=()
+[ "$GPU" = 1 ] && VENV_OPTS=(--system-site-packages)
+if python3 -m venv ${VENV_OPTS[@]+"${VENV_OPTS[@]}"} "$WORK/venv" 2>"$WORK/venv.err"; then
   PIP=("$WORK/venv/bin/python" -m pip)
-elif python3 -m venv --without-pip "$WORK/venv" && python3 -m pip --version >/dev/null 2>&1; then
+elif python3 -m venv ${VENV_OPTS[@]+"${VENV_OPTS[@]}"} --without-pip "$WORK/venv" && python3 -m pip --version >/dev/null 2>&1; then
   PIP=(python3 -m pip --python "$WORK/venv/bin/python")  # Debian without python3-venv: the host's pip
 else
   echo "skipped: python3 cannot make a virtual environment with pip ($(cat "$WORK/venv.err"))"
+  [ "$GPU" = 1 ] && { echo "FAIL: --gpu needs the environment"; exit 1; }
   exit 77
 fi
 PY=$WORK/venv/bin/python
 "${PIP[@]}" install -q --no-index --no-deps --disable-pip-version-check "$wheel"
+site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+
+if [ "$GPU" = 1 ]; then
+  echo "== python3's torch, visible to the environment"
+  torch_dir=$(cd "$WORK" && python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))') ||
+    { echo "FAIL: $(command -v python3) cannot import torch"; exit 1; }
+  echo "$torch_dir"
+  echo "$torch_dir" >"$site/zz_flashjit_check_torch.pth"
+  cd "$WORK"  # not the repository: the package must come from the environment
+  where=$("$PY" -c 'import flashjit; print(flashjit.__file__)')
+  echo "flashjit from $where"
+  case "$(realpath "$where")" in
+    "$(realpath "$WORK/venv")"/*) ;;
+    *) echo "FAIL: flashjit imported from $where, not from the environment ($site)"; exit 1 ;;
+  esac
+  echo "== test_gpu.py against the installed package"
+  FLASHJIT_REQUIRE_TORCH=1 "$PY" "$HERE/test_gpu.py"
+  echo "wheel check (GPU): ok"
+  exit 0
+fi
 
 echo "== the installed package (NVRTC from the library's own search)"
 cd "$WORK"  # not the repository: the package must come from the environment
@@ -36,7 +77,6 @@ cd "$WORK"  # not the repository: the package must come from the environment
 echo "== NVRTC as the nvidia-cuda-nvrtc wheel installs it (nvidia/cu13/lib in site-packages)"
 nvrtc=$(ldd "$BUILD_DIR/libflashjit.so" | awk '/libnvrtc\.so/ { print $3; exit }')
 [ -f "$nvrtc" ] || { echo "FAIL: ldd finds no libnvrtc for $BUILD_DIR/libflashjit.so"; exit 1; }
-site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 mkdir -p "$site/nvidia/cu13/lib"
 for f in "$(dirname "$nvrtc")"/libnvrtc.so.13 "$(dirname "$nvrtc")"/libnvrtc-builtins.so.13.*; do
   [ -f "$f" ] || continue
