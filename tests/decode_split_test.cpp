@@ -160,7 +160,7 @@ TEST(DecodeSpec, PagedDecodeAtAutoTilesRunsTwoCtasAnSm) {
 
 TEST(DecodeSpec, TwoCtasAnSmNeedOneConsumerWarpgroupAndFitHalfTheSharedMemory) {
   for (const char* spec : {"dtype=bf16,head_dim=128,ctas_per_sm=2,consumer_wgs=2", "dtype=bf16,head_dim=128,ctas_per_sm=3",
-                           "dtype=bf16,head_dim=128,ctas_per_sm=2,stages=3"}) {
+                           "dtype=bf16,head_dim=128,ctas_per_sm=2,stages=3", "dtype=bf16,head_dim=256,ctas_per_sm=2,block_n=64"}) {
     char reason[512] = {};
     EXPECT_EQ(flashjit_supported(spec, reason, sizeof(reason)), FLASHJIT_ERROR_INVALID_SPEC) << spec;
     const std::string why(reason);

@@ -213,6 +213,10 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.ctas_per_sm == 2 && s.consumer_wgs > 1) {
     return fail("ctas_per_sm", 2, "1 with consumer_wgs=2 or 3 (two CTAs an SM leave registers for one consumer warpgroup)");
   }
+  // NOTES: ... and a head dim above 192 needs more than 128 for O's accumulator (ptxas: C7602).
+  if (s.ctas_per_sm == 2 && s.head_dim > 192) {
+    return fail("ctas_per_sm", 2, "1 above head_dim 192 (two CTAs an SM leave 128 registers a thread at entry, too few for its O)");
+  }
   if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two or more consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");

@@ -55,6 +55,20 @@ Row row_of(const PreparedKernel& prepared) {
   return row;
 }
 
+// The compiler's first error line (NVRTC or ptxas) from a failed compile's log, so that the
+// row says why without the whole log; empty when the log has none.
+std::string first_error_line(const std::string& log) {
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(start, end - start);
+    if (line.find("error") != std::string::npos || line.find("fatal") != std::string::npos) return line.substr(0, 300);
+    start = end + 1;
+  }
+  return {};
+}
+
 // One kernel of a family (runtime/prewarm_plan.hpp).
 Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
   auto prepared = engine.prepare(spec, engine.options().policy);
@@ -63,6 +77,7 @@ Row prewarm_one(Engine& engine, const AttentionSpec& spec) {
   row.spec = to_string(spec);
   row.status = "failed";
   row.error = prepared.error().message;
+  if (const std::string why = first_error_line(prepared.error().log); !why.empty()) row.error += ": " + why;
   return row;
 }
 
