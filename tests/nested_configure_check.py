@@ -41,7 +41,12 @@ if main.get("CMAKE_PROJECT_INCLUDE"):
     expected["CMAKE_PROJECT_INCLUDE"] = main["CMAKE_PROJECT_INCLUDE"]
 found = {k: main[k] for k in ("NVRTC_LIB", "LLVM_SUPPORT_LIB")}
 
-listing = subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True, check=True)
+# NOTES: listed from a scratch directory that includes the build's tests: ctest run in the build
+# itself rewrites its Testing/Temporary/LastTest.log, the suite's own log, while the suite runs.
+with tempfile.TemporaryDirectory(prefix="flashjit-list-") as listing_dir:
+    with open(os.path.join(listing_dir, "CTestTestfile.cmake"), "w") as f:
+        f.write('subdirs("%s")\n' % os.path.abspath(build).replace("\\", "/"))
+    listing = subprocess.run(["ctest", "--show-only=json-v1"], cwd=listing_dir, capture_output=True, text=True, check=True)
 nested_configure = re.compile(r"^\s*cmake\s+-S\b", re.M)
 
 
