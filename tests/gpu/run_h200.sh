@@ -9,6 +9,7 @@
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
 #   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1)
+#   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
 #   the Tool.* tests that use it, libflashjit_fake_cuda.so);
 # without it, builds here. Full logs in $OUT (or ./out).
@@ -135,6 +136,20 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_DECODE_PEERS:-0}" = 1 ] && [ -f bench/decode_p
     ${FLASHJIT_DECODE_PEERS_ARGS:-} >"$OUT/decode_peers.txt" 2>&1 &&
     row "bench/decode_peers.py" pass "$(tail -1 "$OUT/decode_peers.txt" | cut -c1-90)" || row "bench/decode_peers.py" FAIL "$(tail -2 "$OUT/decode_peers.txt" | head -1)"
   tail -60 "$OUT/decode_peers.txt"
+fi
+
+# 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed
+# wheel (neither may skip), the decode loop example, host cost per call and graph time against the C API.
+if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
+  FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout 300 python3 python/tests/test_gpu.py --lib "$LIB" >"$OUT/python_gpu.txt" 2>&1 &&
+    row "python/tests/test_gpu.py" pass "$(tail -2 "$OUT/python_gpu.txt" | head -1 | cut -c1-60)" || row "python/tests/test_gpu.py" FAIL "$(grep -m1 ^FAIL "$OUT/python_gpu.txt" | cut -c1-80)"
+  timeout 300 bash python/tests/wheel_check.sh "${BIN:-build-gpu}" --gpu >"$OUT/python_wheel_gpu.txt" 2>&1 &&
+    row "python/tests/wheel_check.sh --gpu" pass "" || row "python/tests/wheel_check.sh --gpu" FAIL "$(tail -1 "$OUT/python_wheel_gpu.txt" | cut -c1-80)"
+  PYTHONUNBUFFERED=1 timeout 120 python3 examples/python/paged_decode_loop.py --lib "$LIB" >"$OUT/python_decode_loop.txt" 2>&1 &&
+    row "examples/python/paged_decode_loop.py" pass "" || row "examples/python/paged_decode_loop.py" FAIL "$(tail -1 "$OUT/python_decode_loop.txt" | cut -c1-80)"
+  PYTHONUNBUFFERED=1 timeout 200 python3 python/bench/call_overhead.py --lib "$LIB" --json "$OUT/call_overhead.json" >"$OUT/call_overhead.txt" 2>&1
+  row "python/bench/call_overhead.py (report)" "$([ $? = 0 ] && echo met || echo miss)" "$(tail -1 "$OUT/call_overhead.txt" | cut -c1-80)"
+  tail -6 "$OUT/call_overhead.txt"
 fi
 
 echo
