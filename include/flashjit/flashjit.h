@@ -65,7 +65,7 @@ extern "C" {
 /* ---- versions ---------------------------------------------------------------------------------- */
 
 #define FLASHJIT_VERSION_MAJOR 0
-#define FLASHJIT_VERSION_MINOR 2
+#define FLASHJIT_VERSION_MINOR 4
 #define FLASHJIT_VERSION_PATCH 0
 /* Packed as major * 10000 + minor * 100 + patch (0.1.0 -> 100). */
 #define FLASHJIT_MAKE_VERSION(major, minor, patch) ((uint32_t)((major) * 10000 + (minor) * 100 + (patch)))
@@ -293,7 +293,7 @@ typedef struct flashjit_attention_args {
   int64_t num_pages;                        /* paged: pages in the K and V pools */
   int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
-  /* Appended after the 280-byte layout (a caller with that layout has no split-KV): DECODE above. */
+  /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE above. */
   uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
   uint64_t workspace_bytes;                 /* its size: flashjit_attention_workspace_size's for
                                                max_splits; a smaller one (at least one split's)
