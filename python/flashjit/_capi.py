@@ -137,15 +137,21 @@ def pip_nvrtc_candidates(paths=None):
     return found
 
 
+def file_from_environment(environ, name, what=""):
+    """The file the environment variable `name` names, None when it is unset or empty; an error naming
+    the variable when there is no such file."""
+    explicit = (os.environ if environ is None else environ).get(name, "")
+    if explicit and not os.path.isfile(explicit):
+        raise FlashjitError(f"{name}={explicit}: no such file{what}")
+    return explicit or None
+
+
 def find_nvrtc(paths=None, environ=None):
     """The NVRTC to load before libflashjit.so, or None to leave it to the library's own search (its
     RUNPATH: the toolkit it was built with; then LD_LIBRARY_PATH and the system's): $FLASHJIT_NVRTC (a file),
     else the nvidia-cuda-nvrtc wheel's."""
-    environ = os.environ if environ is None else environ
-    explicit = environ.get("FLASHJIT_NVRTC", "")
+    explicit = file_from_environment(environ, "FLASHJIT_NVRTC", " (it names libnvrtc.so.13 to load)")
     if explicit:
-        if not os.path.isfile(explicit):
-            raise FlashjitError(f"FLASHJIT_NVRTC={explicit}: no such file (it names libnvrtc.so.13 to load)")
         return explicit
     candidates = pip_nvrtc_candidates(paths)
     return candidates[0] if candidates else None
@@ -153,11 +159,8 @@ def find_nvrtc(paths=None, environ=None):
 
 def find_library(environ=None):
     """$FLASHJIT_LIBRARY, else the library this package carries."""
-    environ = os.environ if environ is None else environ
-    explicit = environ.get("FLASHJIT_LIBRARY", "")
+    explicit = file_from_environment(environ, "FLASHJIT_LIBRARY")
     if explicit:
-        if not os.path.isfile(explicit):
-            raise FlashjitError(f"FLASHJIT_LIBRARY={explicit}: no such file")
         return explicit
     if os.path.isfile(BUNDLED_LIBRARY):
         return BUNDLED_LIBRARY

@@ -43,6 +43,19 @@ int largest_block_n_that_fits(AttentionSpec s) {
   return s.block_n >= 16 ? s.block_n : 0;
 }
 
+// Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
+// of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),
+// 3: 32 + 3 x 160 (of 4 x 128); two CTAs an SM (one consumer warpgroup each): 24 + 232 (of 2 x 128).
+struct RegisterSplit {
+  int producer, consumer;
+};
+RegisterSplit register_split(const AttentionSpec& s) {
+  if (s.ctas_per_sm == 2) return {24, 232};
+  if (s.consumer_wgs == 1) return {40, 240};
+  if (s.consumer_wgs == 2) return {24, 240};
+  return {32, 160};
+}
+
 // What to change when the shared memory does not fit: the stages where the user set them and one
 // fits, else block_n, saying the value that fits.
 Error shared_memory_error(const AttentionSpec& asked, const KernelConfig& c) {
@@ -166,12 +179,9 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);
 
-  // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
-  // of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),
-  // 3: 32 + 3 x 160 (of 4 x 128).
-  // Two CTAs an SM (one consumer warpgroup each): 128 at entry, 24 + 232.
-  c.producer_regs = s.ctas_per_sm == 2 ? 24 : s.consumer_wgs == 1 ? 40 : s.consumer_wgs == 2 ? 24 : 32;
-  c.consumer_regs = s.ctas_per_sm == 2 ? 232 : s.consumer_wgs == 3 ? 160 : 240;
+  const RegisterSplit regs = register_split(s);
+  c.producer_regs = regs.producer;
+  c.consumer_regs = regs.consumer;
   c.kernel_name = "flashjit_attention_fwd";
   if (s.split_kv) c.more_kernel_names = {"flashjit_attention_combine", "flashjit_merge_states"};
   return c;
