@@ -116,7 +116,7 @@ TEST(LoadedKernel, LoadsInItsContextSetsSmemOnceAndUnloadsThere) {
   ASSERT_TRUE(kernel.ok()) << kernel.error().message;
   const std::string ctx = FakeModuleDriver::ptr(fake_context(1));
   EXPECT_EQ(FakeModuleDriver::calls(),
-            (std::vector<std::string>{"push " + ctx, "load CUBIN", "get_function fill", "set max_dynamic_smem 200000", "set carveout 100",
+            (std::vector<std::string>{"push " + ctx, "load CUBIN", "get_function fill", "set max_dynamic_smem 200000",
                                       "get num_regs", "get local_size", "pop"}));
   EXPECT_EQ((*kernel)->name(), "fill");
   EXPECT_EQ((*kernel)->context(), fake_context(1));
@@ -129,6 +129,19 @@ TEST(LoadedKernel, LoadsInItsContextSetsSmemOnceAndUnloadsThere) {
   FakeModuleDriver::reset();
   kernel = Error::make(ErrorCode::kInternal, "dropped");  // destroys the kernel
   EXPECT_EQ(FakeModuleDriver::calls(), (std::vector<std::string>{"push " + ctx, "unload " + module, "pop"}));
+}
+
+// Kernels of two CTAs an SM ask for the largest shared-memory carveout, once, at load; the others
+// (above) leave the driver's choice.
+TEST(LoadedKernel, TwoCtasAnSmKernelsAskForTheMaxSharedCarveout) {
+  FakeModuleDriver::reset();
+  const DriverApi api = fake_module_driver();
+  auto kernel = LoadedKernel::load(api, fake_context(1), kCubin, "fill", 99000, {}, true);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  const std::string ctx = FakeModuleDriver::ptr(fake_context(1));
+  EXPECT_EQ(FakeModuleDriver::calls(),
+            (std::vector<std::string>{"push " + ctx, "load CUBIN", "get_function fill", "set max_dynamic_smem 99000",
+                                      "set carveout 100", "get num_regs", "get local_size", "pop"}));
 }
 
 TEST(LoadedKernel, FailedLookupUnloadsTheModuleAndPopsTheContext) {

@@ -40,7 +40,7 @@ Status read_function_attribute(const DriverApi& api, CUfunction function, CUfunc
 
 Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, CUcontext context, std::string_view cubin,
                                                          const std::string& kernel_name, int dynamic_smem_bytes,
-                                                         const std::vector<std::string>& more_names) {
+                                                         const std::vector<std::string>& more_names, bool max_shared_carveout) {
   if (Status s = validate_load(cubin, kernel_name, dynamic_smem_bytes); !s) return s.take_error();
   auto scope = ScopedContext::enter(api, context);
   if (!scope) return scope.take_error();
@@ -83,13 +83,16 @@ Result<std::shared_ptr<LoadedKernel>> LoadedKernel::load(const DriverApi& api, C
     return s.take_error();
   }
   // NOTES: the carveout is a hint the driver otherwise takes from one CTA's need; two CTAs an SM
-  // (ctas_per_sm=2) need the whole 228 KB configuration, or only one fits.
-  if (Status s = check(api,
-                       api.cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                              CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-                       ("cuFuncSetAttribute(" + kernel_name + ", shared memory carveout)").c_str());
-      !s) {
-    return s.take_error();
+  // (ctas_per_sm=2) need the whole 228 KB configuration, or only one fits. Only they ask: the
+  // other kernels keep the driver's choice they were measured with.
+  if (max_shared_carveout) {
+    if (Status s = check(api,
+                         api.cuFuncSetAttribute(p.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                                CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+                         ("cuFuncSetAttribute(" + kernel_name + ", shared memory carveout)").c_str());
+        !s) {
+      return s.take_error();
+    }
   }
   if (Status s = read_function_attribute(api, p.function, CU_FUNC_ATTRIBUTE_NUM_REGS,
                                          "cuFuncGetAttribute(" + kernel_name + ", registers)", &p.num_regs);
@@ -175,9 +178,9 @@ KernelResult ModuleTable::get_or_load(CUcontext context, const std::string& key,
 
 KernelResult ModuleTable::get_or_load(const DriverApi& api, CUcontext context, const std::string& key,
                                       std::string_view cubin, const std::string& kernel_name, int dynamic_smem_bytes,
-                                      const std::vector<std::string>& more_names) {
+                                      const std::vector<std::string>& more_names, bool max_shared_carveout) {
   return get_or_load(context, key, [&](CUcontext ctx) {
-    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes, more_names);
+    return LoadedKernel::load(api, ctx, cubin, kernel_name, dynamic_smem_bytes, more_names, max_shared_carveout);
   });
 }
 

@@ -33,10 +33,13 @@ class LoadedKernel {
 
   // Loads `cubin` into `context` (pushed for the duration) and prepares entry point `kernel_name`
   // for launches with `dynamic_smem_bytes` of dynamic shared memory; and entry points
-  // `more_names` (kernels of the same module, e.g. split-KV's combine and merge).
+  // `more_names` (kernels of the same module, e.g. split-KV's combine and merge). With
+  // `max_shared_carveout` the entry point asks for the largest shared-memory carveout (kernels
+  // that run two CTAs an SM).
   static Result<std::shared_ptr<LoadedKernel>> load(const DriverApi& api, CUcontext context, std::string_view cubin,
                                                     const std::string& kernel_name, int dynamic_smem_bytes,
-                                                    const std::vector<std::string>& more_names = {});
+                                                    const std::vector<std::string>& more_names = {},
+                                                    bool max_shared_carveout = false);
 
   // Takes ownership of parts.module; unloads it on destruction when api is not null.
   LoadedKernel(const DriverApi* api, Parts parts) : api_(api), parts_(std::move(parts)) {}
@@ -73,7 +76,7 @@ class ModuleTable {
   // The usual loader: LoadedKernel::load of a cubin.
   KernelResult get_or_load(const DriverApi& api, CUcontext context, const std::string& key, std::string_view cubin,
                            const std::string& kernel_name, int dynamic_smem_bytes,
-                           const std::vector<std::string>& more_names = {});
+                           const std::vector<std::string>& more_names = {}, bool max_shared_carveout = false);
 
   // The kernel if it is loaded (null when absent, still loading, or failed).
   std::shared_ptr<LoadedKernel> find(CUcontext context, const std::string& key) const;

@@ -126,7 +126,7 @@ std::vector<AttentionSpec> Engine::family_specs(const AttentionSpec& spec) const
 
 Result<std::shared_ptr<LoadedKernel>> Engine::load(const DriverApi& api, const PreparedKernel& kernel, CUcontext context) {
   return modules_.get_or_load(api, context, kernel.key, kernel.compiled->cubin, kernel.config.kernel_name,
-                              kernel.config.smem_bytes, kernel.config.more_kernel_names);
+                              kernel.config.smem_bytes, kernel.config.more_kernel_names, kernel.config.spec.ctas_per_sm == 2);
 }
 
 }  // namespace flashjit
