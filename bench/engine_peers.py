@@ -302,6 +302,7 @@ class Bench:
         self.decode_peers = decode_peers
         self.failed = []  # flashjit checks or launches that failed
         self._cudnn = None
+        self.workspaces = []  # flashjit's workspaces (scheduler=dynamic: the tile counter), alive to the end
 
     def cudnn(self):
         if self._cudnn is None:
@@ -361,6 +362,7 @@ class Bench:
         try:
             if ",varlen=1" in spec or ",paged=1" in spec:
                 self.fj.check_metadata(spec, args_check)
+            self.workspaces.append(self.fj.alloc_workspace(spec, args_check, args_time))  # zeroed: the tile counter
             poison()
             self.fj.launch(spec, args_check)
             torch.cuda.synchronize()
@@ -805,11 +807,15 @@ def main():
                     help="skip decode cells whose K+V pools exceed this (GiB); batch 128 x 32768 keys needs 16 GiB")
     ap.add_argument("--no-decode-peers", action="store_true", help="decode: flashjit only (no cuDNN paged)")
     ap.add_argument("--smoke", action="store_true", help="every case at a tiny size (seconds)")
+    ap.add_argument("--spec-extra", default="", help="keys added to every flashjit spec, e.g. scheduler=dynamic (an A/B in one build)")
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {unknown}; known: {','.join(CASES)}")
+    global SPEC_DENSE, SPEC_VARLEN, SPEC_PAGED
+    if args.spec_extra:
+        SPEC_DENSE, SPEC_VARLEN, SPEC_PAGED = (s + "," + args.spec_extra for s in (SPEC_DENSE, SPEC_VARLEN, SPEC_PAGED))
     cfg = SMOKE if args.smoke else FULL
     reps = args.reps or cfg["reps"]
     per_graph = args.per_graph or (2 if args.smoke else 10)

@@ -188,7 +188,8 @@ FJ_DEVICE uint32_t fast_div(uint32_t n, const uint32_t (&constants)[2]) { return
 // wait for the previous O store. NOTES: with kHoldBack false at compile time the consumers' decode
 // is phase 1's alone; the deal's second phase cost 2-6 % in the decode (version 38).
 constexpr bool kPublishTiles = kQBuffers == 2;
-constexpr bool kHoldBack = kPublishTiles && !kDeviceLengths;
+constexpr bool kHoldBack = kPublishTiles && !kDeviceLengths && !kDynamicSchedule;
+static_assert(!kDynamicSchedule || (kPublishTiles && kCluster == 1), "the dynamic scheduler publishes its tiles (two Q buffers, no cluster)");
 
 FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
@@ -238,17 +239,48 @@ FJ_DEVICE uint32_t head_index_of(const Params& p, const Tile& tile) {
 
 // The deal's answer as (query block, head index): rows first where lengths are on the device
 // (set_deal_shape), the last row first.
-FJ_DEVICE DealtTile dealt_tile(const Params& p, int slot) {
-  DealtTile dealt = deal_tile(tile_deal(p), (uint32_t)slot);
-  if constexpr (kDeviceLengths) {
-    const uint32_t head_index = dealt.m_block;
-    dealt.m_block = (uint32_t)padded_m_blocks(p) - 1u - dealt.head;
-    dealt.head = head_index;
-  }
-  return dealt;
+FJ_DEVICE DealtTile from_deal_shape(const Params& p, DealtTile dealt) {
+  return from_deal_shape(dealt, (uint32_t)padded_m_blocks(p), kDeviceLengths);
 }
 
-FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, dealt_tile(p, slot)); }
+FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, from_deal_shape(p, deal_tile(tile_deal(p), (uint32_t)slot))); }
+
+// ---------------------------------------------------------------- the dynamic scheduler
+// scheduler=dynamic: the producer takes tiles one at a time from a counter in the caller's
+// workspace, in the static deal's order for one CTA (heaviest first: each head's query blocks
+// from the last, or with lengths on the device the last query-block row first), so that a CTA
+// takes its next tile when its last is almost done, whatever the tiles cost: list scheduling,
+// longest first (tile_schedule.cuh: dynamic_order_tile, and dynamic_run_end for the runs of
+// empty tiles that lengths on the device leave, skipped with one atomicMax).
+// NOTES (correctness): the counter is zero at launch and put back to zero by the last CTA: each
+// CTA counts itself done (the second word) after its last take; the one that makes the count the
+// grid's knows that no take is left. A graph replays with it as captured; a launch that faults
+// leaves it dirty (flashjit_check_engine_metadata does not see it: zero the workspace again).
+struct DynamicTile {
+  DealtTile dealt;
+  uint32_t run_end;  // lengths on the device: the first index past this tile's run of empty-alike tiles
+};
+
+FJ_DEVICE DynamicTile dynamic_tile(const Params& p, uint32_t index) {
+  TileDeal shape;
+  set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), kDeviceLengths);
+  const DealtTile dealt = dynamic_order_tile(shape, divisor(shape.m_blocks, p.div_m_blocks), index);
+  DynamicTile out;
+  out.dealt = from_deal_shape(p, dealt);
+  out.run_end = dynamic_run_end(index, out.dealt.head, divisor((uint32_t)tile_heads(p), p.div_heads_q));
+  return out;
+}
+
+FJ_DEVICE uint32_t take_tile(const Params& p) { return atomicAdd(p.tile_counter, 1u); }
+FJ_DEVICE void skip_tiles_to(const Params& p, uint32_t index) { atomicMax(p.tile_counter, index); }
+
+FJ_DEVICE void release_tile_counter(const Params& p) {
+  __threadfence();  // this CTA's takes before its count
+  if (atomicAdd(p.tile_counter + 1, 1u) == gridDim.x - 1u) {
+    atomicExch(p.tile_counter, 0u);
+    atomicExch(p.tile_counter + 1, 0u);
+  }
+}
 
 // ================================================================ K/V coordinates
 // Where the producer finds a K/V block: the one seam between the kernel and the cache's layout.
@@ -393,6 +425,29 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
   if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank);
 }
 
+// The dynamic scheduler's walk (two Q buffers: the consumers read the tiles it publishes).
+FJ_DEVICE void produce_dynamic(const Params& p, const SmemLayout& sm) {
+  const uint32_t tiles = tile_count(p);
+  int ring = 0, local = 0;
+  for (;;) {
+    const uint32_t index = take_tile(p);
+    if (index >= tiles) break;
+    const DynamicTile next = dynamic_tile(p, index);
+    const Tile tile = tile_at(p, next.dealt);
+    const SeqlenInfo seq = seqlen_info(p, tile.batch);
+    if (!tile_has_rows(p, seq, tile)) {
+      if (kDeviceLengths) skip_tiles_to(p, next.run_end);
+      continue;
+    }
+    const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
+    produce_tile(p, sm, tile, seq, local, ring, range, 0u);
+    ring += range.count();
+    ++local;
+  }
+  publish_end(sm, local);
+  release_tile_counter(p);
+}
+
 FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   // NOTES: with clusters the grid has one CTA per tile (query blocks padded to whole clusters), so
   // there is no walk to carry: the walk's state spilled 16 bytes of the producer's 24 registers
@@ -402,6 +457,10 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     const SeqlenInfo seq = seqlen_info(p, tile.batch);
     produce_tile(p, sm, tile, seq, 0, 0, tile_block_range(p, seq, tile.m_block, tile.split), rank);
     if (kPublishTiles) publish_end(sm, 1);
+    return;
+  }
+  if constexpr (kDynamicSchedule) {
+    produce_dynamic(p, sm);
     return;
   }
   int ring = 0, local = 0;

@@ -50,6 +50,9 @@ struct Params {
   uint32_t div_split_heads[2];
   float* o_partial;
   float* lse_partial;
+  // scheduler=dynamic: two words at the workspace's start, zero between launches: the next tile to
+  // take, and the CTAs done (the last one puts both back to zero).
+  uint32_t* tile_counter;
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

@@ -644,6 +644,51 @@ TEST(ApiFakeDriver, KernelParametersCarryTheTileDecodeDivisors) {
   }
 }
 
+// The workspace's parts as make_kernel_params hands them to the kernel: scheduler=dynamic's tile
+// counter at the start, the split partials after its 256 bytes (or at the start without it).
+TEST(ApiFakeDriver, KernelParametersPointAtTheWorkspacesParts) {
+  const uint64_t workspace = 0x700000000ull;
+  const struct {
+    const char* spec;
+    bool counter;
+    uint64_t partials;  // offset of the O partials; ~0: none
+  } cases[] = {{"dtype=bf16,head_dim=128,causal=1,scheduler=dynamic", true, ~0ull},
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,scheduler=dynamic", true, 256},
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1", false, 0},
+               {"dtype=bf16,head_dim=128,causal=1", false, ~0ull}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.spec);
+    auto config = flashjit::make_config(*flashjit::parse_spec(c.spec));
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    flashjit_attention_args_t c_args = make_args(0x600000000ull, 1, 1, 4096, 32, 8, 128);
+    flashjit::AttentionArgs args;
+    ASSERT_TRUE(flashjit::api::to_attention_args(&c_args, *config, &args).ok());
+    if (config->spec.varlen) {
+      static std::vector<int32_t> metadata(64, 0);
+      args.engine.cu_seqlens_q = reinterpret_cast<uint64_t>(metadata.data());
+      args.engine.seqused_k = reinterpret_cast<uint64_t>(metadata.data() + 16);
+      args.engine.total_q = 1;
+      args.q_strides.batch = args.o_strides.batch = 0;
+    }
+    if (config->spec.split_kv) args.decode.max_splits = 16;
+    if (c.counter || config->spec.split_kv) {
+      args.decode.workspace = workspace;
+      args.decode.workspace_bytes = flashjit::attention_workspace_bytes(*config, args);
+    }
+    auto params = flashjit::make_kernel_params(*fake().api, *config, args, 132);
+    ASSERT_TRUE(params.ok()) << params.error().message;
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params->tile_counter), c.counter ? workspace : 0);
+    if (c.partials == ~0ull) {
+      EXPECT_EQ(params->o_partial, nullptr);
+      continue;
+    }
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params->o_partial), workspace + c.partials);
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params->lse_partial), workspace + c.partials + flashjit::split_lse_offset(*config, args));
+    // The whole workspace: the counter and max_splits' partials.
+    EXPECT_EQ(flashjit::attention_workspace_bytes(*config, args), (c.counter ? 256u : 0u) + flashjit::split_workspace_bytes(*config, args));
+  }
+}
+
 // A handle with a long-sequence kernel: launches that alternate between its two kernels, with
 // parameters cached or new, allocate nothing either.
 TEST(ApiFakeDriver, LaunchesAcrossBothKernelsOfAHandleAllocateNothing) {

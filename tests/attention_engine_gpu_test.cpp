@@ -230,6 +230,37 @@ TEST(AttentionEngineGpu, TwoCtasAnSm) {
   run_all(cases);
 }
 
+// scheduler=dynamic on engine inputs: ragged batches (empty and one-token sequences, whose empty
+// tiles the producers skip a run at a time) with packed, paged and dense K/V, odd page sizes, GQA,
+// split-KV decode with the counter before the partials, one consumer warpgroup, and small grids
+// where a few CTAs race for every tile. Each check fails if the counter is not back at zero.
+TEST(AttentionEngineGpu, DynamicScheduler) {
+  std::mt19937_64 shapes(26);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (int d : {64, 96, 128})
+    for (bool causal : {false, true})
+      for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+        EngineProblem p = ragged(shapes, i % 2 == 0, d, causal, 8 * (1 + i % 2), 2, kv, i % 3 == 0 ? 3 : i % 3 == 1 ? 16 : 64, 5 + i % 7, 900);
+        p.dynamic_schedule = true;
+        cases.push_back({engine_spec(p, "scheduler=dynamic"), p, i % 4 == 0 ? 3 : -1});
+        ++i;
+      }
+  for (int page_size : {1, 128}) {
+    EngineProblem p = ragged(shapes, true, 128, true, 16, 2, KvSource::kPaged, page_size, 12, 500);
+    p.dynamic_schedule = true;
+    cases.push_back({engine_spec(p, "scheduler=dynamic"), p, 1});
+    cases.push_back({engine_spec(p, "scheduler=dynamic,consumer_wgs=1"), p});
+  }
+  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+    EngineProblem p = decode_batch(shapes, true, 128, true, 32, 8, kv, 16, 6, 4, 3000);
+    p.max_splits = 16;
+    p.dynamic_schedule = true;
+    cases.push_back({engine_spec(p, std::string(kDecode) + ",scheduler=dynamic"), p});
+  }
+  run_all(cases);
+}
+
 // Decode and speculative sequences among prefills in one varlen launch (the decode path's packing
 // and splits for all of them), and packed heads without splits.
 TEST(AttentionEngineGpu, PackedHeadsAndSplitsOnMixedBatches) {
@@ -354,14 +385,15 @@ TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (int mode = 0; mode < 3; ++mode) {  // paged, packed, paged split-KV decode
+  for (int mode = 0; mode < 4; ++mode) {  // paged, packed, paged split-KV decode, paged with the dynamic scheduler
     const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
     EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
     if (mode == 2) bounds.max_splits = 6;
+    bounds.dynamic_schedule = mode == 3;  // the counter is zeroed once, before the capture
     const EngineCapacity capacity = capacity_for(bounds);
-    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : "");
+    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -387,6 +419,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
       p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
+      p.dynamic_schedule = bounds.dynamic_schedule;
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
       report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }

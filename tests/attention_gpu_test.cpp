@@ -183,6 +183,27 @@ TEST(AttentionGpu, PersistentGridOfAnySize) {
   run_all(cases);
 }
 
+// scheduler=dynamic: tiles taken from the counter (check_attention zeroes it once and fails a
+// launch that does not leave it at zero), heaviest first, on any grid: one CTA taking every tile,
+// a few racing for them, the resident grid; fp16 and bf16, one and two consumer warpgroups.
+TEST(AttentionGpu, DynamicSchedulerOnAnyGrid) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, const char*> variants[] = {{64, "scheduler=dynamic"}, {96, "scheduler=dynamic"}, {128, "scheduler=dynamic"},
+                                                  {128, "scheduler=dynamic,consumer_wgs=1"}, {160, "scheduler=dynamic,block_n=64"}};
+  int i = 0;
+  for (auto [d, extra] : variants)
+    for (bool causal : {false, true})
+      for (int ctas : {1, 3, 7, 0})
+        for (auto [sq, sk] : {std::pair{1000, 1000}, {700, 130}, {129, 2000}, {300, 450}}) {
+          Case c{spec_text(i++ % 2 == 0, d, causal, extra), problem(true, d, causal, sq, sk, 2, 6, 3)};
+          c.problem.bf16 = c.spec.find("bf16") != std::string::npos;
+          c.max_ctas = ctas;
+          cases.push_back(c);
+        }
+  run_all(cases);
+}
+
 // The causal deal's held-back blocks (templates/tile_schedule.cuh): whatever hold the parameters
 // carry, on any grid, every tile is computed exactly once (poisoned outputs, float64 reference):
 // pairs alone, a few blocks, every block, the last heads whole, over odd and even query block

@@ -396,5 +396,120 @@ TEST(KernelChoice, UnevenDealsRunTheClusterKernelBelowItsLength) {
   EXPECT_FALSE(runs_long_variant(d64_rule, d64, args_of(1, 16384, 4095, 8), 132));
 }
 
+// ---------------------------------------------------------------- the dynamic scheduler's order
+// A ragged batch as the dynamic scheduler sees it: query blocks per sequence and key splits per
+// sequence (lengths on the device).
+struct RaggedTiles {
+  uint32_t m_blocks, tile_heads, batch, splits;
+  std::vector<uint32_t> blocks_of, splits_of;  // per sequence
+  bool empty(const DealtTile& t) const {
+    const uint32_t group = t.head / tile_heads, b = group % batch, split = group / batch;
+    return t.m_block >= blocks_of[b] || split >= splits_of[b];
+  }
+};
+
+// CTAs take indices from one counter in a random interleaving (a take, and the atomicMax past an
+// empty run, are separate steps, as in the kernel): returns how often each tile was taken, and
+// fails on any skipped tile that had work.
+std::vector<int> run_dynamic(const RaggedTiles& r, bool rows_first, const FastDivisor& by_row_tiles, const FastDivisor& by_tile_heads,
+                             uint32_t ctas, std::mt19937_64& rng) {
+  TileDeal shape{};
+  set_deal_shape(shape, r.m_blocks, r.tile_heads * r.batch * r.splits, rows_first);
+  const uint32_t tiles = shape.m_blocks * shape.heads;
+  std::vector<int> taken(tiles, 0);
+  uint32_t counter = 0;
+  struct Cta { bool done = false; uint32_t skip_to = 0; };
+  std::vector<Cta> cta(ctas);
+  for (uint32_t running = ctas; running > 0;) {
+    Cta& c = cta[rng() % ctas];
+    if (c.done) continue;
+    if (c.skip_to) { counter = std::max(counter, c.skip_to); c.skip_to = 0; continue; }
+    const uint32_t index = counter++;
+    if (index >= tiles) { c.done = true; --running; continue; }
+    const DealtTile t = from_deal_shape(dynamic_order_tile(shape, by_row_tiles, index), r.m_blocks, rows_first);
+    EXPECT_TRUE(t.valid);
+    const uint32_t flat = t.head * r.m_blocks + t.m_block;
+    ++taken[flat];
+    if (rows_first && r.empty(t)) {
+      const uint32_t end = dynamic_run_end(index, t.head, by_tile_heads);
+      // Everything the skip passes over is empty too (the same sequence, split and row).
+      for (uint32_t i = index + 1; i < end && i < tiles; ++i) {
+        const DealtTile u = from_deal_shape(dynamic_order_tile(shape, by_row_tiles, i), r.m_blocks, rows_first);
+        EXPECT_TRUE(r.empty(u)) << "index " << i << " skipped from " << index;
+        EXPECT_EQ(u.m_block, t.m_block);
+      }
+      c.skip_to = end;
+    }
+  }
+  return taken;
+}
+
+// The order is the static deal's on one CTA: heaviest first (each head's last query block first;
+// rows first, the last row first), and every tile with work is taken exactly once whatever the
+// CTAs' interleaving, the empty runs skipped with one atomicMax each.
+TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
+  std::mt19937_64 rng(23);
+  int cases = 0;
+  for (bool rows_first : {false, true})
+    for (uint32_t m_blocks : {1u, 2u, 5u, 16u})
+      for (uint32_t tile_heads : {1u, 3u, 8u})
+        for (uint32_t batch : {1u, 4u, 7u})
+          for (uint32_t splits : {1u, 3u})
+            for (uint32_t ctas : {1u, 5u, 132u}) {
+              RaggedTiles r{m_blocks, tile_heads, batch, splits, {}, {}};
+              for (uint32_t b = 0; b < batch; ++b) {
+                r.blocks_of.push_back(rows_first ? uint32_t(rng() % (m_blocks + 1)) : m_blocks);
+                r.splits_of.push_back(rows_first ? uint32_t(rng() % (splits + 1)) : splits);
+              }
+              TileDeal shape{};
+              set_deal_shape(shape, m_blocks, tile_heads * batch * splits, rows_first);
+              const std::vector<int> taken = run_dynamic(r, rows_first, fit_divisor(shape.m_blocks), fit_divisor(tile_heads), ctas, rng);
+              for (uint32_t head = 0; head < tile_heads * batch * splits; ++head)
+                for (uint32_t m = 0; m < m_blocks; ++m) {
+                  const int n = taken[head * m_blocks + m];
+                  if (!r.empty({true, m, head})) EXPECT_EQ(n, 1) << "tile " << m << "," << head;
+                  else EXPECT_LE(n, 1);
+                }
+              ++cases;
+            }
+  EXPECT_EQ(cases, 432);
+  // Heaviest first: the first indices are the last query blocks.
+  TileDeal shape{};
+  set_deal_shape(shape, 8, 6, false);
+  EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 0).m_block, 7u);
+  EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 9).m_block, 6u);
+  EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 9).head, 1u);
+  set_deal_shape(shape, 8, 6, true);
+  const DealtTile first = from_deal_shape(dynamic_order_tile(shape, fit_divisor(6), 0), 8, true);
+  EXPECT_EQ(first.m_block, 7u);
+  EXPECT_EQ(from_deal_shape(dynamic_order_tile(shape, fit_divisor(6), 6), 8, true).m_block, 6u);
+}
+
+// What the kernel divides by: set_tile_deal's divisors for a dynamic varlen spec are the order's
+// (its deal-shape rows and tile_heads), and the dynamic spec holds nothing back.
+TEST(DynamicSchedule, KernelParametersCarryTheOrdersDivisors) {
+  const KernelConfig config = config_of("dtype=bf16,head_dim=128,causal=1,varlen=1,scheduler=dynamic");
+  AttentionArgs a = args_of(5, 3000, 3000, 12);
+  a.heads_kv = 4;
+  a.engine.total_q = 9000;
+  KernelParams p{};
+  p.num_splits = 1;
+  set_tile_deal(p, config, a, 132, causal_hold(config, a, 132));
+  EXPECT_EQ(p.fill_blocks, 0);
+  const auto quotient = [](uint32_t n, const uint32_t (&c)[2]) { return fast_div(n, FastDivisor{0, c[0], c[1]}); };
+  const uint32_t heads = 12 * 5;  // the deal shape's row length with rows first
+  for (uint32_t n : {0u, 1u, 59u, 60u, 61u, 1439u, 100000u}) {
+    EXPECT_EQ(quotient(n, p.div_m_blocks), n / heads) << n;
+    EXPECT_EQ(quotient(n, p.div_heads_q), n / 12) << n;
+  }
+  // A dense causal spec with the static deal holds blocks back here; the dynamic one does not.
+  const KernelConfig dense = config_of("dtype=bf16,head_dim=128,causal=1,scheduler=dynamic");
+  const AttentionArgs d = args_of(1, 8192, 8192, 32);
+  EXPECT_EQ(causal_hold(dense, d, 132).fill_blocks, 0);
+  EXPECT_EQ(causal_hold(dense, d, 132).held_heads, 0);
+  const KernelConfig fixed = config_of("dtype=bf16,head_dim=128,causal=1");
+  EXPECT_GT(causal_hold(fixed, d, 132).fill_blocks + causal_hold(fixed, d, 132).held_heads, 0);
+}
+
 }  // namespace
 }  // namespace flashjit

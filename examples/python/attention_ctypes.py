@@ -236,14 +236,15 @@ class Flashjit:
         """Sizes the workspace for args (workspace_size), allocates it as a torch uint8 tensor on the current
         device (the caching allocator's blocks are 512-byte aligned) and sets it in args and in every one of
         more_args (launches with the same upper bounds, run one after another on one stream). Returns the tensor
-        (keep it alive as long as the arguments), or None when the spec needs none."""
+        (keep it alive as long as the arguments), or None when the spec needs none. Zeroed once: the tile
+        counter of scheduler=dynamic must start at zero (each launch leaves it so)."""
         import torch
         nbytes = self.workspace_size(spec, args)
         if nbytes == 0:
             for a in (args,) + more_args:
                 set_workspace(a, None)
             return None
-        ws = torch.empty(nbytes, device="cuda", dtype=torch.uint8)
+        ws = torch.zeros(nbytes, device="cuda", dtype=torch.uint8)  # scheduler=dynamic's tile counter starts at zero
         for a in (args,) + more_args:
             set_workspace(a, ws, nbytes)
         return ws

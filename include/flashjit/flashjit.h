@@ -255,6 +255,18 @@ typedef struct flashjit_tensor_strides {
  *     largest step. A mixed batch's total_q counts prefill rows too: a smaller workspace (at least
  *     one split's) caps the launch's split count at what it holds.
  *
+ * SCHEDULER (spec key scheduler=static|dynamic; static by default)
+ *   static: the persistent grid's CTAs take their tiles by a fixed deal fitted on the host (causal
+ *     tiles in pairs of equal cost where the host knows the lengths).
+ *   dynamic: each CTA takes its next tile from a counter when it is ready for one, heaviest first
+ *     (with lengths on the device: the last query blocks of every sequence first), so tiles whose
+ *     costs only the device knows (ragged varlen batches) balance themselves. The counter is two
+ *     words at the start of the caller's workspace (256 bytes, before any split partials:
+ *     flashjit_attention_workspace_size counts them); zero it once when it is allocated: every
+ *     launch leaves it at zero, so a graph replays with it as captured. Launches that share a
+ *     workspace must not run at the same time. Not with ctas_per_sm=2, consumer_wgs=3, cluster=2,
+ *     or tiles that leave room for one Q buffer only (head dims above 128 at the default tiles).
+ *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
  * is refused with an error naming it. flashjit_attention_args_init sets them all. */
@@ -294,7 +306,8 @@ typedef struct flashjit_attention_args {
   int64_t total_q;                          /* varlen: rows of Q and O (LSE: [heads_q, total_q]) */
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
   /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE above. */
-  uint64_t workspace;                       /* split_kv=1: CUdeviceptr, 256-byte aligned, caller-owned */
+  uint64_t workspace;                       /* split_kv=1, scheduler=dynamic: CUdeviceptr, 256-byte
+                                               aligned, caller-owned (SCHEDULER, DECODE above) */
   uint64_t workspace_bytes;                 /* its size: flashjit_attention_workspace_size's for
                                                max_splits; a smaller one (at least one split's)
                                                caps the split count at what it holds */
@@ -357,8 +370,9 @@ FLASHJIT_API flashjit_status_t flashjit_supported(const char* spec, char* reason
  * (for setting up an engine, and for tests). */
 FLASHJIT_API flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args);
 
-/* The workspace a split_kv=1 launch with these arguments needs, in bytes (0 for other specs):
- * a function of the upper bounds (max_splits, total_q, heads_q) only. */
+/* The workspace a launch with these arguments needs, in bytes: 256 for scheduler=dynamic's tile
+ * counter, plus the split partials for split_kv=1 (0 for other specs); a function of the upper
+ * bounds (max_splits, total_q, heads_q) only. */
 FLASHJIT_API flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args,
                                                                  uint64_t* bytes);
 

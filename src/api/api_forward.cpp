@@ -137,7 +137,7 @@ ApiStatus workspace_size_for_spec(const char* spec_text, const flashjit_attentio
   if (!config) return config.take_error();
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
-  *bytes = split_workspace_bytes(*config, args);
+  *bytes = attention_workspace_bytes(*config, args);
   return {};
 }
 

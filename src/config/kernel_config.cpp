@@ -46,11 +46,15 @@ int largest_block_n_that_fits(AttentionSpec s) {
 // Register split (FlashAttention-3): the producer keeps few registers, consumers take the rest
 // of the 64K: 1 consumer warpgroup 40 + 240 (of 2 x 168), 2: 24 + 2 x 240 (of 3 x 168),
 // 3: 32 + 3 x 160 (of 4 x 128); two CTAs an SM (one consumer warpgroup each): 24 + 232 (of 2 x 128).
+// The dynamic scheduler's producer (its take, skip and count) needs more: 40 + 2 x 232, with a
+// paged cache 56 + 2 x 224 (at 40 it spilled 40 bytes at head dims 96 and 128), and 56 + 240
+// with one consumer warpgroup.
 struct RegisterSplit {
   int producer, consumer;
 };
 RegisterSplit register_split(const AttentionSpec& s) {
   if (s.ctas_per_sm == 2) return {24, 232};
+  if (s.dynamic_schedule) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.paged ? RegisterSplit{56, 224} : RegisterSplit{40, 232};
   if (s.consumer_wgs == 1) return {40, 240};
   if (s.consumer_wgs == 2) return {24, 240};
   return {32, 160};
@@ -125,11 +129,12 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // 0.94-1.04x but for batch 1 (0.98 -> 0.90x). Reading the indices eight at once, not three, was
   // slower (0.58x). Contiguous K/V keeps one CTA: batch 1 lost 8 % with two.
   const bool auto_tiles = s.ctas_per_sm == 0 && s.consumer_wgs == 0 && s.block_m == 0 && s.block_n == 0 && s.stages == 0;
-  if (auto_tiles && s.split_kv && s.paged && d <= 128) s.ctas_per_sm = 2, s.block_n = 64;
+  if (auto_tiles && s.split_kv && s.paged && d <= 128 && !s.dynamic_schedule) s.ctas_per_sm = 2, s.block_n = 64;
   // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
   if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
-  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal) ? 3 : 2;
+  // The dynamic scheduler's producer needs registers three consumer warpgroups do not leave.
+  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal && !s.dynamic_schedule) ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
@@ -178,6 +183,15 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);
+  // NOTES: the dynamic scheduler's producer publishes each tile beside its Q buffer for the
+  // consumers (kPublishTiles): with one Q buffer the consumers decode the deal themselves.
+  if (s.dynamic_schedule && c.q_buffers != 2) {
+    return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed; allowed: static with head_dim=" +
+                                                std::to_string(s.head_dim) + ", block_m=" + std::to_string(s.block_m) + ", block_n=" +
+                                                std::to_string(s.block_n) + ", stages=" + std::to_string(s.stages) +
+                                                " (the dynamic scheduler needs two Q buffers: " + std::to_string(shared_memory_bytes(s, 2)) +
+                                                " bytes, more than the " + std::to_string(shared_memory_budget(s)) + " allowed)");
+  }
 
   const RegisterSplit regs = register_split(s);
   c.producer_regs = regs.producer;

@@ -38,6 +38,8 @@ std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& as
   if (asked.consumer_wgs != 0 || asked.block_m != 0 || !asked.causal) return std::nullopt;
   // Lengths read on the device: the host cannot pick by them (and clusters do not take them).
   if (asked.varlen || asked.paged) return std::nullopt;
+  // The dynamic scheduler balances the tiles itself, and neither variant takes it.
+  if (asked.dynamic_schedule) return std::nullopt;
   const Result<KernelConfig> config = make_config(asked);
   if (!config.ok()) return std::nullopt;
   std::optional<LongSequenceVariant> variant;

@@ -111,12 +111,33 @@ uint64_t partials_bytes(const KernelConfig& c, const AttentionArgs& a, int split
   return aligned_256(rows * uint64_t(c.spec.effective_head_dim_v()) * 4) + aligned_256(rows * 4);
 }
 
+// The workspace is there where the spec needs one (split_kv=1, scheduler=dynamic), and off elsewhere.
+Status check_workspace(const KernelConfig& c, const AttentionArgs& a) {
+  const DecodeInputs& d = a.decode;
+  if (!c.spec.split_kv && !c.spec.dynamic_schedule) {
+    if (d.workspace != 0) return unwanted("workspace", hex(d.workspace), "a split_kv=1 or scheduler=dynamic spec");
+    if (d.workspace_bytes != 0) return unwanted("workspace_bytes", std::to_string(d.workspace_bytes), "a split_kv=1 or scheduler=dynamic spec");
+    return {};
+  }
+  const char* use = c.spec.split_kv ? " (split_kv=1 writes its partials there)" : " (scheduler=dynamic keeps its tile counter there)";
+  if (d.workspace == 0) return bad("workspace", std::string("null device pointer") + use);
+  if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
+  const uint64_t schedule = schedule_workspace_bytes(c);
+  if (const uint64_t needed = schedule + (c.spec.split_kv ? partials_bytes(c, a, 1) : 0); d.workspace_bytes < needed) {
+    const std::string what = c.spec.split_kv ? std::string(c.spec.dynamic_schedule ? " (the tile counter's 256 bytes and" : " (") +
+                                                   " one split: total_q x heads_q x (head_dim + 1) floats); flashjit_attention_workspace_size gives max_splits' " +
+                                                   std::to_string(attention_workspace_bytes(c, a))
+                                             : std::string(" (the tile counter: two words in 256 bytes, zeroed once by the caller)");
+    return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + what);
+  }
+  return {};
+}
+
 // The split-KV inputs are there for a split_kv spec (and fit), and off for any other.
 Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
   const DecodeInputs& d = a.decode;
+  if (Status st = check_workspace(c, a); !st) return st;
   if (!c.spec.split_kv) {
-    if (d.workspace != 0) return unwanted("workspace", hex(d.workspace), "a split_kv=1 spec");
-    if (d.workspace_bytes != 0) return unwanted("workspace_bytes", std::to_string(d.workspace_bytes), "a split_kv=1 spec");
     if (d.max_splits != 0) return unwanted("max_splits", std::to_string(d.max_splits), "a split_kv=1 spec");
     if (d.split_keys != 0) return unwanted("split_keys", std::to_string(d.split_keys), "a split_kv=1 spec");
     return {};
@@ -125,13 +146,6 @@ Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
   const int block_n = c.spec.block_n;
   if (d.split_keys < 0 || d.split_keys % block_n != 0) {
     return bad("split_keys", std::to_string(d.split_keys) + " is not allowed; allowed: 0 (splits from the launch's count) or a positive multiple of the kernel's block_n=" + std::to_string(block_n));
-  }
-  if (d.workspace == 0) return bad("workspace", "null device pointer (split_kv=1 writes its partials there)");
-  if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
-  if (const uint64_t needed = partials_bytes(c, a, 1); d.workspace_bytes < needed) {
-    return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) +
-                                      " (one split: total_q x heads_q x (head_dim + 1) floats); flashjit_attention_workspace_size gives max_splits' " +
-                                      std::to_string(split_workspace_bytes(c, a)));
   }
   const int splits = split_capacity(c, a);
   if (d.split_keys > 0 && int64_t(a.seqlen_k) > int64_t(d.split_keys) * splits) {
@@ -197,13 +211,21 @@ uint64_t split_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
   return c.spec.split_kv ? partials_bytes(c, a, a.decode.max_splits) : 0;
 }
 
+uint64_t schedule_workspace_bytes(const KernelConfig& c) { return c.spec.dynamic_schedule ? 256 : 0; }
+
+uint64_t attention_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
+  return schedule_workspace_bytes(c) + split_workspace_bytes(c, a);
+}
+
 int split_capacity(const KernelConfig& c, const AttentionArgs& a) {
   const int most = std::max(1, a.decode.max_splits);
   if (a.decode.workspace_bytes == 0) return most;  // sizing, not launching
+  const uint64_t schedule = schedule_workspace_bytes(c);
+  const uint64_t bytes = a.decode.workspace_bytes > schedule ? a.decode.workspace_bytes - schedule : 0;
   // An estimate from the unaligned size, then at most a step or two for the alignment.
   const uint64_t per_split = std::max<uint64_t>(1, partial_rows(a, 1) * (uint64_t(c.spec.effective_head_dim_v()) + 1) * 4);
-  int splits = int(std::clamp<uint64_t>(a.decode.workspace_bytes / per_split, 1, uint64_t(most)));
-  while (splits > 1 && partials_bytes(c, a, splits) > a.decode.workspace_bytes) --splits;
+  int splits = int(std::clamp<uint64_t>(bytes / per_split, 1, uint64_t(most)));
+  while (splits > 1 && partials_bytes(c, a, splits) > bytes) --splits;
   return splits;
 }
 

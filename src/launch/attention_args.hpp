@@ -30,8 +30,9 @@ struct EngineInputs {
   int total_q = 0, total_k = 0;
 };
 
-// Split-KV decode (spec key split_kv): the caller's workspace for the splits' float32 partials and
-// the bounds of the split count. All 0 for other specs.
+// The caller's workspace (spec keys split_kv, scheduler=dynamic): the dynamic scheduler's tile
+// counter, then the splits' float32 partials; and the bounds of the split count (split_kv). All 0
+// for specs that need neither.
 struct DecodeInputs {
   uint64_t workspace = 0, workspace_bytes = 0;  // CUdeviceptr, 256-byte aligned; its size
   int max_splits = 0;  // 1..128: the most splits a sequence (the grid's split count, at most)
@@ -71,11 +72,17 @@ TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args
 // Bytes of the split partials a split_kv launch writes (0 for other specs): max_splits x total_q x
 // heads_q rows of head_dim_v floats (O, first) and as many floats (LSE), each part 256-byte aligned.
 uint64_t split_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
+// The dynamic scheduler's tile counter (scheduler=dynamic): 256 bytes at the workspace's start,
+// zeroed once by the caller (every launch leaves it at zero); 0 for the static deal.
+uint64_t schedule_workspace_bytes(const KernelConfig& config);
+// The whole workspace a launch needs (flashjit_attention_workspace_size): the tile counter, then
+// the split partials.
+uint64_t attention_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
 // The splits the workspace holds: max_splits, or fewer where workspace_bytes holds fewer (a
 // mixed batch's total_q can make max_splits' workspace large; a smaller one caps the split count).
 // The partials are laid out for this many splits.
 int split_capacity(const KernelConfig& config, const AttentionArgs& args);
-// Where the LSE part starts in the workspace.
+// Where the LSE part starts in the split partials (which start schedule_workspace_bytes in).
 uint64_t split_lse_offset(const KernelConfig& config, const AttentionArgs& args);
 
 // Arguments with the extents only (no tensors): what the kernel choice and the tile deal read.

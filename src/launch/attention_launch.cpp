@@ -90,9 +90,11 @@ void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.split_blocks = a.decode.split_keys / c.spec.block_n;
   const FastDivisor by_split_heads = fit_divisor(uint32_t(g.tile_heads) * uint32_t(a.batch));
   p.div_split_heads[0] = by_split_heads.mul, p.div_split_heads[1] = by_split_heads.shift;
+  if (c.spec.dynamic_schedule) p.tile_counter = reinterpret_cast<uint32_t*>(a.decode.workspace);
   if (!c.spec.split_kv) return;
-  p.o_partial = reinterpret_cast<float*>(a.decode.workspace);
-  p.lse_partial = reinterpret_cast<float*>(a.decode.workspace + split_lse_offset(c, a));
+  const uint64_t partials = a.decode.workspace + schedule_workspace_bytes(c);
+  p.o_partial = reinterpret_cast<float*>(partials);
+  p.lse_partial = reinterpret_cast<float*>(partials + split_lse_offset(c, a));
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, un
   if (grid_ctas == 0 || deal_unit(deals_causal_pairs(spec.causal, spec.varlen || spec.paged), spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
   if (args.seqlen_k < args.seqlen_q) return {};
   if (config.q_buffers < 2) return {};  // a held-back tile's Q load would wait for the last O store
+  if (spec.dynamic_schedule) return {};  // the tiles are taken from a counter, not dealt
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
           int64_t(args.heads_q) * args.batch, grid_ctas};
   const int64_t slack = s.block_m % s.block_n ? 1 : 0;

@@ -141,6 +141,13 @@ const std::vector<Field>& fields() {
       {"split_kv", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.split_kv, "split_kv", v); },
        [](const AttentionSpec& s) { return s.split_kv ? std::string("1") : std::string(); }},
+      // Printed only when dynamic: static is the default and keeps every earlier spec's text.
+      {"scheduler", "static or dynamic",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         if (v == "static" || v == "dynamic") { s.dynamic_schedule = v == "dynamic"; return {}; }
+         return bad_value("scheduler", v, "static or dynamic");
+       },
+       [](const AttentionSpec& s) { return s.dynamic_schedule ? std::string("dynamic") : std::string(); }},
   };
   return table;
 }
@@ -228,6 +235,18 @@ Status validate_spec(const AttentionSpec& s) {
   // query rows: the varlen layout.
   if (s.pack_gqa && !s.varlen) return fail("pack_gqa", 1, "0 without varlen=1 (packed heads need packed queries)");
   if (s.split_kv && !s.varlen) return fail("split_kv", 1, "0 without varlen=1 (split partials need packed queries)");
+  // NOTES: the dynamic scheduler's producer takes each tile from the counter and publishes it
+  // beside Q; it needs more registers than the static deal's 24 (config/: register_split), which
+  // two CTAs an SM and three consumer warpgroups do not have, and a cluster has
+  // one CTA per tile (nothing to schedule). Two Q buffers are checked with the tiles (config/).
+  if (s.dynamic_schedule) {
+    auto fail_scheduler = [](const char* why) {
+      return Error::invalid_spec("scheduler", std::string("spec field 'scheduler': value dynamic is not allowed; allowed: static ") + why);
+    };
+    if (s.ctas_per_sm == 2) return fail_scheduler("with ctas_per_sm=2 (no registers for the dynamic producer)");
+    if (s.consumer_wgs == 3) return fail_scheduler("with consumer_wgs=3 (no registers for the dynamic producer)");
+    if (s.cluster == 2) return fail_scheduler("with cluster=2 (one CTA per tile)");
+  }
   return {};
 }
 

@@ -32,6 +32,8 @@ struct AttentionSpec {
   bool paged = false;        // K/V through a block table of pages (with seqused_k)
   bool pack_gqa = false;     // decode: the query heads of a K/V head share a tile's rows (varlen=1)
   bool split_kv = false;     // decode: keys cut into splits, partials merged by a second kernel (varlen=1)
+  bool dynamic_schedule = false;  // scheduler=dynamic: tiles taken from a counter in the caller's workspace,
+                                  // heaviest first, instead of the static deal (scheduler=static)
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool operator==(const AttentionSpec&) const = default;

@@ -106,8 +106,9 @@ void DeviceBuffer::download(void* data, size_t bytes, size_t offset) const {
   expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "download");
   expect_ok(check(api_, api_.cuMemcpyDtoH(data, ptr_ + offset, bytes), "cuMemcpyDtoH"), "download");
 }
-void DeviceBuffer::fill_bytes(unsigned char value) {
-  expect_ok(check(api_, api_.cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8"), "fill_bytes");
+void DeviceBuffer::fill_bytes(unsigned char value, size_t from) {
+  if (from >= bytes_) return;
+  expect_ok(check(api_, api_.cuMemsetD8(ptr_ + from, value, bytes_ - from), "cuMemsetD8"), "fill_bytes");
   expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "fill_bytes");
 }
 
@@ -221,6 +222,10 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.v_strides = to_args(pl.v);
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
+  // scheduler=dynamic: the tile counter, zeroed as a caller does once; the launch must leave it so.
+  DeviceBuffer counter(api, config.spec.dynamic_schedule ? 256 : 16);
+  counter.fill_bytes(0);
+  if (config.spec.dynamic_schedule) args.decode.workspace = counter.ptr(), args.decode.workspace_bytes = counter.bytes();
   auto params = make_kernel_params(api, config, args, device.max_ctas);
   if (!params) {
     result.error = "launch: " + params.error().message;
@@ -236,6 +241,16 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   if (Status st = check(api, api.cuStreamSynchronize(device.stream), "attention kernel"); !st) {
     result.error = st.error().message;
     return result;
+  }
+
+  if (config.spec.dynamic_schedule) {
+    uint32_t words[2] = {1, 1};
+    counter.download(words, sizeof(words));
+    if (words[0] != 0 || words[1] != 0) {
+      result.error = "the dynamic scheduler's tile counter is " + std::to_string(words[0]) + ", " + std::to_string(words[1]) +
+                     " after the launch, not 0, 0";
+      return result;
+    }
   }
 
   // Reference on the same device buffers.

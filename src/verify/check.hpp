@@ -27,7 +27,7 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
   void upload(const void* data, size_t bytes, size_t offset = 0);
   void download(void* data, size_t bytes, size_t offset = 0) const;
-  void fill_bytes(unsigned char value);
+  void fill_bytes(unsigned char value, size_t from = 0);  // bytes [from, size)
 
  private:
   const DriverApi& api_;

@@ -226,6 +226,7 @@ EngineCapacity capacity_for(const EngineProblem& p) {
   c.total_k = std::max<int>(1, int(total(p.seqlen_k)));
   c.max_splits = p.max_splits;
   c.workspace_splits = p.workspace_splits;
+  c.tile_counter = p.dynamic_schedule;
   if (p.kv == KvSource::kPaged) {
     c.pages_per_sequence = pages_for(c.max_seqlen_k, p.page_size);
     int used = 0;
@@ -245,11 +246,16 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
       seqused_k(api, size_t(cap.batch) * 4),
       block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
-      // split_workspace_bytes' layout: O partials, then LSE partials, each 256-byte aligned.
-      workspace(api, size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      // attention_workspace_bytes' layout: the tile counter (256 bytes, scheduler=dynamic), then O
+      // partials, then LSE partials, each 256-byte aligned; 256 more to align the start.
+      workspace(api, (cap.tile_counter ? 256 : 0) + size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
-      capacity_(cap) {}
+      capacity_(cap) {
+  workspace.fill_bytes(0);  // the tile counter starts at zero (the kernel leaves it so)
+}
+
+uint64_t EngineBuffers::workspace_start() const { return (workspace.ptr() + 255) / 256 * 256; }
 
 AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   const EngineCapacity& cap = capacity_;
@@ -274,9 +280,11 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
     e.cu_seqlens_q = cu_seqlens_q.ptr();
     e.total_q = cap.total_q;
   }
-  if (cap.max_splits > 0) {
-    a.decode.workspace = (workspace.ptr() + 255) / 256 * 256;
+  if (cap.max_splits > 0 || cap.tile_counter) {
+    a.decode.workspace = workspace_start();
     a.decode.workspace_bytes = workspace.bytes() - (a.decode.workspace - workspace.ptr());
+  }
+  if (cap.max_splits > 0) {
     a.decode.max_splits = cap.max_splits;
     a.decode.split_keys = p.split_keys;
   }
@@ -341,7 +349,14 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
   buffers.o.fill_bytes(0xFF);
   buffers.lse.fill_bytes(0xFF);
-  buffers.workspace.fill_bytes(0xFF);  // a partial the combine reads but no tile wrote shows as NaN
+  if (config.spec.dynamic_schedule != cap.tile_counter) {
+    result.error = "the problem's dynamic_schedule differs from the spec's scheduler";
+    return outcome;
+  }
+  // A partial the combine reads but no tile wrote shows as NaN; the tile counter is left as the
+  // last launch left it (zero).
+  const size_t counter_end = cap.tile_counter ? size_t(buffers.workspace_start() - buffers.workspace.ptr()) + 256 : 0;
+  buffers.workspace.fill_bytes(0xFF, counter_end);
 
   const AttentionArgs args = buffers.args(p, true);
   if (launch) {
@@ -359,6 +374,15 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     return outcome;
   }
 
+  if (cap.tile_counter) {
+    uint32_t counter[2] = {1, 1};
+    buffers.workspace.download(counter, sizeof(counter), size_t(buffers.workspace_start() - buffers.workspace.ptr()));
+    if (counter[0] != 0 || counter[1] != 0) {
+      result.error = "the dynamic scheduler's tile counter is " + std::to_string(counter[0]) + ", " + std::to_string(counter[1]) +
+                     " after the launch, not 0, 0";
+      return outcome;
+    }
+  }
   const Reference ref = engine_reference(at, q, k, v, cap.total_q);
   std::vector<uint16_t> o_raw(buffers.o.bytes() / kElem);
   std::vector<float> lse(buffers.lse.bytes() / 4);

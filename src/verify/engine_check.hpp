@@ -45,6 +45,9 @@ struct EngineProblem {
   // Split-KV (a split_kv=1 spec): the launch's bounds; the workspace is sized for them.
   int max_splits = 0, split_keys = 0;
   int workspace_splits = 0;  // > 0: a workspace for only this many splits (it caps the count)
+  // scheduler=dynamic: the workspace starts with the tile counter, zeroed once when the buffers
+  // are made (as a caller does); each check then finds it back at zero after the launch.
+  bool dynamic_schedule = false;
   std::string describe() const;
 };
 
@@ -68,6 +71,7 @@ struct EngineCapacity {
   int num_pages = 1, pages_per_sequence = 1;
   int max_splits = 0;        // split_kv: the launch's bound
   int workspace_splits = 0;  // the workspace holds this many splits' partials (0: max_splits)
+  bool tile_counter = false; // the workspace's first 256 bytes: the dynamic scheduler's counter
 };
 // Room for `problem` (its lengths, spare rows and pages).
 EngineCapacity capacity_for(const EngineProblem& problem);
@@ -79,6 +83,7 @@ class EngineBuffers {
   const EngineCapacity& capacity() const { return capacity_; }
   // The launch arguments (the same for every problem checked on these buffers).
   AttentionArgs args(const EngineProblem& layout, bool with_lse) const;
+  uint64_t workspace_start() const;  // the workspace's 256-byte aligned start (the args' workspace)
 
   DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, workspace;
   int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)

@@ -54,6 +54,7 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = cell.page_size;
   if (config.spec.split_kv) p.max_splits = 64;  // the launch picks its count from the SMs
+  p.dynamic_schedule = config.spec.dynamic_schedule;
   EngineBuffers buffers(api, p, capacity_for(p));
   std::mt19937_64 rng(1234);
   const EngineCheck checked = check_engine_attention({&api, context, stream, sm_count}, fns, config, p, buffers, rng);
@@ -93,6 +94,9 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   std::vector<AttentionArgs> args(sets);
+  // scheduler=dynamic: one tile counter (zeroed once; every launch leaves it at zero) for all sets.
+  DeviceBuffer counter(api, 256);
+  counter.fill_bytes(0);
   for (int s = 0; s < sets; ++s) {
     buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
     const CUdeviceptr base = buffers.back()->ptr();
@@ -107,6 +111,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     a.o = a.v + 2 * kv_elems;
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
+    if (config.spec.dynamic_schedule) a.decode.workspace = counter.ptr(), a.decode.workspace_bytes = counter.bytes();
   }
   // Parameters built once per input set, as the C API keeps them for repeated arguments (its
   // params cache): the timed launches are what an engine's steady state pays, no tensor-map
