@@ -360,9 +360,9 @@ class Bench:
         """A flashjit kernel: metadata checked, one launch with LSE on poisoned outputs against the reference,
         then timed without LSE. A failure marks the run failed (exit status 1)."""
         try:
+            self.workspaces.append(self.fj.alloc_workspace(spec, args_check, args_time))  # zeroed: the tile counter
             if ",varlen=1" in spec or ",paged=1" in spec:
                 self.fj.check_metadata(spec, args_check)
-            self.workspaces.append(self.fj.alloc_workspace(spec, args_check, args_time))  # zeroed: the tile counter
             poison()
             self.fj.launch(spec, args_check)
             torch.cuda.synchronize()
