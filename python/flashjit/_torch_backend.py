@@ -2,9 +2,12 @@
 it), and the launch. Imported by flashjit when torch imports; nothing here runs without torch.
 
 The launch path (forward) is the hot path: one dict lookup for the kernel and its plan, the argument struct
-written with one struct.pack_into, one ctypes call on the current stream. Kernels are fetched (compiled or
-loaded) on the first call for a plan, never inside a CUDA graph capture."""
+written with one struct.pack_into, one ctypes call on the current stream. A call like an earlier checked one
+(the same shapes, strides, dtypes, devices and scalar arguments) takes the fast path: one dict lookup on that
+signature, the remembered argument bytes with the new pointers, the ctypes call. Kernels are fetched
+(compiled or loaded) on the first call for a plan, never inside a CUDA graph capture."""
 import ctypes
+import struct
 import threading
 from typing import Optional
 
@@ -90,24 +93,34 @@ def device(index):
     return dev
 
 
-def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream):
-    """(pointer, bytes) of a split workspace: per stream, the largest asked for there (reused: launches on one
-    stream run in order); inside a capture a fresh one from the graph's pool, owned by the graph."""
+def _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q):
     key = (spec, max_splits, total_q, heads_q)
     nbytes = dev.sizes.get(key)
     if nbytes is None:
         if len(dev.sizes) > _MAX_PLANS:
             dev.sizes.clear()
         nbytes = dev.sizes[key] = dev.lib.workspace_size(spec, args)
+    return nbytes
+
+
+def _stream_workspace(dev, stream, nbytes):
+    """The stream's split workspace, grown to nbytes where it is smaller (outside captures)."""
+    ws = dev.workspaces.get(stream)
+    if ws is None or ws.numel() < nbytes:
+        ws = dev.workspaces[stream] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+    return ws.data_ptr(), ws.numel()
+
+
+def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream):
+    """(pointer, bytes) of a split workspace: per stream, the largest asked for there (reused: launches on one
+    stream run in order); inside a capture a fresh one from the graph's pool, owned by the graph."""
+    nbytes = _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q)
     if torch.cuda.is_current_stream_capturing():
         # From the graph's private pool: the graph keeps that memory for its replays (FA3 allocates its split
         # partials the same way), and later allocations of the same capture reuse it in stream order.
         ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
         return ws.data_ptr(), nbytes
-    ws = dev.workspaces.get(stream)
-    if ws is None or ws.numel() < nbytes:
-        ws = dev.workspaces[stream] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
-    return ws.data_ptr(), ws.numel()
+    return _stream_workspace(dev, stream, nbytes)
 
 
 def _rows(t):
@@ -117,9 +130,10 @@ def _rows(t):
 
 
 def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, num_splits, pack_gqa, return_lse):
+            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None):
     """One launch on the current stream of q's device. Tensors were checked by the caller (check_* below);
-    returns the LSE tensor, or None when not wanted."""
+    returns the LSE tensor, or None when not wanted. record (a list): gets the launch's _FastLaunch, for the
+    fast path of later calls like this one."""
     index = q.get_device()
     dev = _devices.get(index) or device(index)
     dtype = q.dtype
@@ -166,6 +180,8 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           cu_seqlens_q.data_ptr() if varlen else 0, cu_seqlens_k.data_ptr() if cu_seqlens_k is not None else 0,
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0)
+    if record is not None:
+        record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q)))
     if max_splits:
         args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream)
     status = dev.lib.forward(handle, _byref(args), stream)
@@ -173,6 +189,64 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         err = dev.lib.error(status, f"attention_forward({spec})")
         raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
     return lse
+
+
+# ---- the fast path -------------------------------------------------------------------------------
+# NOTES: an eager call pays for its Python checks and plan more than for the launch (36 us against the C
+# API's 10 on the H200, issue 25). A call whose tensors have the shapes, strides, dtypes and devices, and
+# whose other arguments the values, of an earlier call that passed the checks reuses that call's plan and
+# argument bytes: only the pointers and the stream are new. The checks it skips depend on nothing else; the
+# C API still checks every argument (pointer alignment included) on each new set. Not inside a capture or a
+# torch.compile trace, nor for calls that return the LSE (they take the full path).
+_fast = {}
+_ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
+_PACK_IO = struct.Struct("<QQQQQ").pack_into       # q, k, v, o, lse at offset 8
+_PACK_ENGINE = struct.Struct("<QQQQ").pack_into   # cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
+_ENGINE_AT = _capi.AttentionArgs.cu_seqlens_q.offset
+try:
+    _capturing = torch._C._cuda_isCurrentStreamCapturing  # torch.cuda.is_current_stream_capturing's core
+except AttributeError:  # pragma: no cover - older torch
+    _capturing = torch.cuda.is_current_stream_capturing
+
+
+def tensor_key(t):
+    """What the checks and the plan read of a tensor (None stays None)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
+
+
+def fast_path_open():
+    return not torch.compiler.is_compiling() and not _capturing()
+
+
+class _FastLaunch:
+    """A checked call's plan: the kernel, its argument bytes (pointers aside), the split workspace's size."""
+    __slots__ = ("dev", "handle", "spec", "template", "nbytes", "forward", "index", "keep")
+
+    def __init__(self, dev, handle, spec, template, nbytes):
+        self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
+        self.forward, self.index, self.keep = dev.lib.forward, dev.index, None
+
+    def __call__(self, q, k, v, o, cu_q, cu_k, used, table):
+        args = _ARGS_FROM(self.template)
+        _PACK_IO(args, 8, q, k, v, o, 0)
+        _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
+        stream = _raw_stream(self.index)
+        if self.nbytes:
+            args.workspace, args.workspace_bytes = _stream_workspace(self.dev, stream, self.nbytes)
+        status = self.forward(self.handle, _byref(args), stream)
+        if status != 0:
+            err = self.dev.lib.error(status, f"attention_forward({self.spec})")
+            raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
+
+
+def remember(key, record, keep=None):
+    """Stores the plan forward recorded for key (keep: tensors the plan's pointers need alive)."""
+    if not record:
+        return
+    if len(_fast) > _MAX_PLANS:
+        _fast.clear()
+    record[0].keep = keep
+    _fast[key] = record[0]
 
 
 def prewarm_load(specs, index=None):
@@ -217,7 +291,7 @@ def _compiling():
 
 
 def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, num_splits, pack_gqa, return_lse):
+        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None):
     """The op when torch.compile traces; in eager the same launch without the dispatcher (its cost per call
     is what engines calling once per layer pay)."""
     if _compiling():
@@ -226,7 +300,7 @@ def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_se
                   bool(return_lse))
         return lse if return_lse else None
     return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, num_splits, pack_gqa, return_lse)
+                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record)
 
 
 # ---- tensor checks (clear messages naming the argument) ------------------------------------------
@@ -319,18 +393,46 @@ def _cu_seqlens_dense(batch, seqlen, dev):
 
 
 def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
+    fast = not return_lse and fast_path_open()
+    if fast:
+        key = (0, tensor_key(q), tensor_key(k), tensor_key(v), softmax_scale, causal, _wants_grad(q, k, v))
+        launch = _fast.get(key)
+        if launch is not None:
+            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0)
+            return out
     fn = "flash_attn_func"
     check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
     if k.shape[0] != q.shape[0]:
         _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse)
+    record = [] if fast else None
+    lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record)
+    if fast:
+        remember(key, record)
     return (out, lse) if return_lse else out
+
+
+def _wants_grad(q, k, v):
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, softmax_scale,
                            causal, num_splits, pack_gqa, block_table, out, return_lse):
+    fast = not return_lse and fast_path_open()
+    if fast:
+        key = (1, tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(cu_seqlens_q), tensor_key(cu_seqlens_k),
+               max_seqlen_q, max_seqlen_k, tensor_key(seqused_k), softmax_scale, causal, num_splits, pack_gqa,
+               tensor_key(block_table), tensor_key(out), _wants_grad(q, k, v))
+        launch = _fast.get(key)
+        if launch is not None:
+            if out is None:
+                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
+                   0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
+                   0 if block_table is None else block_table.data_ptr())
+            return out
     fn = "flash_attn_varlen_func"
     paged = block_table is not None
     kv_dims = 4 if paged or cu_seqlens_k is None else 3
@@ -361,13 +463,30 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         check_out(fn, out, q.shape, q)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse)
+              num_splits, _pack_code(pack_gqa), return_lse, record)
+    if fast:
+        remember(key, record)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale,
                             causal, num_splits, pack_gqa, out, return_lse):
+    # The fast path takes cache_seqlens as a tensor only (an int or None makes a tensor per call).
+    fast = not return_lse and type(cache_seqlens) is torch.Tensor and fast_path_open()
+    if fast:
+        key = (2, tensor_key(q), tensor_key(k_cache), tensor_key(v_cache), tensor_key(cache_seqlens),
+               tensor_key(page_table), tensor_key(cu_seqlens_q), max_seqlen_q, softmax_scale, causal, num_splits,
+               pack_gqa, tensor_key(out), _wants_grad(q, k_cache, v_cache))
+        launch = _fast.get(key)
+        if launch is not None:
+            if out is None:
+                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                   launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
+                   cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr())
+            return out
     fn = "flash_attn_with_kvcache"
     varlen = cu_seqlens_q is not None
     check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4)
@@ -405,8 +524,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
         q_rows, out_rows = _as_rows(q), _as_rows(out, fn)
         cu = _cu_seqlens_dense(batch, queries, q.device)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    # The fast path passes q's and out's pointers for their row views: only where the views are views.
+    fast = fast and q_rows.data_ptr() == q.data_ptr() and out_rows.data_ptr() == out.data_ptr()
+    record = [] if fast else None
     lse = run(q_rows, k_cache, v_cache, out_rows, cu, None, cache_seqlens, page_table, queries, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse)
+              num_splits, _pack_code(pack_gqa), return_lse, record)
+    if fast:
+        remember(key, record, None if varlen else cu)  # the dense queries' offsets: the plan keeps them alive
     if not return_lse:
         return out
     if not varlen:  # [heads, batch * seqlen] -> FA3's [batch, heads, seqlen]

@@ -419,6 +419,77 @@ def case_prewarm_then_capture():
     report("prewarm(load=True), then the first call in a capture", *errs.result())
 
 
+def case_fast_path():
+    """The fast path (a call like an earlier checked one reuses its plan): repeated calls with new tensors of
+    the same shapes, new values and new lengths in the metadata, through all three entry points, out given
+    and not; each result against float64. Then calls that differ from a remembered one only in what the
+    checks read (a dtype, requires_grad) still raise."""
+    from flashjit import _torch_backend as tb
+    gen, rng = torch.Generator(device="cuda").manual_seed(90), random.Random(90)
+    hq, hkv, d, page = 32, 8, 128, 16
+    hits_before, ok_all, details = len(tb._fast), True, []
+    for step in range(3):  # decode through with_kvcache: dense q [b, 1, h, d], page 16, out None then given
+        keys = [rng.randint(1, 3000) for _ in range(6)]
+        cache = Paged(gen, rng, keys, page, hkv, d, torch.bfloat16, max_pages=200, spare=1200 - sum(-(-n // page) for n in keys))
+        q = rand(gen, 6, 1, hq, d, dtype=torch.bfloat16)
+        out = None if step == 0 else torch.full_like(q, float("nan"))
+        o = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused,
+                                             page_table=cache.table, out=out)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for b in range(6):
+            k, v = cache.seq(b)
+            errs.add(o[b], q[b], k, v, False, d ** -0.5)
+        ok, detail = errs.result()
+        ok_all &= ok
+        details.append(detail)
+    seqs = [(1, 1000), (4, 517), (0, 0), (300, 812), (1, 1)]
+    for step in range(3):  # vLLM's mixed batch through varlen_func, new lengths each step (the bounds kept)
+        seqs = [(s, max(s, rng.randint(0, 900))) for s, _ in seqs]
+        cuq_h, cuq = cu_of([s for s, _ in seqs])
+        cache = Paged(gen, rng, [k for _, k in seqs], page, hkv, d, torch.bfloat16, max_pages=64,
+                      spare=300 - sum(-(-n // page) for _, n in seqs))  # the same pool shape every step
+        q = rand(gen, cuq_h[-1], hq, d, dtype=torch.bfloat16)
+        o = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 300, 64 * page, seqused_k=cache.seqused,
+                                            causal=True, block_table=cache.table)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for b in range(len(seqs)):
+            r = slice(cuq_h[b], cuq_h[b + 1])
+            k, v = cache.seq(b)
+            errs.add(o[r], q[r], k, v, True, d ** -0.5)
+        ok, detail = errs.result()
+        ok_all &= ok
+    for step in range(2):  # dense
+        q, k, v = (rand(gen, 2, 300, 8, 64, dtype=torch.float16) for _ in range(3))
+        o = flashjit.flash_attn_func(q, k, v, causal=True)
+        torch.cuda.synchronize()
+        errs = Errors("fp16")
+        for i in range(2):
+            errs.add(o[i], q[i], k[i], v[i], True, 64 ** -0.5)
+        ok, detail = errs.result()
+        ok_all &= ok
+    remembered = len(tb._fast) - hits_before
+    report("fast path: repeated calls with new data and lengths", ok_all and remembered == 4,
+           f"{remembered} plans remembered for 8 calls of 4 signatures (expected 4); {details[-1]}")
+    # What the checks read still reaches them once a signature is remembered.
+    import re
+    cases = [("requires grad", lambda: flashjit.flash_attn_func(q.clone().requires_grad_(True), k, v, causal=True),
+              r"q: requires grad"),
+             ("seqused_k int64", lambda: flashjit.flash_attn_varlen_func(q2, cache.k, cache.v, cuq, None, 300, 64 * page,
+                                                                          seqused_k=cache.seqused.long(), causal=True,
+                                                                          block_table=cache.table),
+              r"seqused_k: dtype torch.int64"),
+             ("v float32", lambda: flashjit.flash_attn_func(q, k, v.float(), causal=True), r"v: dtype torch.float32")]
+    q2 = rand(gen, cuq_h[-1], hq, d, dtype=torch.bfloat16)
+    for label, call, pattern in cases:
+        try:
+            call()
+            report(f"fast path: {label} still raises", False, "no error")
+        except (ValueError, TypeError, RuntimeError) as e:
+            report(f"fast path: {label} still raises", re.search(pattern, str(e)) is not None, str(e)[:100])
+
+
 def case_wrong_inputs():
     gen = torch.Generator(device="cuda").manual_seed(80)
     bf = torch.bfloat16
@@ -481,6 +552,7 @@ CASES = [
     ("capture raises", case_capture_without_warmup_raises),
     ("prewarm capture", case_prewarm_then_capture),
     ("wrong inputs", case_wrong_inputs),
+    ("fast path", case_fast_path),
 ]
 
 
