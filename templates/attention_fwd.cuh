@@ -247,28 +247,26 @@ FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, from_deal_
 
 // ---------------------------------------------------------------- the dynamic scheduler
 // scheduler=dynamic: the producer takes tiles one at a time from a counter in the caller's
-// workspace, in the static deal's order for one CTA (heaviest first: each head's query blocks
-// from the last, or with lengths on the device the last query-block row first), so that a CTA
+// workspace, head-major and heaviest first (tile_schedule.cuh: dynamic_order_tile), so that a CTA
 // takes its next tile when its last is almost done, whatever the tiles cost: list scheduling,
-// longest first (tile_schedule.cuh: dynamic_order_tile, and dynamic_run_end for the runs of
-// empty tiles that lengths on the device leave, skipped with one atomicMax).
+// longest first within a head; a head's empty tiles (lengths on the device) are skipped with one
+// atomicMax (dynamic_skip_to).
 // NOTES (correctness): the counter is zero at launch and put back to zero by the last CTA: each
 // CTA counts itself done (the second word) after its last take; the one that makes the count the
 // grid's knows that no take is left. A graph replays with it as captured; a launch that faults
 // leaves it dirty (flashjit_check_engine_metadata does not see it: zero the workspace again).
-struct DynamicTile {
-  DealtTile dealt;
-  uint32_t run_end;  // lengths on the device: the first index past this tile's run of empty-alike tiles
-};
-
-FJ_DEVICE DynamicTile dynamic_tile(const Params& p, uint32_t index) {
+FJ_DEVICE DealtTile dynamic_tile(const Params& p, uint32_t index) {
   TileDeal shape;
-  set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), kDeviceLengths);
-  const DealtTile dealt = dynamic_order_tile(shape, divisor(shape.m_blocks, p.div_m_blocks), index);
-  DynamicTile out;
-  out.dealt = from_deal_shape(p, dealt);
-  out.run_end = dynamic_run_end(index, out.dealt.head, divisor((uint32_t)tile_heads(p), p.div_heads_q));
-  return out;
+  set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), false);
+  return dynamic_order_tile(shape, divisor(shape.m_blocks, p.div_m_blocks), index);
+}
+
+// The first index past the empty tiles from this one (its sequence's query blocks, or none for a
+// split the sequence does not have).
+FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& tile, const SeqlenInfo& seq) {
+  const bool split_empty = kSplitKV && tile.split >= tile_key_split(p, seq).splits;
+  const int blocks = split_empty ? 0 : (seq.seqlen_q + tokens_per_tile(p) - 1) / tokens_per_tile(p);
+  return dynamic_skip_to(index, (uint32_t)tile.m_block, (uint32_t)blocks);
 }
 
 FJ_DEVICE uint32_t take_tile(const Params& p) { return atomicAdd(p.tile_counter, 1u); }
@@ -432,11 +430,10 @@ FJ_DEVICE void produce_dynamic(const Params& p, const SmemLayout& sm) {
   for (;;) {
     const uint32_t index = take_tile(p);
     if (index >= tiles) break;
-    const DynamicTile next = dynamic_tile(p, index);
-    const Tile tile = tile_at(p, next.dealt);
+    const Tile tile = tile_at(p, dynamic_tile(p, index));
     const SeqlenInfo seq = seqlen_info(p, tile.batch);
     if (!tile_has_rows(p, seq, tile)) {
-      if (kDeviceLengths) skip_tiles_to(p, next.run_end);
+      if (kDeviceLengths) skip_tiles_to(p, dynamic_skip(p, index, tile, seq));
       continue;
     }
     const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);

@@ -162,18 +162,6 @@ FJ_DEVICE DealtTile deal_tile(const TileDeal& d, uint32_t local) {
   return out;
 }
 
-// ---------------------------------------------------------------- the dynamic scheduler's order
-// scheduler=dynamic: the CTAs take tile indices from a counter, one at a time, and index i is the
-// static deal's i-th tile on one CTA: the deal shape's rows one after another, each row's
-// positions heaviest first (set_deal_shape: with lengths on the device the rows are query-block
-// rows, the last first, and a row's positions the head indices, counting down). `shape` holds the
-// deal shape only (m_blocks, heads); by_row_tiles divides by its m_blocks.
-FJ_DEVICE DealtTile dynamic_order_tile(const TileDeal& shape, const FastDivisor& by_row_tiles, uint32_t index) {
-  const uint32_t row = fast_div(index, by_row_tiles), pos = index - row * shape.m_blocks;
-  DealtTile out = {row < shape.heads, shape.m_blocks - 1u - pos, row};
-  return out;
-}
-
 // A deal's answer (deal shape: row, position) as (query block, head index): rows first, a
 // position is a head index and a row counts query blocks down from the last (m_blocks of them).
 FJ_DEVICE DealtTile from_deal_shape(DealtTile dealt, uint32_t m_blocks, bool rows_first) {
@@ -185,10 +173,25 @@ FJ_DEVICE DealtTile from_deal_shape(DealtTile dealt, uint32_t m_blocks, bool row
   return dealt;
 }
 
-// Rows first, one sequence's tile_heads heads (of one split) sit together in a row, counting down
-// to its first head: the first index past index's run, whose tiles are all empty where this one
-// is (past the sequence's queries, or a split it does not have). The CTA that finds an empty tile
-// moves the counter there (atomicMax), so a short sequence costs one take a row, not one a head.
-FJ_DEVICE uint32_t dynamic_run_end(uint32_t index, uint32_t head_index, const FastDivisor& by_tile_heads) {
-  return index + (head_index - fast_div(head_index, by_tile_heads) * by_tile_heads.d) + 1u;
+// ---------------------------------------------------------------- the dynamic scheduler's order
+// scheduler=dynamic: the CTAs take tile indices from a counter, one at a time, and index i is the
+// i-th tile head-major: the deal shape's rows (heads x batch x splits) one after another, each
+// row's query blocks from the last (heaviest first), as the dense path walks them, so that the
+// CTAs in flight share few heads' K/V in L2 also where the lengths are read on the device.
+// (Rows first, the last query-block row of every head first, took the ragged batch 1.6 % past the
+// static deal; head-major 6 %: bench/NOTES.md, version 61.) `shape` holds the deal shape only
+// (m_blocks, heads, set_deal_shape with rows_first false); by_row_tiles divides by its m_blocks.
+FJ_DEVICE DealtTile dynamic_order_tile(const TileDeal& shape, const FastDivisor& by_row_tiles, uint32_t index) {
+  const uint32_t row = fast_div(index, by_row_tiles), pos = index - row * shape.m_blocks;
+  DealtTile out = {row < shape.heads, shape.m_blocks - 1u - pos, row};
+  return out;
+}
+
+// With lengths on the device a head's tiles past its sequence's query blocks are empty, and they
+// come first in its run (heaviest first); a key split the sequence does not have is empty whole
+// (first_real_block 0). The first index past the empty tiles from `index` (query block m_block)
+// on: the CTA that finds an empty tile moves the counter there (atomicMax), so a short sequence
+// costs one take a head, not one a query block.
+FJ_DEVICE uint32_t dynamic_skip_to(uint32_t index, uint32_t m_block, uint32_t first_real_block) {
+  return m_block >= first_real_block ? index + (m_block - first_real_block) + 1u : index + 1u;
 }

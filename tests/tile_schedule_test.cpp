@@ -402,19 +402,19 @@ TEST(KernelChoice, UnevenDealsRunTheClusterKernelBelowItsLength) {
 struct RaggedTiles {
   uint32_t m_blocks, tile_heads, batch, splits;
   std::vector<uint32_t> blocks_of, splits_of;  // per sequence
-  bool empty(const DealtTile& t) const {
-    const uint32_t group = t.head / tile_heads, b = group % batch, split = group / batch;
-    return t.m_block >= blocks_of[b] || split >= splits_of[b];
-  }
+  uint32_t sequence(const DealtTile& t) const { return (t.head / tile_heads) % batch; }
+  bool split_empty(const DealtTile& t) const { return (t.head / tile_heads) / batch >= splits_of[sequence(t)]; }
+  bool empty(const DealtTile& t) const { return split_empty(t) || t.m_block >= blocks_of[sequence(t)]; }
+  uint32_t first_real_block(const DealtTile& t) const { return split_empty(t) ? 0 : blocks_of[sequence(t)]; }
 };
 
-// CTAs take indices from one counter in a random interleaving (a take, and the atomicMax past an
-// empty run, are separate steps, as in the kernel): returns how often each tile was taken, and
+// CTAs take indices from one counter in a random interleaving (a take, and the atomicMax past the
+// empty tiles, are separate steps, as in the kernel): returns how often each tile was taken, and
 // fails on any skipped tile that had work.
-std::vector<int> run_dynamic(const RaggedTiles& r, bool rows_first, const FastDivisor& by_row_tiles, const FastDivisor& by_tile_heads,
-                             uint32_t ctas, std::mt19937_64& rng) {
+std::vector<int> run_dynamic(const RaggedTiles& r, uint32_t ctas, std::mt19937_64& rng) {
   TileDeal shape{};
-  set_deal_shape(shape, r.m_blocks, r.tile_heads * r.batch * r.splits, rows_first);
+  set_deal_shape(shape, r.m_blocks, r.tile_heads * r.batch * r.splits, false);
+  const FastDivisor by_row_tiles = fit_divisor(shape.m_blocks);
   const uint32_t tiles = shape.m_blocks * shape.heads;
   std::vector<int> taken(tiles, 0);
   uint32_t counter = 0;
@@ -426,17 +426,18 @@ std::vector<int> run_dynamic(const RaggedTiles& r, bool rows_first, const FastDi
     if (c.skip_to) { counter = std::max(counter, c.skip_to); c.skip_to = 0; continue; }
     const uint32_t index = counter++;
     if (index >= tiles) { c.done = true; --running; continue; }
-    const DealtTile t = from_deal_shape(dynamic_order_tile(shape, by_row_tiles, index), r.m_blocks, rows_first);
+    const DealtTile t = dynamic_order_tile(shape, by_row_tiles, index);
     EXPECT_TRUE(t.valid);
-    const uint32_t flat = t.head * r.m_blocks + t.m_block;
-    ++taken[flat];
-    if (rows_first && r.empty(t)) {
-      const uint32_t end = dynamic_run_end(index, t.head, by_tile_heads);
-      // Everything the skip passes over is empty too (the same sequence, split and row).
+    ++taken[t.head * r.m_blocks + t.m_block];
+    if (r.empty(t)) {
+      const uint32_t end = dynamic_skip_to(index, t.m_block, r.first_real_block(t));
+      EXPECT_GT(end, index);
+      // Everything the skip passes over is empty too (the same head, lighter blocks down to the
+      // sequence's last).
       for (uint32_t i = index + 1; i < end && i < tiles; ++i) {
-        const DealtTile u = from_deal_shape(dynamic_order_tile(shape, by_row_tiles, i), r.m_blocks, rows_first);
+        const DealtTile u = dynamic_order_tile(shape, by_row_tiles, i);
         EXPECT_TRUE(r.empty(u)) << "index " << i << " skipped from " << index;
-        EXPECT_EQ(u.m_block, t.m_block);
+        EXPECT_EQ(u.head, t.head);
       }
       c.skip_to = end;
     }
@@ -444,13 +445,13 @@ std::vector<int> run_dynamic(const RaggedTiles& r, bool rows_first, const FastDi
   return taken;
 }
 
-// The order is the static deal's on one CTA: heaviest first (each head's last query block first;
-// rows first, the last row first), and every tile with work is taken exactly once whatever the
-// CTAs' interleaving, the empty runs skipped with one atomicMax each.
+// The order is head-major and heaviest first (each head's last query block first, heads in
+// order, as the dense path walks them), and every tile with work is taken exactly once whatever
+// the CTAs' interleaving, each run of empty tiles skipped with one atomicMax.
 TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
   std::mt19937_64 rng(23);
   int cases = 0;
-  for (bool rows_first : {false, true})
+  for (bool ragged : {false, true})
     for (uint32_t m_blocks : {1u, 2u, 5u, 16u})
       for (uint32_t tile_heads : {1u, 3u, 8u})
         for (uint32_t batch : {1u, 4u, 7u})
@@ -458,12 +459,10 @@ TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
             for (uint32_t ctas : {1u, 5u, 132u}) {
               RaggedTiles r{m_blocks, tile_heads, batch, splits, {}, {}};
               for (uint32_t b = 0; b < batch; ++b) {
-                r.blocks_of.push_back(rows_first ? uint32_t(rng() % (m_blocks + 1)) : m_blocks);
-                r.splits_of.push_back(rows_first ? uint32_t(rng() % (splits + 1)) : splits);
+                r.blocks_of.push_back(ragged ? uint32_t(rng() % (m_blocks + 1)) : m_blocks);
+                r.splits_of.push_back(ragged ? uint32_t(rng() % (splits + 1)) : splits);
               }
-              TileDeal shape{};
-              set_deal_shape(shape, m_blocks, tile_heads * batch * splits, rows_first);
-              const std::vector<int> taken = run_dynamic(r, rows_first, fit_divisor(shape.m_blocks), fit_divisor(tile_heads), ctas, rng);
+              const std::vector<int> taken = run_dynamic(r, ctas, rng);
               for (uint32_t head = 0; head < tile_heads * batch * splits; ++head)
                 for (uint32_t m = 0; m < m_blocks; ++m) {
                   const int n = taken[head * m_blocks + m];
@@ -473,20 +472,22 @@ TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
               ++cases;
             }
   EXPECT_EQ(cases, 432);
-  // Heaviest first: the first indices are the last query blocks.
+  // Heaviest first within a head, heads in order.
   TileDeal shape{};
   set_deal_shape(shape, 8, 6, false);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 0).m_block, 7u);
+  EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 0).head, 0u);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 9).m_block, 6u);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 9).head, 1u);
-  set_deal_shape(shape, 8, 6, true);
-  const DealtTile first = from_deal_shape(dynamic_order_tile(shape, fit_divisor(6), 0), 8, true);
-  EXPECT_EQ(first.m_block, 7u);
-  EXPECT_EQ(from_deal_shape(dynamic_order_tile(shape, fit_divisor(6), 6), 8, true).m_block, 6u);
+  EXPECT_FALSE(dynamic_order_tile(shape, fit_divisor(8), 48).valid);
+  // A head whose sequence has 3 query blocks, met at block 7: the counter moves past blocks 7..3.
+  EXPECT_EQ(dynamic_skip_to(100, 7, 3), 105u);
+  EXPECT_EQ(dynamic_skip_to(100, 7, 0), 108u);  // a split the sequence does not have: the whole head
 }
 
 // What the kernel divides by: set_tile_deal's divisors for a dynamic varlen spec are the order's
-// (its deal-shape rows and tile_heads), and the dynamic spec holds nothing back.
+// (head-major: the query blocks per head), the static varlen deal's its rows first (heads x
+// batch), and the dynamic spec holds nothing back.
 TEST(DynamicSchedule, KernelParametersCarryTheOrdersDivisors) {
   const KernelConfig config = config_of("dtype=bf16,head_dim=128,causal=1,varlen=1,scheduler=dynamic");
   AttentionArgs a = args_of(5, 3000, 3000, 12);
@@ -497,11 +498,16 @@ TEST(DynamicSchedule, KernelParametersCarryTheOrdersDivisors) {
   set_tile_deal(p, config, a, 132, causal_hold(config, a, 132));
   EXPECT_EQ(p.fill_blocks, 0);
   const auto quotient = [](uint32_t n, const uint32_t (&c)[2]) { return fast_div(n, FastDivisor{0, c[0], c[1]}); };
-  const uint32_t heads = 12 * 5;  // the deal shape's row length with rows first
-  for (uint32_t n : {0u, 1u, 59u, 60u, 61u, 1439u, 100000u}) {
-    EXPECT_EQ(quotient(n, p.div_m_blocks), n / heads) << n;
+  const uint32_t m_blocks = (3000 + 127) / 128;  // head-major: a row is one head's query blocks
+  for (uint32_t n : {0u, 1u, 23u, 24u, 25u, 1439u, 100000u}) {
+    EXPECT_EQ(quotient(n, p.div_m_blocks), n / m_blocks) << n;
     EXPECT_EQ(quotient(n, p.div_heads_q), n / 12) << n;
   }
+  const KernelConfig fixed_varlen = config_of("dtype=bf16,head_dim=128,causal=1,varlen=1");
+  KernelParams q{};
+  q.num_splits = 1;
+  set_tile_deal(q, fixed_varlen, a, 132, causal_hold(fixed_varlen, a, 132));
+  EXPECT_EQ(quotient(120, q.div_m_blocks), 120u / (12 * 5));  // rows first: a row is heads x batch
   // A dense causal spec with the static deal holds blocks back here; the dynamic one does not.
   const KernelConfig dense = config_of("dtype=bf16,head_dim=128,causal=1,scheduler=dynamic");
   const AttentionArgs d = args_of(1, 8192, 8192, 32);
