@@ -258,9 +258,10 @@ typedef struct flashjit_tensor_strides {
  * SCHEDULER (spec key scheduler=static|dynamic; static by default)
  *   static: the persistent grid's CTAs take their tiles by a fixed deal fitted on the host (causal
  *     tiles in pairs of equal cost where the host knows the lengths).
- *   dynamic: each CTA takes its next tile from a counter when it is ready for one, heaviest first
- *     (with lengths on the device: the last query blocks of every sequence first), so tiles whose
- *     costs only the device knows (ragged varlen batches) balance themselves. The counter is two
+ *   dynamic: each CTA takes its next tile from a counter when it is ready for one, head after
+ *     head and each head's heaviest query blocks first, so tiles whose costs only the device knows
+ *     (ragged varlen batches) balance themselves while the CTAs in flight share few heads' K/V in
+ *     L2. The counter is two
  *     words at the start of the caller's workspace (256 bytes, before any split partials:
  *     flashjit_attention_workspace_size counts them); zero it once when it is allocated: every
  *     launch leaves it at zero, so a graph replays with it as captured. Launches that share a
