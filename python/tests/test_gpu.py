@@ -473,7 +473,6 @@ def case_fast_path():
     report("fast path: repeated calls with new data and lengths", ok_all and remembered == 4,
            f"{remembered} plans remembered for 8 calls of 4 signatures (expected 4); {details[-1]}")
     # What the checks read still reaches them once a signature is remembered.
-    import re
     cases = [("requires grad", lambda: flashjit.flash_attn_func(q.clone().requires_grad_(True), k, v, causal=True),
               r"q: requires grad"),
              ("seqused_k int64", lambda: flashjit.flash_attn_varlen_func(q2, cache.k, cache.v, cuq, None, 300, 64 * page,
@@ -482,12 +481,18 @@ def case_fast_path():
               r"seqused_k: dtype torch.int64"),
              ("v float32", lambda: flashjit.flash_attn_func(q, k, v.float(), causal=True), r"v: dtype torch.float32")]
     q2 = rand(gen, cuq_h[-1], hq, d, dtype=torch.bfloat16)
+    expect_raises("fast path: {} still raises", cases)
+
+
+def expect_raises(name, cases):
+    """Each (label, call, pattern): the call raises an error whose text matches the pattern."""
+    import re
     for label, call, pattern in cases:
         try:
             call()
-            report(f"fast path: {label} still raises", False, "no error")
+            report(name.format(label), False, "no error")
         except (ValueError, TypeError, RuntimeError) as e:
-            report(f"fast path: {label} still raises", re.search(pattern, str(e)) is not None, str(e)[:100])
+            report(name.format(label), re.search(pattern, str(e)) is not None, str(e)[:100])
 
 
 def case_wrong_inputs():
@@ -522,13 +527,7 @@ def case_wrong_inputs():
         ("requires grad", lambda: fa(leaf, k, k), r"q: requires grad, but flashjit has no backward"),
         ("q misaligned, strides of 130 (library check)", lambda: fa(odd, k, k), r"flashjit: q: "),
     ]
-    for label, call, pattern in cases:
-        import re
-        try:
-            call()
-            report(f"wrong input: {label}", False, "no error")
-        except (ValueError, TypeError, RuntimeError) as e:
-            report(f"wrong input: {label}", re.search(pattern, str(e)) is not None, str(e)[:100])
+    expect_raises("wrong input: {}", cases)
 
 
 CASES = [
