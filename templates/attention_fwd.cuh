@@ -254,7 +254,7 @@ FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, from_deal_
 // NOTES (correctness): the counter is zero at launch and put back to zero by the last CTA: each
 // CTA counts itself done (the second word) after its last take; the one that makes the count the
 // grid's knows that no take is left. A graph replays with it as captured; a launch that faults
-// leaves it dirty (flashjit_check_engine_metadata does not see it: zero the workspace again).
+// leaves it set (flashjit_check_engine_metadata names it; zero the workspace again).
 FJ_DEVICE DealtTile dynamic_tile(const Params& p, uint32_t index) {
   TileDeal shape;
   set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), false);

@@ -153,4 +153,23 @@ TEST(ApiEngine, MetadataCheckNamesTheFirstBadEntry) {
   EXPECT_NE(message().find("packed tensor's rows"), std::string::npos) << message();
 }
 
+// scheduler=dynamic: the check reads the tile counter at the workspace's start too, and names the
+// workspace when a launch left it set.
+TEST(ApiEngine, MetadataCheckSeesATileCounterLeftSet) {
+  const char* dynamic = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic";
+  Step step;
+  alignas(256) static uint32_t counter[64] = {};
+  flashjit_attention_args_t a = step.args(true);
+  a.workspace = reinterpret_cast<uint64_t>(counter), a.workspace_bytes = sizeof(counter);
+  EXPECT_EQ(flashjit_check_engine_metadata_host(dynamic, &a), FLASHJIT_SUCCESS) << message();
+  counter[0] = 57, counter[1] = 3;  // a launch cut short: 57 tiles taken, 3 CTAs done
+  EXPECT_EQ(flashjit_check_engine_metadata_host(dynamic, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.workspace") << message();
+  EXPECT_NE(message().find("tile counter at its start is 57, 3; allowed: 0, 0"), std::string::npos) << message();
+  // The static spec does not read it.
+  a.workspace = a.workspace_bytes = 0;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(kPaged, &a), FLASHJIT_SUCCESS) << message();
+  counter[0] = counter[1] = 0;
+}
+
 }  // namespace

@@ -259,14 +259,15 @@ typedef struct flashjit_tensor_strides {
  *   static: the persistent grid's CTAs take their tiles by a fixed deal fitted on the host (causal
  *     tiles in pairs of equal cost where the host knows the lengths).
  *   dynamic: each CTA takes its next tile from a counter when it is ready for one, head after
- *     head and each head's heaviest query blocks first, so tiles whose costs only the device knows
- *     (ragged varlen batches) balance themselves while the CTAs in flight share few heads' K/V in
- *     L2. The counter is two
- *     words at the start of the caller's workspace (256 bytes, before any split partials:
- *     flashjit_attention_workspace_size counts them); zero it once when it is allocated: every
- *     launch leaves it at zero, so a graph replays with it as captured. Launches that share a
- *     workspace must not run at the same time. Not with ctas_per_sm=2, consumer_wgs=3, cluster=2,
- *     or tiles that leave room for one Q buffer only (head dims above 128 at the default tiles).
+ *     head and each head's heaviest query blocks first, so tiles whose costs only the device
+ *     knows (ragged varlen batches) balance themselves while the CTAs in flight share few heads'
+ *     K/V in L2. The counter is two words at the start of the caller's workspace (256 bytes,
+ *     before any split partials: flashjit_attention_workspace_size counts them); zero it once
+ *     when it is allocated: every launch leaves it at zero, so a graph replays with it as
+ *     captured; one that faulted or was cut short leaves it set, and
+ *     flashjit_check_engine_metadata names it (args.workspace). Launches that share a workspace
+ *     must not run at the same time. Not with ctas_per_sm=2, consumer_wgs=3, cluster=2, or tiles
+ *     that leave room for one Q buffer only (head dims above 128 at the default tiles).
  *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one

@@ -17,11 +17,16 @@ namespace {
 // Host copies of the metadata arrays, read by `copy` (device or host memory).
 struct MetadataCopies {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
-  EngineMetadata view() const { return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table}; }
+  std::vector<uint32_t> tile_counter;
+  EngineMetadata view() const { return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, tile_counter}; }
 };
 
 template <class Copy>
-ApiStatus read_metadata(const AttentionArgs& args, MetadataCopies* out, Copy copy) {
+ApiStatus read_metadata(const KernelConfig& config, const AttentionArgs& args, MetadataCopies* out, Copy copy) {
+  if (config.spec.dynamic_schedule && args.decode.workspace != 0) {  // validated: present and aligned
+    out->tile_counter.resize(2);
+    if (ApiStatus st = copy("args.workspace", args.decode.workspace, out->tile_counter.data(), 2 * sizeof(uint32_t)); !st.ok()) return st;
+  }
   const EngineMetadataSizes sizes = engine_metadata_sizes(args);
   const struct {
     const char* field;
@@ -45,7 +50,7 @@ ApiStatus check_with(const KernelConfig& config, const flashjit_attention_args_t
   if (ApiStatus st = to_attention_args(in, config, &args); !st.ok()) return st;
   if (ApiStatus st = validate_launch_args(config, args); !st.ok()) return st;
   MetadataCopies copies;
-  if (ApiStatus st = read_metadata(args, &copies, copy); !st.ok()) return st;
+  if (ApiStatus st = read_metadata(config, args, &copies, copy); !st.ok()) return st;
   if (Status st = check_engine_metadata(config, args, copies.view()); !st.ok()) return as_args_error(st.take_error());
   return {};
 }

@@ -100,7 +100,17 @@ Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a,
     if (!m.cu_seqlens_k.empty()) most = std::min<int64_t>(most, int64_t(m.cu_seqlens_k[b + 1]) - m.cu_seqlens_k[b]);
     if (used < 0 || used > most) return bad_entry("seqused_k", int64_t(b), used, "0.." + std::to_string(most));
   }
-  if (!m.block_table.empty()) return check_pages(a, m);
+  if (!m.block_table.empty()) {
+    if (Status st = check_pages(a, m); !st) return st;
+  }
+  if (config.spec.dynamic_schedule) {
+    if (m.tile_counter.size() != 2) return Error::invalid_argument("workspace", "workspace: the tile counter was not read (2 words expected)");
+    if (m.tile_counter[0] != 0 || m.tile_counter[1] != 0) {
+      return Error::invalid_argument("workspace", "workspace: the dynamic scheduler's tile counter at its start is " + std::to_string(m.tile_counter[0]) + ", " +
+                                                      std::to_string(m.tile_counter[1]) + "; allowed: 0, 0 (zero it once when it is allocated; every completed launch "
+                                                      "leaves it so, one that faulted or was cut short does not, and one still running shows its count)");
+    }
+  }
   return {};
 }
 
