@@ -428,6 +428,13 @@ def case_fast_path():
     gen, rng = torch.Generator(device="cuda").manual_seed(90), random.Random(90)
     hq, hkv, d, page = 32, 8, 128, 16
     hits_before, ok_all, details = len(tb._fast), True, []
+    # The full path runs the tensor checks; the fast path does not: counting them shows which ran.
+    checks, full_checks = [0], tb.check_attention_tensors
+
+    def counted(*args):
+        checks[0] += 1
+        return full_checks(*args)
+    tb.check_attention_tensors = counted
     for step in range(3):  # decode through with_kvcache: dense q [b, 1, h, d], page 16, out None then given
         keys = [rng.randint(1, 3000) for _ in range(6)]
         cache = Paged(gen, rng, keys, page, hkv, d, torch.bfloat16, max_pages=200, spare=1200 - sum(-(-n // page) for n in keys))
@@ -469,9 +476,11 @@ def case_fast_path():
             errs.add(o[i], q[i], k[i], v[i], True, 64 ** -0.5)
         ok, detail = errs.result()
         ok_all &= ok
+    tb.check_attention_tensors = full_checks
     remembered = len(tb._fast) - hits_before
-    report("fast path: repeated calls with new data and lengths", ok_all and remembered == 4,
-           f"{remembered} plans remembered for 8 calls of 4 signatures (expected 4); {details[-1]}")
+    report("fast path: repeated calls with new data and lengths", ok_all and remembered == 4 and checks[0] == 4,
+           f"{remembered} plans remembered and {checks[0]} full checks for 8 calls of 4 signatures (expected 4 and 4); "
+           f"{details[-1]}")
     # What the checks read still reaches them once a signature is remembered.
     cases = [("requires grad", lambda: flashjit.flash_attn_func(q.clone().requires_grad_(True), k, v, causal=True),
               r"q: requires grad"),

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "driver/launch.hpp"
 #include "launch/attention_launch.hpp"
@@ -110,6 +111,14 @@ void DeviceBuffer::fill_bytes(unsigned char value, size_t from) {
   if (from >= bytes_) return;
   expect_ok(check(api_, api_.cuMemsetD8(ptr_ + from, value, bytes_ - from), "cuMemsetD8"), "fill_bytes");
   expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "fill_bytes");
+}
+
+std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset) {
+  uint32_t words[2] = {1, 1};
+  buffer.download(words, sizeof(words), offset);
+  if (words[0] == 0 && words[1] == 0) return {};
+  return "the dynamic scheduler's tile counter is " + std::to_string(words[0]) + ", " + std::to_string(words[1]) +
+         " after the launch, not 0, 0";
 }
 
 const char* layout_name(Layout layout) {
@@ -223,9 +232,12 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
   // scheduler=dynamic: the tile counter, zeroed as a caller does once; the launch must leave it so.
-  DeviceBuffer counter(api, config.spec.dynamic_schedule ? 256 : 16);
-  counter.fill_bytes(0);
-  if (config.spec.dynamic_schedule) args.decode.workspace = counter.ptr(), args.decode.workspace_bytes = counter.bytes();
+  std::optional<DeviceBuffer> counter;
+  if (config.spec.dynamic_schedule) {
+    counter.emplace(api, 256);
+    counter->fill_bytes(0);
+    args.decode.workspace = counter->ptr(), args.decode.workspace_bytes = counter->bytes();
+  }
   auto params = make_kernel_params(api, config, args, device.max_ctas);
   if (!params) {
     result.error = "launch: " + params.error().message;
@@ -243,14 +255,9 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
     return result;
   }
 
-  if (config.spec.dynamic_schedule) {
-    uint32_t words[2] = {1, 1};
-    counter.download(words, sizeof(words));
-    if (words[0] != 0 || words[1] != 0) {
-      result.error = "the dynamic scheduler's tile counter is " + std::to_string(words[0]) + ", " + std::to_string(words[1]) +
-                     " after the launch, not 0, 0";
-      return result;
-    }
+  if (counter) {
+    result.error = tile_counter_error(*counter);
+    if (!result.error.empty()) return result;
   }
 
   // Reference on the same device buffers.

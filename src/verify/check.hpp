@@ -35,6 +35,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// scheduler=dynamic: the two words of the tile counter at `offset` in `buffer` after a launch;
+// empty when they are back at 0, 0, else what they are.
+std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset = 0);
+
 enum class Layout {
   kContiguous,  // [b, s, h, d]
   kPackedQKV,   // one [b, s, hq + 2 hkv, d] buffer (needs seqlen_q == seqlen_k), O contiguous

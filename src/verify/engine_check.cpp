@@ -375,13 +375,8 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   }
 
   if (cap.tile_counter) {
-    uint32_t counter[2] = {1, 1};
-    buffers.workspace.download(counter, sizeof(counter), size_t(buffers.workspace_start() - buffers.workspace.ptr()));
-    if (counter[0] != 0 || counter[1] != 0) {
-      result.error = "the dynamic scheduler's tile counter is " + std::to_string(counter[0]) + ", " + std::to_string(counter[1]) +
-                     " after the launch, not 0, 0";
-      return outcome;
-    }
+    result.error = tile_counter_error(buffers.workspace, size_t(buffers.workspace_start() - buffers.workspace.ptr()));
+    if (!result.error.empty()) return outcome;
   }
   const Reference ref = engine_reference(at, q, k, v, cap.total_q);
   std::vector<uint16_t> o_raw(buffers.o.bytes() / kElem);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "config/kernel_config.hpp"
@@ -95,8 +96,11 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   std::vector<AttentionArgs> args(sets);
   // scheduler=dynamic: one tile counter (zeroed once; every launch leaves it at zero) for all sets.
-  DeviceBuffer counter(api, 256);
-  counter.fill_bytes(0);
+  std::optional<DeviceBuffer> counter;
+  if (config.spec.dynamic_schedule) {
+    counter.emplace(api, 256);
+    counter->fill_bytes(0);
+  }
   for (int s = 0; s < sets; ++s) {
     buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
     const CUdeviceptr base = buffers.back()->ptr();
@@ -111,7 +115,7 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     a.o = a.v + 2 * kv_elems;
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
-    if (config.spec.dynamic_schedule) a.decode.workspace = counter.ptr(), a.decode.workspace_bytes = counter.bytes();
+    if (counter) a.decode.workspace = counter->ptr(), a.decode.workspace_bytes = counter->bytes();
   }
   // Parameters built once per input set, as the C API keeps them for repeated arguments (its
   // params cache): the timed launches are what an engine's steady state pays, no tensor-map
