@@ -123,14 +123,14 @@ Status check_workspace(const KernelConfig& c, const AttentionArgs& a) {
   if (d.workspace == 0) return bad("workspace", std::string("null device pointer") + use);
   if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
   const uint64_t schedule = schedule_workspace_bytes(c);
-  if (const uint64_t needed = schedule + (c.spec.split_kv ? partials_bytes(c, a, 1) : 0); d.workspace_bytes < needed) {
-    const std::string what = c.spec.split_kv ? std::string(c.spec.dynamic_schedule ? " (the tile counter's 256 bytes and" : " (") +
-                                                   " one split: total_q x heads_q x (head_dim + 1) floats); flashjit_attention_workspace_size gives max_splits' " +
-                                                   std::to_string(attention_workspace_bytes(c, a))
-                                             : std::string(" (the tile counter: two words in 256 bytes, zeroed once by the caller)");
-    return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + what);
+  const uint64_t needed = schedule + (c.spec.split_kv ? partials_bytes(c, a, 1) : 0);
+  if (d.workspace_bytes >= needed) return {};
+  std::string parts = schedule ? "the tile counter: two words in 256 bytes, zeroed once by the caller" : "";
+  if (c.spec.split_kv) {
+    parts += std::string(schedule ? ", and " : "") + "one split: total_q x heads_q x (head_dim + 1) floats; flashjit_attention_workspace_size gives max_splits' " +
+             std::to_string(attention_workspace_bytes(c, a));
   }
-  return {};
+  return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + " (" + parts + ")");
 }
 
 // The split-KV inputs are there for a split_kv spec (and fit), and off for any other.
