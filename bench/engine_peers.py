@@ -807,6 +807,7 @@ def main():
                     help="skip decode cells whose K+V pools exceed this (GiB); batch 128 x 32768 keys needs 16 GiB")
     ap.add_argument("--no-decode-peers", action="store_true", help="decode: flashjit only (no cuDNN paged)")
     ap.add_argument("--smoke", action="store_true", help="every case at a tiny size (seconds)")
+    ap.add_argument("--pages", default="", help="chunked: the page sizes to run, comma-separated (default 1,16,64,256)")
     ap.add_argument("--spec-extra", default="", help="keys added to every flashjit spec, e.g. scheduler=dynamic (an A/B in one build)")
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -817,6 +818,8 @@ def main():
     if args.spec_extra:
         SPEC_DENSE, SPEC_VARLEN, SPEC_PAGED = (s + "," + args.spec_extra for s in (SPEC_DENSE, SPEC_VARLEN, SPEC_PAGED))
     cfg = SMOKE if args.smoke else FULL
+    if args.pages:
+        cfg = dict(cfg, chunked=dict(cfg["chunked"], pages=[int(x) for x in args.pages.split(",")]))
     reps = args.reps or cfg["reps"]
     per_graph = args.per_graph or (2 if args.smoke else 10)
     rows_checked = args.rows or cfg["rows"]

@@ -15,7 +15,7 @@
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
 //           snake; causal tiles in pairs of equal cost, with a few light query blocks per head
 //           held back for the CTAs idle in the pairs' last round.
-// Roles:    warpgroup 0 = producer (one thread issues every TMA load);
+// Roles:    warpgroup 0 = producer (one thread issues every TMA load; with a paged cache one warp);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
 //           kStages-deep rings with separate barriers (full: TMA transaction barriers; empty: one
@@ -269,10 +269,24 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
   return dynamic_skip_to(index, (uint32_t)tile.m_block, (uint32_t)blocks);
 }
 
-FJ_DEVICE uint32_t take_tile(const Params& p) { return atomicAdd(p.tile_counter, 1u); }
-FJ_DEVICE void skip_tiles_to(const Params& p, uint32_t index) { atomicMax(p.tile_counter, index); }
+// The producer is one thread, or with a paged cache a warp (kWarpProducer, see load_paged_tile):
+// its lanes issue a block's paged loads; the leader (lane 0) does everything else, and the
+// lanes agree on every tile (the static walk is computed alike, a dynamic take is broadcast).
+constexpr bool kWarpProducer = kPaged && kCtasPerSm == 1;
+FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
+FJ_DEVICE bool producer_leads() { return producer_lane() == 0; }
+
+FJ_DEVICE uint32_t take_tile(const Params& p) {
+  uint32_t index = 0;
+  if (producer_leads()) index = atomicAdd(p.tile_counter, 1u);
+  return kWarpProducer ? __shfl_sync(0xffffffffu, index, 0) : index;
+}
+FJ_DEVICE void skip_tiles_to(const Params& p, uint32_t index) {
+  if (producer_leads()) atomicMax(p.tile_counter, index);
+}
 
 FJ_DEVICE void release_tile_counter(const Params& p) {
+  if (!producer_leads()) return;
   __threadfence();  // this CTA's takes before its count
   if (atomicAdd(p.tile_counter + 1, 1u) == gridDim.x - 1u) {
     atomicExch(p.tile_counter, 0u);
@@ -290,33 +304,62 @@ FJ_DEVICE void release_tile_counter(const Params& p) {
 // last key reads page -1: out of the map's bounds, which TMA fills with zeros and still counts
 // towards the barrier's bytes; the block table is never read past the sequence's pages. A page
 // index outside [0, num_pages) likewise loads zeros: TMA bounds every load by the pool's extent.
-// NOTES: the page indices of kPageBatch loads are read together, then their loads issued: one
-// thread reading them one by one waited out a block-table read per load, and at page 16 (8 loads
-// a block) the producer fell behind the consumers (0.62x the contiguous kernel, H200 call 2).
+// NOTES: with a paged cache the producer is a warp (kWarpProducer): lane l issues load l of a
+// block, its page read a block ahead (lane_page_of) and used for the block's K and then its V, so
+// a block's page indices cost one round trip, off the producer's critical path. One thread reading
+// them (three at a time) fell behind the consumers at page 16: 0.57-0.65x the contiguous kernel
+// at chunked prefill (bench/NOTES.md, versions 58 and 62). Blocks of more than 32 loads (pages of
+// under 4 keys) read theirs as they go, 32 a round trip. The two-CTA kernels keep one thread
+// (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
 constexpr int kPageBatch = 3;
+
+FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
+  if (key >= seq.seqlen_k) return -1;
+  return __ldg(p.block_table + seq.k_batch * p.block_table_stride + fast_div((uint32_t)key, p.div_page_size));
+}
+
+// The page of this lane's load of block n when a block is at most 32 loads (else unused).
+FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
+  if constexpr (!kWarpProducer) return 0;
+  const int r = producer_lane() * p.kv_rows_per_load;
+  if (r >= kBlockN || kBlockN > 32 * p.kv_rows_per_load) return -1;
+  return page_of_key(p, seq, n * kBlockN + r);
+}
+
+// `rows` keys (one load's) at row r of the tile, from page `page`.
+template <int kChunks>
+FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page) {
+  const int key = n * kBlockN + r;
+  const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page);
+}
 
 template <int kChunks>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
-                               const SeqlenInfo& seq) {
-  const int* pages = p.block_table + seq.k_batch * p.block_table_stride;
+                               const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
+  if constexpr (kWarpProducer) {
+    if (kBlockN <= 32 * rows) {  // one load a lane, its page read ahead
+      const int r = producer_lane() * rows;
+      if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
+      return;
+    }
+#pragma unroll 1
+    for (int r = producer_lane() * rows; r < kBlockN; r += 32 * rows) {
+      load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
+    }
+    return;
+  }
 #pragma unroll 1
   for (int r0 = 0; r0 < kBlockN; r0 += kPageBatch * rows) {
     int page[kPageBatch];
 #pragma unroll
-    for (int i = 0; i < kPageBatch; ++i) {
-      const int key = n * kBlockN + r0 + i * rows;
-      const bool wanted = r0 + i * rows < kBlockN && key < seq.seqlen_k;
-      page[i] = wanted ? __ldg(pages + fast_div((uint32_t)key, p.div_page_size)) : -1;
-    }
+    for (int i = 0; i < kPageBatch; ++i) page[i] = r0 + i * rows < kBlockN ? page_of_key(p, seq, n * kBlockN + r0 + i * rows) : -1;
 #pragma unroll
     for (int i = 0; i < kPageBatch; ++i) {
-      const int r = r0 + i * rows;
-      if (r >= kBlockN) break;
-      const int key = n * kBlockN + r;
-      const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page[i]);
+      if (r0 + i * rows >= kBlockN) break;
+      load_paged_rows<kChunks>(p, map, tile, full, n, r0 + i * rows, kv_head, page[i]);
     }
   }
 }
@@ -325,11 +368,11 @@ FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t til
 // its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
 template <int kChunks>
 FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
-                         const SeqlenInfo& seq, uint32_t rank) {
+                         const SeqlenInfo& seq, uint32_t rank, int lane_page) {
   constexpr int kRows = kBlockN / kCluster;
-  mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
+  if (producer_leads()) mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
   if constexpr (kPaged) {
-    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq);
+    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq, lane_page);
     return;
   }
 #pragma unroll
@@ -345,16 +388,18 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
 // K or V block `block` into the ring slot of ring position `pos` (positions run on across this
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
 // position pos - kStages.
-FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank) {
+FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
+                      int lane_page = 0) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank);
+  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
-FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank) {
+FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
+                      int lane_page = 0) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank);
+  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -375,6 +420,7 @@ FJ_DEVICE void store_sequence_words(const SmemLayout& sm, int b, const SeqlenInf
 }
 
 FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
+  if (!producer_leads()) return;
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   store_tile_words(sm, b, kNoTile, 0);
@@ -383,6 +429,7 @@ FJ_DEVICE void publish_end(const SmemLayout& sm, int local) {
 
 // Q into the tile's buffer, once the consumers have stored the O they staged there kQBuffers tiles ago.
 FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local) {
+  if (!producer_leads()) return;
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, head_index_of(p, tile));
@@ -412,15 +459,20 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
   const int n_blocks = range.count();
   const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block n_min (right to left)
   const int top = range.n_max - 1;       // the block loaded at ring position `ring`
+  int page = n_blocks > 0 ? lane_page_of(p, seq, top) : 0;
+  int next = n_blocks > 1 ? lane_page_of(p, seq, top - 1) : 0;
   if (kQBuffers == 2) load_q(p, sm, tile, seq, local);
-  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank);
+  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank, page);
   if (kQBuffers == 1) load_q(p, sm, tile, seq, local);
   // K(pos) then V(pos - 1): the order in which the overlapped consumers use them.
   for (int pos = ring + 1; pos <= last; ++pos) {
-    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank);
-    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank);
+    const int prev = page;
+    page = next;
+    next = pos < last ? lane_page_of(p, seq, top - (pos - ring) - 1) : 0;
+    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page);
+    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev);
   }
-  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank);
+  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page);
 }
 
 // The dynamic scheduler's walk (two Q buffers: the consumers read the tiles it publishes).
@@ -1201,7 +1253,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
+    if (kWarpProducer ? tid < 32 : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);
