@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
 
 namespace flashjit {
@@ -84,3 +85,25 @@ TEST(Reference, GpuReferenceKernelCompiles) {
 }
 }  // namespace
 }  // namespace flashjit
+
+// The timing tool's engine check covers a sample of each long sequence's rows: both ends (where
+// the causal mask and the packed sequence ends bite) and rows spread between, each once.
+TEST(EngineReferenceRows, CoverBothEndsAndSpreadEvenly) {
+  EXPECT_TRUE(flashjit::checked_rows_of(0, 32).empty());
+  EXPECT_EQ(flashjit::checked_rows_of(5, 0), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(flashjit::checked_rows_of(5, 32), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(flashjit::checked_rows_of(9, 3), (std::vector<int>{0, 4, 8}));
+  EXPECT_EQ(flashjit::checked_rows_of(7, 1), (std::vector<int>{0}));
+  for (int rows : {33, 100, 513, 2048, 16384}) {
+    for (int limit : {2, 7, 32}) {
+      const std::vector<int> got = flashjit::checked_rows_of(rows, limit);
+      ASSERT_EQ(int(got.size()), limit) << rows << " " << limit;
+      EXPECT_EQ(got.front(), 0);
+      EXPECT_EQ(got.back(), rows - 1);
+      for (size_t i = 1; i < got.size(); ++i) {
+        EXPECT_GT(got[i], got[i - 1]) << rows << " " << limit;
+        EXPECT_LE(got[i] - got[i - 1], (rows - 1) / (limit - 1) + 1) << "evenly spread: " << rows << " " << limit;
+      }
+    }
+  }
+}

@@ -48,8 +48,17 @@ struct EngineProblem {
   // scheduler=dynamic: the workspace starts with the tile counter, zeroed once when the buffers
   // are made (as a caller does); each check then finds it back at zero after the launch.
   bool dynamic_schedule = false;
+  // > 0: the float64 reference covers only this many query rows of each longer sequence
+  // (checked_rows_of), for the timing tool's large cells; the rest are only checked for being
+  // written. 0: every row.
+  int reference_rows = 0;
   std::string describe() const;
 };
+
+// The rows of a sequence of `rows` queries that the reference covers when it covers at most
+// `limit` (0: all): the first and the last, the others spread evenly between, ascending (limit 1:
+// the first only).
+std::vector<int> checked_rows_of(int rows, int limit);
 
 // "Q:K,Q:K,..." (each sequence's query and key counts, zero allowed) into the lengths; false
 // with the reason when the text is not that.
