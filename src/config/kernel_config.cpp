@@ -124,14 +124,11 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
-  // Paged decode (split_kv, paged, head dim <= 128, tiles at auto): two CTAs an SM with 64-key
-  // blocks. Measured on the H200 (bench/NOTES.md, version 60): at page 16 the one producer thread
-  // waits out the block table's reads (8 loads a 128-key block), 0.56-0.64x cuDNN's paged SDPA; two
-  // CTAs with half the loads a block each take it to 0.89-0.93x, and page 64 from 0.92-1.02x to
-  // 0.94-1.04x but for batch 1 (0.98 -> 0.90x). Reading the indices eight at once, not three, was
-  // slower (0.58x). Contiguous K/V keeps one CTA: batch 1 lost 8 % with two.
-  const bool auto_tiles = s.ctas_per_sm == 0 && s.consumer_wgs == 0 && s.block_m == 0 && s.block_n == 0 && s.stages == 0;
-  if (auto_tiles && s.split_kv && s.paged && d <= 128 && !s.dynamic_schedule) s.ctas_per_sm = 2, s.block_n = 64;
+  // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
+  // it two CTAs an SM with 64-key blocks, against one producer thread waiting out the block
+  // table's reads; with the warp producer (version 62) one CTA with 128-key blocks is 9 % faster at
+  // batch 1 and 1.5 % in geomean over the ten paged d128 cells (3 % slower at 8 x 4k).
+  // ctas_per_sm=2 stays a key.
   // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
   if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
