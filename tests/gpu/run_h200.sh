@@ -8,6 +8,7 @@
 #   4b. compute-sanitizer memcheck and racecheck on the engine tests' page sizes (FLASHJIT_SANITIZE_ENGINE=1)
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
+#   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
 #   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1)
 #   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
@@ -107,8 +108,18 @@ if [ -n "${FLASHJIT_AB_BASE:-}" ]; then
     row "A/B dense" FAIL "$(tail -1 "$OUT/ab.txt")"
 fi
 
-# 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
 LIB=${FLASHJIT_LIB:-$BIN/libflashjit.so}
+
+# 6c. A/B: the engine kernels (ragged, equal lengths, chunked paged; DECODE_CELLS adds decode) on a
+# baseline library and this one, A B A B in one run (bench/ab_engine.sh; its env sets the cases).
+if [ -n "${FLASHJIT_AB_ENGINE_BASE:-}" ] && [ -f "$LIB" ]; then
+  OUT=$OUT/ab-engine bash bench/ab_engine.sh "$FLASHJIT_AB_ENGINE_BASE" "$LIB" >"$OUT/ab_engine.txt" 2>&1 &&
+    row "A/B engine (this / baseline)" pass "$(tail -1 "$OUT/ab_engine.txt" | cut -c1-90)" ||
+    row "A/B engine" FAIL "$(tail -1 "$OUT/ab_engine.txt")"
+  cat "$OUT/ab_engine.txt"
+fi
+
+# 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
 if [ -x "$BIN/launch_overhead" ]; then
   "$BIN/launch_overhead" >"$OUT/launch_overhead.txt" 2>&1 && row "launch overhead" pass "$(tail -1 "$OUT/launch_overhead.txt")" ||
     row "launch overhead" FAIL "$(tail -1 "$OUT/launch_overhead.txt")"
