@@ -319,6 +319,9 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
 }
 
 // The page of this lane's load of block n when a block is at most 32 loads (else unused).
+// NOTES (correctness): this test and load_paged_tile's (kBlockN <= 32 * rows) must agree, or a
+// lane loads with page -1 (zeros). Spelled out at both: one helper changed the SASS of the
+// GPU-tested kernels (the producer's branches), so it waits for a device run.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
   if constexpr (!kWarpProducer) return 0;
   const int r = producer_lane() * p.kv_rows_per_load;
@@ -340,7 +343,7 @@ FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t til
                                const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
   if constexpr (kWarpProducer) {
-    if (kBlockN <= 32 * rows) {  // one load a lane, its page read ahead
+    if (kBlockN <= 32 * rows) {  // one load a lane, its page read ahead (lane_page_of's test)
       const int r = producer_lane() * rows;
       if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
       return;
@@ -389,14 +392,14 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
 // position pos - kStages.
 FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page = 0) {
+                      int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
   load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page = 0) {
+                      int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
   load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);

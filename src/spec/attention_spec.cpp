@@ -236,7 +236,7 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.pack_gqa && !s.varlen) return fail("pack_gqa", 1, "0 without varlen=1 (packed heads need packed queries)");
   if (s.split_kv && !s.varlen) return fail("split_kv", 1, "0 without varlen=1 (split partials need packed queries)");
   // NOTES: the dynamic scheduler's producer takes each tile from the counter and publishes it
-  // beside Q; it needs more registers than the static deal's 24 (config/: register_split), which
+  // beside Q; it needs more registers than the static deal's 24-32 (config/: register_split), which
   // two CTAs an SM and three consumer warpgroups do not have, and a cluster has
   // one CTA per tile (nothing to schedule). Two Q buffers are checked with the tiles (config/).
   if (s.dynamic_schedule) {
