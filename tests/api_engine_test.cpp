@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashjit/flashjit.h"
+#include "support/args_refusals.hpp"
 
 namespace {
 
@@ -80,12 +81,8 @@ TEST(ApiEngine, AStepValidatesForItsSpec) {
 // Each engine input a spec does not take is refused by name, and each one it needs is required.
 TEST(ApiEngine, FieldsTheSpecDoesNotTakeOrNeedsAreNamed) {
   const Step step;
-  struct Case {
-    const char* spec;
-    const char* field;
-    const char* says;
-    std::function<void(flashjit_attention_args_t&)> set;
-  } cases[] = {
+  const auto valid_for = [&](const char* spec) { return std::string(spec) == kDense ? step.dense_args() : step.args(std::string(spec) == kPaged); };
+  flashjit::expect_each_refused(valid_for, {
       {kDense, "args.cu_seqlens_q", "varlen=1", [](auto& a) { a.cu_seqlens_q = 0x1000; }},
       {kDense, "args.cu_seqlens_k", "varlen=1", [](auto& a) { a.cu_seqlens_k = 0x1000; }},
       {kDense, "args.seqused_k", "varlen=1 or paged=1", [](auto& a) { a.seqused_k = 0x1000; }},
@@ -105,15 +102,7 @@ TEST(ApiEngine, FieldsTheSpecDoesNotTakeOrNeedsAreNamed) {
       {kPaged, "args.cu_seqlens_k", "packed K/V", [](auto& a) { a.cu_seqlens_k = 0x1000; }},
       {kPaged, "args.block_table_batch_stride", "ceil(seqlen_k / page_size)", [](auto& a) { a.block_table_batch_stride = 31; }},
       {kPaged, "args.k_strides.batch", "multiple of 8", [](auto& a) { a.k_strides.batch = 12; }},
-  };
-  for (const Case& c : cases) {
-    const std::string spec = c.spec;
-    flashjit_attention_args_t a = spec == kDense ? step.dense_args() : step.args(spec == kPaged);
-    c.set(a);
-    EXPECT_EQ(flashjit_validate_attention_args(c.spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.spec << " " << c.field;
-    EXPECT_EQ(field(), c.field) << c.spec << ": " << message();
-    EXPECT_NE(message().find(c.says), std::string::npos) << message();
-  }
+  });
   // The batch stride of packed Q/O is not used, so any value passes.
   flashjit_attention_args_t a = step.args(true);
   a.q_strides.batch = -5;

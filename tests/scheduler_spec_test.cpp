@@ -10,6 +10,7 @@
 #include "flashjit/flashjit.h"
 #include "launch/attention_args.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/args_refusals.hpp"
 
 namespace flashjit {
 namespace {
@@ -100,25 +101,13 @@ TEST(SchedulerApi, TheTileCounterTakesTheWorkspacesFirst256Bytes) {
   EXPECT_NE(std::string(flashjit_last_error_message()).find("tile counter"), std::string::npos) << flashjit_last_error_message();
   a.workspace = 0x100000, a.workspace_bytes = 256;
   EXPECT_EQ(flashjit_validate_attention_args(dynamic, &a), FLASHJIT_SUCCESS) << flashjit_last_error_message();
-  const struct {
-    const char* spec;
-    const char* field;
-    const char* says;
-    void (*set)(flashjit_attention_args_t&);
-  } cases[] = {
+  expect_each_refused(a, {
       {dynamic, "args.workspace_bytes", "at least 256", [](auto& x) { x.workspace_bytes = 255; }},
       {dynamic, "args.workspace", "256-byte", [](auto& x) { x.workspace += 128; }},
       {fixed, "args.workspace", "scheduler=dynamic", [](auto& x) { x.workspace_bytes = 0; }},
       {fixed, "args.workspace_bytes", "scheduler=dynamic", [](auto& x) { x.workspace = 0; }},
       {dynamic, "args.max_splits", "split_kv=1", [](auto& x) { x.max_splits = 4; }},
-  };
-  for (const auto& c : cases) {
-    flashjit_attention_args_t b = a;
-    c.set(b);
-    EXPECT_EQ(flashjit_validate_attention_args(c.spec, &b), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.field;
-    EXPECT_EQ(std::string(flashjit_last_error_field()), c.field) << flashjit_last_error_message();
-    EXPECT_NE(std::string(flashjit_last_error_message()).find(c.says), std::string::npos) << flashjit_last_error_message();
-  }
+  });
 }
 
 // With split_kv the counter comes first and the partials after it: the size is 256 more, and a
