@@ -269,12 +269,27 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
   return dynamic_skip_to(index, (uint32_t)tile.m_block, (uint32_t)blocks);
 }
 
-// The producer is one thread, or with a paged cache a warp (kWarpProducer, see load_paged_tile):
-// its lanes issue a block's paged loads; the leader (lane 0) does everything else, and the
-// lanes agree on every tile (the static walk is computed alike, a dynamic take is broadcast).
+// The producer is one thread, or with a paged cache warps (kWarpProducer, see load_paged_tile):
+// their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
+// the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
+// one warp then).
 constexpr bool kWarpProducer = kPaged && kCtasPerSm == 1;
+constexpr int kProducerWarps = kWarpProducer && !kDynamicSchedule ? 4 : 1;
+constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
 FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
-FJ_DEVICE bool producer_leads() { return producer_lane() == 0; }
+FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >> 5) : 0; }
+FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
+// The warps that issue a block's paged loads: each takes two or more (with a load each, a second
+// warp at page 64 cost 2-4 %: version 63); the others leave at once (produce).
+FJ_DEVICE int producer_warps_in_use(const Params& p) {
+  if constexpr (kProducerWarps == 1) return 1;
+  const int rows = p.kv_rows_per_load;
+  return rows * 8 <= kBlockN ? 4 : rows * 4 <= kBlockN ? 2 : 1;
+}
+FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
+// This thread's load of a block: loads go round the warps first, so that every warp in use issues
+// some of a block's few.
+FJ_DEVICE int producer_load(const Params& p) { return producer_lane() * producer_warps_in_use(p) + producer_warp(); }
 
 FJ_DEVICE uint32_t take_tile(const Params& p) {
   uint32_t index = 0;
@@ -304,12 +319,18 @@ FJ_DEVICE void release_tile_counter(const Params& p) {
 // last key reads page -1: out of the map's bounds, which TMA fills with zeros and still counts
 // towards the barrier's bytes; the block table is never read past the sequence's pages. A page
 // index outside [0, num_pages) likewise loads zeros: TMA bounds every load by the pool's extent.
-// NOTES: with a paged cache the producer is a warp (kWarpProducer): lane l issues load l of a
-// block, its page read a block ahead (lane_page_of) and used for the block's K and then its V, so
-// a block's page indices cost one round trip, off the producer's critical path. One thread reading
-// them (three at a time) fell behind the consumers at page 16: 0.57-0.65x the contiguous kernel
-// at chunked prefill (bench/NOTES.md, versions 58 and 62). Blocks of more than 32 loads (pages of
-// under 4 keys) read theirs as they go, 32 a round trip. The two-CTA kernels keep one thread
+// NOTES: with a paged cache the producer is up to four warps (kWarpProducer): thread t issues load
+// t of a block (producer_load), its page read a block ahead (lane_page_of) and used for the block's K
+// and then its V, so a block's page indices cost one round trip, off the producer's critical path.
+// One thread reading them (three at a time) fell behind the consumers at page 16: 0.57-0.65x the
+// contiguous kernel at chunked prefill (bench/NOTES.md, versions 58 and 62). One warp issuing a
+// block's 16 TMAs (page 16) was still the bottleneck: TMA takes uniform operands, so a warp's
+// loads with different pages issue one after another, ~150 cycles each (version 63); four warps
+// issue theirs side by side (producer_warps_in_use: two loads or more a warp). Only the leader arms a full barrier, so another warp's load may land
+// before the leader's expect_tx: the barrier's transaction count goes below zero meanwhile, which
+// PTX allows, and its phase cannot complete before the leader's arrival (the only one expected).
+// Blocks of more loads than producer threads (one warp with the dynamic scheduler: pages of under
+// 4 keys) read theirs as they go, producer_threads a round trip. The two-CTA kernels keep one thread
 // (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
 constexpr int kPageBatch = 3;
 
@@ -318,14 +339,14 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
   return __ldg(p.block_table + seq.k_batch * p.block_table_stride + fast_div((uint32_t)key, p.div_page_size));
 }
 
-// The page of this lane's load of block n when a block is at most 32 loads (else unused).
-// NOTES (correctness): this test and load_paged_tile's (kBlockN <= 32 * rows) must agree, or a
+// The page of this thread's load of block n when a block is at most producer_threads loads (else unused).
+// NOTES (correctness): this test and load_paged_tile's (kBlockN <= producer_threads * rows) must agree, or a
 // lane loads with page -1 (zeros). Spelled out at both: one helper changed the SASS of the
 // GPU-tested kernels (the producer's branches), so it waits for a device run.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
   if constexpr (!kWarpProducer) return 0;
-  const int r = producer_lane() * p.kv_rows_per_load;
-  if (r >= kBlockN || kBlockN > 32 * p.kv_rows_per_load) return -1;
+  const int r = producer_load(p) * p.kv_rows_per_load;
+  if (r >= kBlockN || kBlockN > producer_threads(p) * p.kv_rows_per_load) return -1;
   return page_of_key(p, seq, n * kBlockN + r);
 }
 
@@ -343,13 +364,13 @@ FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t til
                                const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
   if constexpr (kWarpProducer) {
-    if (kBlockN <= 32 * rows) {  // one load a lane, its page read ahead (lane_page_of's test)
-      const int r = producer_lane() * rows;
+    if (kBlockN <= producer_threads(p) * rows) {  // one load a thread, its page read ahead (lane_page_of's test)
+      const int r = producer_load(p) * rows;
       if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
       return;
     }
 #pragma unroll 1
-    for (int r = producer_lane() * rows; r < kBlockN; r += 32 * rows) {
+    for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
       load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
     }
     return;
@@ -515,6 +536,9 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     produce_dynamic(p, sm);
     return;
   }
+  // A warp not in use leaves at once rather than wait on every slot with the others (warp 0, the
+  // leader, is always in use).
+  if (kProducerWarps > 1 && producer_warp() >= producer_warps_in_use(p)) return;
   int ring = 0, local = 0;
   for (int slot = 0; has_tile(p, slot); ++slot) {
     const Tile tile = tile_of(p, slot);
@@ -1256,7 +1280,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (kWarpProducer ? tid < 32 : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
+    if (kWarpProducer ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);
