@@ -279,17 +279,15 @@ constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
 FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
 FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >> 5) : 0; }
 FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
-// The warps that issue a block's paged loads: each takes two or more (with a load each, a second
-// warp at page 64 cost 2-4 %: version 63); the others leave at once (produce).
+// The warps that issue a block's paged loads (paged_producer_warps); the others leave at once (produce).
 FJ_DEVICE int producer_warps_in_use(const Params& p) {
   if constexpr (kProducerWarps == 1) return 1;
-  const int rows = p.kv_rows_per_load;
-  return rows * 8 <= kBlockN ? 4 : rows * 4 <= kBlockN ? 2 : 1;
+  return paged_producer_warps(p.kv_rows_per_load, kBlockN, kProducerWarps);
 }
 FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
-// This thread's load of a block: loads go round the warps first, so that every warp in use issues
-// some of a block's few.
-FJ_DEVICE int producer_load(const Params& p) { return producer_lane() * producer_warps_in_use(p) + producer_warp(); }
+// This thread's first load of a block: loads go round the warps first, so that every warp in use
+// issues some of a block's few.
+FJ_DEVICE int producer_load(const Params& p) { return paged_first_load(producer_lane(), producer_warp(), producer_warps_in_use(p)); }
 
 FJ_DEVICE uint32_t take_tile(const Params& p) {
   uint32_t index = 0;
@@ -339,10 +337,10 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
   return __ldg(p.block_table + seq.k_batch * p.block_table_stride + fast_div((uint32_t)key, p.div_page_size));
 }
 
-// The page of this thread's load of block n when a block is at most producer_threads loads (else unused).
-// NOTES (correctness): this test and load_paged_tile's (kBlockN <= producer_threads * rows) must agree, or a
-// lane loads with page -1 (zeros). Spelled out at both: one helper changed the SASS of the
-// GPU-tested kernels (the producer's branches), so it waits for a device run.
+// The page of this thread's load of block n when every load has a thread (else unused).
+// NOTES (correctness): this test and load_paged_tile's are paged_load_per_thread (the rule the CPU
+// tests check), spelled out: calling it in load_paged_tile changed the SASS of the GPU-tested
+// kernels, so that waits for a device run.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
   if constexpr (!kWarpProducer) return 0;
   const int r = producer_load(p) * p.kv_rows_per_load;
@@ -364,7 +362,7 @@ FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t til
                                const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
   if constexpr (kWarpProducer) {
-    if (kBlockN <= producer_threads(p) * rows) {  // one load a thread, its page read ahead (lane_page_of's test)
+    if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
       const int r = producer_load(p) * rows;
       if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
       return;

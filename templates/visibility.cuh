@@ -43,6 +43,18 @@ struct PagedRow {
 };
 FJ_DEVICE PagedRow paged_row(int key, int page_index, int page_size) { return {page_index, key - page_index * page_size}; }
 
+// Paged K/V: the producer's threads share a block's block_n / rows loads. With `most` warps to
+// hand, each warp in use takes two or more (a second warp with one load a block cost page 64
+// 2-4 %: bench/NOTES.md, version 63); the others have none. Thread lane x warps + warp takes load
+// t, then t + 32 x warps and so on; where every load has a thread of its own, each thread reads
+// its page a block ahead (NOTES, correctness: the producer's read-ahead and its loads must both
+// follow paged_load_per_thread, or a thread would load with page -1: zeros).
+FJ_DEVICE int paged_producer_warps(int rows, int block_n, int most) {
+  return most >= 4 && rows * 8 <= block_n ? 4 : most >= 2 && rows * 4 <= block_n ? 2 : 1;
+}
+FJ_DEVICE int paged_first_load(int lane, int warp, int warps) { return lane * warps + warp; }
+FJ_DEVICE bool paged_load_per_thread(int rows, int block_n, int threads) { return block_n <= threads * rows; }
+
 // The K/V blocks (block_n keys each) that query block m_block (block_m rows) visits: [n_min,
 // n_max), walked right to left from n_max - 1. The first n_masked of those steps (n_max - 1 down
 // to n_max - n_masked) hold a key some row of the block does not see and need the mask; every

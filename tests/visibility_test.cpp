@@ -173,5 +173,39 @@ TEST(Visibility, PagedLoadsStayInOnePageAndFindEveryKey) {
   }
 }
 
+// Paged K/V: the producer's threads, dealt a block's loads by the kernel's rule (paged_producer_warps,
+// paged_first_load, paged_load_per_thread), issue each load exactly once, the leader (warp 0, lane 0)
+// load 0, every warp in use two or more, and where each thread reads its page ahead, one load at most.
+TEST(Visibility, PagedLoadsDealtToTheProducersThreadsOnceEach) {
+  for (int most : {1, 4}) {
+    for (int page_size = 1; page_size <= 300; ++page_size) {
+      for (int block_n = 16; block_n <= 256; block_n += 16) {
+        const int rows = paged_rows_per_load(page_size, block_n), loads = block_n / rows;
+        const int warps = paged_producer_warps(rows, block_n, most), threads = 32 * warps;
+        ASSERT_GE(warps, 1);
+        ASSERT_LE(warps, most);
+        const bool ahead = paged_load_per_thread(rows, block_n, threads);
+        ASSERT_EQ(ahead, loads <= threads) << "page " << page_size << " block_n " << block_n;
+        std::vector<int> issued(loads, 0), per_warp(warps, 0);
+        for (int warp = 0; warp < warps; ++warp) {
+          for (int lane = 0; lane < 32; ++lane) {
+            int mine = 0;
+            for (int t = paged_first_load(lane, warp, warps); t < loads; t += threads) {
+              ++issued[t];
+              ++per_warp[warp];
+              ++mine;
+            }
+            if (ahead) ASSERT_LE(mine, 1) << "page " << page_size << " block_n " << block_n << " lane " << lane;
+          }
+        }
+        ASSERT_EQ(paged_first_load(0, 0, warps), 0);  // the leader has load 0
+        for (int t = 0; t < loads; ++t) ASSERT_EQ(issued[t], 1) << "page " << page_size << " block_n " << block_n << " load " << t;
+        if (warps > 1)
+          for (int warp = 0; warp < warps; ++warp) ASSERT_GE(per_warp[warp], 2) << "page " << page_size << " block_n " << block_n;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace flashjit
