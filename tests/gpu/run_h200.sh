@@ -9,7 +9,8 @@
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
 #   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
-#   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1)
+#   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1),
+#      bench/decode_peers.py and its plot, $OUT/decode.svg (FLASHJIT_DECODE_PEERS=1)
 #   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
 #   the Tool.* tests that use it, libflashjit_fake_cuda.so);
@@ -147,6 +148,7 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_DECODE_PEERS:-0}" = 1 ] && [ -f bench/decode_p
     ${FLASHJIT_DECODE_PEERS_ARGS:-} >"$OUT/decode_peers.txt" 2>&1 &&
     row "bench/decode_peers.py" pass "$(tail -1 "$OUT/decode_peers.txt" | cut -c1-90)" || row "bench/decode_peers.py" FAIL "$(tail -2 "$OUT/decode_peers.txt" | head -1)"
   tail -60 "$OUT/decode_peers.txt"
+  [ -f "$OUT/decode.json" ] && python3 bench/decode_plot.py "$OUT/decode.json" -o "$OUT/decode.svg"  # BENCHMARKS.md's plot
 fi
 
 # 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed
