@@ -324,12 +324,15 @@ FJ_DEVICE void release_tile_counter(const Params& p) {
 // contiguous kernel at chunked prefill (bench/NOTES.md, versions 58 and 62). One warp issuing a
 // block's 16 TMAs (page 16) was still the bottleneck: TMA takes uniform operands, so a warp's
 // loads with different pages issue one after another, ~150 cycles each (version 63); four warps
-// issue theirs side by side (producer_warps_in_use: two loads or more a warp). Only the leader arms a full barrier, so another warp's load may land
-// before the leader's expect_tx: the barrier's transaction count goes below zero meanwhile, which
-// PTX allows, and its phase cannot complete before the leader's arrival (the only one expected).
+// issue theirs side by side (producer_warps_in_use: two loads or more a warp).
+// NOTES (correctness): only the leader arms a full barrier, so another warp's load may land before
+// the leader's expect_tx: the transaction count goes below zero meanwhile, which PTX allows, and
+// the phase cannot complete before the leader's arrival (the only one counted). Each warp waits
+// for a slot on its own, and none can fall a phase behind on an empty barrier: the slot is not
+// refilled, so not released again, until that warp's own load has landed.
 // Blocks of more loads than producer threads (one warp with the dynamic scheduler: pages of under
-// 4 keys) read theirs as they go, producer_threads a round trip. The two-CTA kernels keep one thread
-// (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
+// 4 keys) read theirs as they go, producer_threads a round trip. The two-CTA kernels keep one
+// thread (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
 constexpr int kPageBatch = 3;
 
 FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
