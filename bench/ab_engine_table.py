@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The table bench/ab_engine.sh prints: from OUT/engine-{a1,b1,a2,b2}.json (bench/engine_peers.py) and
 OUT/decode-{a1,b1,a2,b2}.json (bench/decode_peers.py), each row's A passes, B passes and B / A of the
-passes' means, with the geomean of B / A per file kind. Peers (measured in one pass) are listed once.
-A failed check marks the value with '!'.
+passes' means, with the geomean of B / A per file kind, then each paged row's paged / contiguous per
+pass beside issue 23's goals. Peers (measured in one pass) are listed once. A failed check marks the
+value with '!'.
 
   python3 bench/ab_engine_table.py OUT"""
 import json
@@ -75,12 +76,32 @@ def table(runs, values_of, unit, ours):
         print(f"geomean B/A over {len(logs)} rows of ours: {math.exp(sum(logs) / len(logs)):.3f}")
 
 
+def paged_over_contig(runs):
+    """Per page row, each side's paged / contiguous (the contiguous figure of the same pass), beside
+    issue 23's goal for that page size (0.85 at 16, 0.95 from 64)."""
+    ratios = {}
+    for p, run in runs.items():
+        for row in run.get("rows", []):
+            page, peers = row.get("shape", {}).get("page_size"), row.get("peers", {})
+            paged, contig = peers.get("paged", {}).get("tflops"), peers.get("contig", {}).get("tflops")
+            if page and paged and contig:
+                ratios.setdefault((row["label"], page), {}).setdefault(p[0], []).append(paged / contig)
+    if not ratios:
+        return
+    print(f"{'paged / contiguous, same pass':52} {'A':>13} {'B':>13}  goal")
+    for (label, page), sides in ratios.items():
+        fmt = lambda side: " ".join(f"{r:.3f}" for r in sides.get(side, [])) or "-"
+        goal = ">= 0.85" if page == 16 else ">= 0.95" if page >= 64 else ""
+        print(f"{label[:52]:52} {fmt('a'):>13} {fmt('b'):>13}  {goal}")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "out"
     engine, decode = load(out, "engine"), load(out, "decode")
     if engine:
         print("== engine_peers (TF/s, graph replay; B/A above 1: B faster)")
         table(engine, engine_values, "TF/s", ours={"flashjit", "varlen", "dense", "contig", "paged"})
+        paged_over_contig(engine)
     if decode:
         print("== decode_peers (us per call; B/A below 1: B faster)")
         table(decode, decode_values, "us", ours={"flashjit"})
