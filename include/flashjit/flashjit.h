@@ -13,7 +13,8 @@
  *   hot path: flashjit_attention_forward. It never allocates (host or device), never synchronises,
  *       never copies from the host, never compiles or loads; it picks the handle's kernel for the
  *       shape (see flashjit_kernel_info_t.long_seqlen_spec), encodes the TMA descriptors (or
- *       reuses the ones it encoded last time for the same arguments) and makes one cuLaunchKernelEx
+ *       reuses the ones it encoded for the same arguments: a handle remembers about 64 argument
+ *       sets, an engine's layers each with its own buffers) and makes one cuLaunchKernelEx
  *       call on the caller's stream (split_kv=1: two, the attention kernel and its combine, the
  *       second with PDL). It is safe to capture in a CUDA graph: a replay reruns the
  *       kernel with the arguments given at capture (the same device addresses, new data in them).

@@ -48,21 +48,46 @@ uint64_t ParamsKey::hash() const {
 }
 static_assert(sizeof(ParamsKey) % 8 == 0);
 
+std::size_t ParamsCache::slot_holding(const ParamsKey& key, uint64_t hash) const {
+  for (std::size_t i = 0; i < kWindow; ++i) {
+    const std::size_t at = (hash + i) % kSlots;
+    const Slot& slot = slots_[at];
+    if (slot.last_use != 0 && slot.hash == hash && slot.key == key) return at;
+  }
+  return kSlots;
+}
+
+std::size_t ParamsCache::free_or_least_recent(uint64_t hash) const {
+  std::size_t oldest = hash % kSlots;
+  for (std::size_t i = 0; i < kWindow; ++i) {
+    const std::size_t at = (hash + i) % kSlots;
+    if (slots_[at].last_use == 0) return at;
+    if (slots_[at].last_use < slots_[oldest].last_use) oldest = at;
+  }
+  return oldest;
+}
+
 bool ParamsCache::find(const ParamsKey& key, KernelParams* out) const {
   if (!try_lock()) return false;
-  const Slot& slot = slots_[slot_of(key)];
-  const bool hit = slot.filled && slot.key == key;
-  if (hit) *out = slot.params;
+  const std::size_t at = slot_holding(key, key.hash());
+  if (at != kSlots) {
+    *out = slots_[at].params;
+    slots_[at].last_use = ++clock_;
+  }
   unlock();
-  return hit;
+  return at != kSlots;
 }
 
 void ParamsCache::store(const ParamsKey& key, const KernelParams& params) {
   if (!try_lock()) return;
-  Slot& slot = slots_[slot_of(key)];
+  const uint64_t hash = key.hash();
+  std::size_t at = slot_holding(key, hash);  // another thread may have stored it since our miss
+  if (at == kSlots) at = free_or_least_recent(hash);
+  Slot& slot = slots_[at];
   slot.key = key;
   slot.params = params;
-  slot.filled = true;
+  slot.hash = hash;
+  slot.last_use = ++clock_;
   unlock();
 }
 

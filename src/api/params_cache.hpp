@@ -8,6 +8,7 @@
 //    every input of make_kernel_params other than the kernel's config and SM count, both fixed
 //    per cache);
 //  - no allocation, ever: a fixed array of slots inside the kernel object, filled in place;
+//  - a key lives only in the kWindow slots from its hash's: a find looks there and nowhere else;
 //  - no waiting: one spinlock guards the slots, taken with try-lock only. A thread that finds it
 //    busy builds its parameters itself and does not store them; correctness never depends on the
 //    cache, only speed does.
@@ -42,27 +43,39 @@ static_assert(std::has_unique_object_representations_v<ParamsKey>);
 
 class ParamsCache {
  public:
-  // NOTES: direct-mapped by hash. 64 slots hold one kernel's launches for 64 distinct argument
-  // sets (an engine's layers x buffers) at ~48 KB per kernel handle.
-  static constexpr std::size_t kSlots = 64;
+  // NOTES: open addressing by hash over a window of kWindow slots, the least recently used one in
+  // the window replaced when none is free. The direct-mapped cache it replaces (64 slots) let two
+  // argument sets of one slot evict each other at every use: with an engine's 16-100 layers
+  // cycling, 37-74 % of launches missed and paid validation and four tensor-map encodes (6 us of
+  // the library's own time against 0.8 on a hit, fake driver; bench/NOTES.md, version 63). 128
+  // slots hold 64 sets (one kernel's launches for 64 layers) without an eviction in the tests, at
+  // about 140 KB per kernel.
+  static constexpr std::size_t kSlots = 128;
+  static constexpr std::size_t kWindow = 8;
 
   // Copies the cached parameters for key into *out. False on a miss or when the cache is busy.
   bool find(const ParamsKey& key, KernelParams* out) const;
-  // Stores (replacing the slot's previous entry). Skipped when the cache is busy.
+  // Stores (replacing the window's least recently used entry when it is full). Skipped when the
+  // cache is busy.
   void store(const ParamsKey& key, const KernelParams& params);
 
  private:
   struct Slot {
     KernelParams params;
     ParamsKey key;
-    bool filled = false;
+    uint64_t hash = 0;
+    uint64_t last_use = 0;  // 0: empty
   };
   bool try_lock() const { return !busy_.test_and_set(std::memory_order_acquire); }
   void unlock() const { busy_.clear(std::memory_order_release); }
-  static std::size_t slot_of(const ParamsKey& key) { return key.hash() % kSlots; }
+  // The slot holding key in its window, or kSlots. Called under the lock.
+  std::size_t slot_holding(const ParamsKey& key, uint64_t hash) const;
+  // The window's first free slot, else its least recently used one. Called under the lock.
+  std::size_t free_or_least_recent(uint64_t hash) const;
 
   mutable std::atomic_flag busy_;  // clear on construction (C++20)
-  std::array<Slot, kSlots> slots_{};
+  mutable uint64_t clock_ = 0;     // the last use's stamp (under the lock)
+  mutable std::array<Slot, kSlots> slots_{};
 };
 
 }  // namespace flashjit::api
