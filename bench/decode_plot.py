@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 
 SERIES = (("flashjit", "flashjit", "#1f77b4"), ("cudnn", "cuDNN (SDPA)", "#ff7f0e"),
           ("cudnn_paged", "cuDNN paged (frontend)", "#d62728"), ("fa2", "FlashAttention-2", "#7f7f7f"))
-BAR, GAP, TOP, LEFT, HEIGHT = 12, 18, 60, 60, 260  # pixels
+BAR, GAP, TOP, LEFT, HEIGHT = 12, 18, 80, 60, 260  # pixels
 
 
 def load_cells(paths):
