@@ -9,6 +9,7 @@
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
 #   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
+#   6d. ncu on paged chunked prefill against the contiguous kernel (FLASHJIT_PROFILE_PAGED=page size)
 #   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1),
 #      bench/decode_peers.py and its plot, $OUT/decode.svg (FLASHJIT_DECODE_PEERS=1)
 #   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1)
@@ -118,6 +119,15 @@ if [ -n "${FLASHJIT_AB_ENGINE_BASE:-}" ] && [ -f "$LIB" ]; then
     row "A/B engine (this / baseline)" pass "$(tail -1 "$OUT/ab_engine.txt" | cut -c1-90)" ||
     row "A/B engine" FAIL "$(tail -1 "$OUT/ab_engine.txt")"
   cat "$OUT/ab_engine.txt"
+fi
+
+# 6d. Nsight Compute on chunked prefill against a paged cache, the paged kernel and its contiguous
+# twin (bench/profile_paged.sh; FLASHJIT_PROFILE_PAGED=page size, e.g. 64), reports in $OUT/profile-paged.
+if [ -n "${FLASHJIT_PROFILE_PAGED:-}" ] && command -v ncu >/dev/null; then
+  OUT=$OUT/profile-paged timeout "${FLASHJIT_PROFILE_TIMEOUT:-300}" bash bench/profile_paged.sh "$TOOL" "$FLASHJIT_PROFILE_PAGED" \
+    >"$OUT/profile_paged.txt" 2>&1 && row "ncu paged prefill (page $FLASHJIT_PROFILE_PAGED)" pass "" ||
+    row "ncu paged prefill (page $FLASHJIT_PROFILE_PAGED)" FAIL "$(tail -1 "$OUT/profile_paged.txt")"
+  cat "$OUT/profile_paged.txt"
 fi
 
 # 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
