@@ -211,7 +211,7 @@ uint64_t split_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
   return c.spec.split_kv ? partials_bytes(c, a, a.decode.max_splits) : 0;
 }
 
-uint64_t schedule_workspace_bytes(const KernelConfig& c) { return c.spec.dynamic_schedule ? 256 : 0; }
+uint64_t schedule_workspace_bytes(const KernelConfig& c) { return c.spec.dynamic_schedule ? kTileCounterBytes : 0; }
 
 uint64_t attention_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
   return schedule_workspace_bytes(c) + split_workspace_bytes(c, a);

@@ -72,8 +72,9 @@ TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args
 // Bytes of the split partials a split_kv launch writes (0 for other specs): max_splits x total_q x
 // heads_q rows of head_dim_v floats (O, first) and as many floats (LSE), each part 256-byte aligned.
 uint64_t split_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
-// The dynamic scheduler's tile counter (scheduler=dynamic): 256 bytes at the workspace's start,
-// zeroed once by the caller (every launch leaves it at zero); 0 for the static deal.
+// The dynamic scheduler's tile counter (scheduler=dynamic): kTileCounterBytes at the workspace's
+// start, zeroed once by the caller (every launch leaves it at zero); 0 for the static deal.
+constexpr uint64_t kTileCounterBytes = 256;  // two words, the partials after them 256-byte aligned
 uint64_t schedule_workspace_bytes(const KernelConfig& config);
 // The whole workspace a launch needs (flashjit_attention_workspace_size): the tile counter, then
 // the split partials.

@@ -263,9 +263,9 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
       seqused_k(api, size_t(cap.batch) * 4),
       block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
-      // attention_workspace_bytes' layout: the tile counter (256 bytes, scheduler=dynamic), then O
-      // partials, then LSE partials, each 256-byte aligned; 256 more to align the start.
-      workspace(api, (cap.tile_counter ? 256 : 0) + size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      // attention_workspace_bytes' layout: the tile counter (scheduler=dynamic), then O partials,
+      // then LSE partials, each 256-byte aligned; 256 more to align the start.
+      workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
       capacity_(cap) {
@@ -372,7 +372,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   }
   // A partial the combine reads but no tile wrote shows as NaN; the tile counter is left as the
   // last launch left it (zero).
-  const size_t counter_end = cap.tile_counter ? size_t(buffers.workspace_start() - buffers.workspace.ptr()) + 256 : 0;
+  const size_t counter_end = cap.tile_counter ? size_t(buffers.workspace_start() - buffers.workspace.ptr()) + kTileCounterBytes : 0;
   buffers.workspace.fill_bytes(0xFF, counter_end);
 
   const AttentionArgs args = buffers.args(p, true);
