@@ -15,7 +15,8 @@
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
 //           snake; causal tiles in pairs of equal cost, with a few light query blocks per head
 //           held back for the CTAs idle in the pairs' last round.
-// Roles:    warpgroup 0 = producer (one thread issues every TMA load; with a paged cache one warp);
+// Roles:    warpgroup 0 = producer (one thread issues every TMA load; with a paged cache up to four
+//           warps share a block's page loads);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
 //           kStages-deep rings with separate barriers (full: TMA transaction barriers; empty: one

@@ -36,7 +36,7 @@ std::vector<ParamsKey> keys_at_one_slot(size_t count) {
   return out;
 }
 
-int stored_batch(const Cache& cache, const ParamsKey& key) {
+int stored_batch(Cache& cache, const ParamsKey& key) {
   KernelParams out{};
   return cache.find(key, &out) ? out.batch : 0;
 }

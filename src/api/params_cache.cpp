@@ -50,7 +50,7 @@ static_assert(sizeof(ParamsKey) % 8 == 0);
 
 std::size_t ParamsCache::slot_holding(const ParamsKey& key, uint64_t hash) const {
   for (std::size_t i = 0; i < kWindow; ++i) {
-    const std::size_t at = (hash + i) % kSlots;
+    const std::size_t at = window_slot(hash, i);
     const Slot& slot = slots_[at];
     if (slot.last_use != 0 && slot.hash == hash && slot.key == key) return at;
   }
@@ -58,16 +58,16 @@ std::size_t ParamsCache::slot_holding(const ParamsKey& key, uint64_t hash) const
 }
 
 std::size_t ParamsCache::free_or_least_recent(uint64_t hash) const {
-  std::size_t oldest = hash % kSlots;
+  std::size_t oldest = window_slot(hash, 0);
   for (std::size_t i = 0; i < kWindow; ++i) {
-    const std::size_t at = (hash + i) % kSlots;
+    const std::size_t at = window_slot(hash, i);
     if (slots_[at].last_use == 0) return at;
     if (slots_[at].last_use < slots_[oldest].last_use) oldest = at;
   }
   return oldest;
 }
 
-bool ParamsCache::find(const ParamsKey& key, KernelParams* out) const {
+bool ParamsCache::find(const ParamsKey& key, KernelParams* out) {
   if (!try_lock()) return false;
   const std::size_t at = slot_holding(key, key.hash());
   if (at != kSlots) {

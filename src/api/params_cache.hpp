@@ -53,8 +53,9 @@ class ParamsCache {
   static constexpr std::size_t kSlots = 128;
   static constexpr std::size_t kWindow = 8;
 
-  // Copies the cached parameters for key into *out. False on a miss or when the cache is busy.
-  bool find(const ParamsKey& key, KernelParams* out) const;
+  // Copies the cached parameters for key into *out and counts the use. False on a miss or when
+  // the cache is busy.
+  bool find(const ParamsKey& key, KernelParams* out);
   // Stores (replacing the window's least recently used entry when it is full). Skipped when the
   // cache is busy.
   void store(const ParamsKey& key, const KernelParams& params);
@@ -68,14 +69,16 @@ class ParamsCache {
   };
   bool try_lock() const { return !busy_.test_and_set(std::memory_order_acquire); }
   void unlock() const { busy_.clear(std::memory_order_release); }
+  // Slot i (0..kWindow-1) of the window a key with this hash lives in.
+  static std::size_t window_slot(uint64_t hash, std::size_t i) { return (hash + i) % kSlots; }
   // The slot holding key in its window, or kSlots. Called under the lock.
   std::size_t slot_holding(const ParamsKey& key, uint64_t hash) const;
   // The window's first free slot, else its least recently used one. Called under the lock.
   std::size_t free_or_least_recent(uint64_t hash) const;
 
   mutable std::atomic_flag busy_;  // clear on construction (C++20)
-  mutable uint64_t clock_ = 0;     // the last use's stamp (under the lock)
-  mutable std::array<Slot, kSlots> slots_{};
+  uint64_t clock_ = 0;             // the last use's stamp (under the lock)
+  std::array<Slot, kSlots> slots_{};
 };
 
 }  // namespace flashjit::api

@@ -48,9 +48,9 @@ int largest_block_n_that_fits(AttentionSpec s) {
 // 3: 32 + 3 x 160 (of 4 x 128); two CTAs an SM (one consumer warpgroup each): 24 + 232 (of 2 x 128).
 // The dynamic scheduler's producer (its take, skip and count) needs more: 40 + 2 x 232, with a
 // paged cache 56 + 2 x 224 (at 40 it spilled 40 bytes at head dims 96 and 128), and 56 + 240
-// with one consumer warpgroup. A paged cache's producer is a warp whose lanes hold a block's
-// pages (attention_fwd.cuh, load_paged_tile): 32 + 2 x 232 with two consumer warpgroups (at 24
-// it spilled 60-68 bytes).
+// with one consumer warpgroup. A paged cache's producer is up to four warps whose threads hold a
+// block's pages (attention_fwd.cuh, load_paged_tile): 32 + 2 x 232 with two consumer warpgroups
+// (at 24 the one warp spilled 60-68 bytes, the four warps 120).
 struct RegisterSplit {
   int producer, consumer;
 };
