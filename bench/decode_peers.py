@@ -155,9 +155,11 @@ def select_cells(cells, patterns):
     return [c for c in cells if any(p == c["group"] or fnmatch.fnmatchcase(c["id"], p) for p in patterns)]
 
 
-def mark_skips(cells, max_kv_gb, max_splits, spec_extra):
+def mark_skips(cells, max_kv_gb, max_splits, spec_extra, kv_layout="bshd"):
     for c in cells:
-        if c["kv_bytes"] > max_kv_gb * 1e9:
+        if kv_layout != "bshd" and c["group"] == "paged":
+            c["skip"] = f"--kv-layout {kv_layout}: the paged cells' pools are views of [b, s, h, d] storage"
+        elif c["kv_bytes"] > max_kv_gb * 1e9:
             c["skip"] = f"K/V {c['kv_bytes'] / 1e9:.1f} GB > --max-kv-gb {max_kv_gb:g}"
         elif c["split_keys"] and "split_kv" in spec_parts(spec_extra) and spec_parts(spec_extra)["split_kv"] != "1":
             c["skip"] = "--spec-extra turns split_kv off: no batch-invariant mode"
@@ -386,10 +388,12 @@ class Cudnn:
 # ---- one cell's tensors ------------------------------------------------------------------------------------------
 class Storage:
     """K and V [layers, b, keys rounded up to KEY_ALIGN, hkv, d], random normal; kept while consecutive cells ask
-    for the same shape (the 32/8 and 64/8 cells of one batch and length share it)."""
+    for the same shape (the 32/8 and 64/8 cells of one batch and length share it). layout "bhsd": stored
+    [layers, b, hkv, keys, d] (each head's keys contiguous) and handed out as the same-shaped strided view."""
 
-    def __init__(self):
+    def __init__(self, layout="bshd"):
         self.key, self.k, self.v = None, None, None
+        self.layout = layout
 
     def get(self, d, hkv, b, sk_alloc, layers):
         key = (d, hkv, b, sk_alloc, layers)
@@ -399,8 +403,12 @@ class Storage:
             free = torch.cuda.mem_get_info()[0]
             if need + 4e9 > free:  # room for Q/O, the workspace, references and the peers
                 raise MemoryError(f"K/V {need / 1e9:.1f} GB do not fit: {free / 1e9:.1f} GB free")
-            self.k = torch.empty(layers, b, sk_alloc, hkv, d, device="cuda", dtype=torch.bfloat16)
-            self.v = torch.empty_like(self.k)
+            if self.layout == "bhsd":
+                self.k = torch.empty(layers, b, hkv, sk_alloc, d, device="cuda", dtype=torch.bfloat16).transpose(2, 3)
+                self.v = torch.empty(layers, b, hkv, sk_alloc, d, device="cuda", dtype=torch.bfloat16).transpose(2, 3)
+            else:
+                self.k = torch.empty(layers, b, sk_alloc, hkv, d, device="cuda", dtype=torch.bfloat16)
+                self.v = torch.empty_like(self.k)
             self.k.normal_()
             self.v.normal_()
             self.key = key
@@ -422,7 +430,7 @@ class Bench:
     def __init__(self, fj, opts, bandwidth_gbps):
         self.fj, self.opts, self.bw = fj, opts, bandwidth_gbps
         self.rng = random.Random(opts.seed)
-        self.storage = Storage()
+        self.storage = Storage(opts.kv_layout)
         self.failed = []  # flashjit failures: exit status 1
         self._cudnn = None
         self.flags = 0 if opts.no_pdl else FLAG_PDL
@@ -1074,6 +1082,9 @@ def parse_args(argv=None):
                     help="peers' K/V copies (BHSD copy, repeat_interleave) only within this many GB (default 16)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on (default 4)")
     ap.add_argument("--no-peers", action="store_true", help="flashjit only")
+    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+                    help="contiguous K/V storage: [b, s, h, d] (default; engines' NHD) or [b, h, s, d] (each head's keys "
+                         "contiguous), passed as strided [b, s, h, d] views; paged cells need bshd")
     ap.add_argument("--peer-variants", choices=("fastest", "first"), default="fastest",
                     help="time every variant of a peer that matches the reference and keep the fastest (default), or "
                          "only the first that matches")
@@ -1099,7 +1110,7 @@ def main(argv=None):
     if not cells:
         print(f"no cell matches --cells {opts.cells!r}")
         return 2
-    mark_skips(cells, opts.max_kv_gb, opts.max_splits, opts.spec_extra)
+    mark_skips(cells, opts.max_kv_gb, opts.max_splits, opts.spec_extra, opts.kv_layout)
     if opts.dry_run:
         print(f"specs: {build_spec(128, extra=opts.spec_extra)} (+,paged=1 paged; +,causal=1 spec); "
               f"max_splits {opts.max_splits}, split_keys {opts.split_keys}, reps {opts.reps}, per graph {opts.per_graph}")
