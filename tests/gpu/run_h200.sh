@@ -12,7 +12,7 @@
 #   6d. ncu on paged chunked prefill against the contiguous kernel (FLASHJIT_PROFILE_PAGED=page size)
 #   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1),
 #      bench/decode_peers.py and its plot, $OUT/decode.svg (FLASHJIT_DECODE_PEERS=1)
-#   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1)
+#   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1; =host: host cost only)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
 #   the Tool.* tests that use it, libflashjit_fake_cuda.so);
 # without it, builds here. Full logs in $OUT (or ./out).
@@ -56,8 +56,8 @@ gtest() {  # name filter timeout [env...]
 gtest gtest "${FLASHJIT_GPU_FILTER:-*}" "${FLASHJIT_GPU_TIMEOUT:-500}"
 if [ "${FLASHJIT_GPU_HANG_TRAP:-0}" = 1 ]; then gtest hangtrap 'AttentionGpu.*' 300 FLASHJIT_TEST_HANG_TRAP=1; fi
 
-# 3. flashjit check on default specs.
-for spec in dtype=bf16,head_dim=128,causal=1 dtype=fp16,head_dim=64,causal=0 dtype=bf16,head_dim=256,causal=0; do
+# 3. flashjit check on default specs (FLASHJIT_CHECKS=0 skips).
+[ "${FLASHJIT_CHECKS:-1}" = 1 ] && for spec in dtype=bf16,head_dim=128,causal=1 dtype=fp16,head_dim=64,causal=0 dtype=bf16,head_dim=256,causal=0; do
   if "$TOOL" check --spec "$spec" --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2 >"$OUT/check.log" 2>&1; then
     row "check $spec" pass "$(grep 'O error' "$OUT/check.log" | awk '{print $3}')"
   else row "check $spec" FAIL "$(tail -1 "$OUT/check.log")"; fi
@@ -93,8 +93,10 @@ fi
 DECODE_SPECS=""
 for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",paged=1,causal=1"; do
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra"; done; done; done
-if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
-else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
+if [ "${FLASHJIT_SASS:-1}" = 1 ]; then
+  if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
+  else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
+fi
 
 # 6. Benchmark.
 if [ -n "${FLASHJIT_BENCH_GRID:-all}" ] && [ "${FLASHJIT_BENCH_GRID:-all}" != none ]; then
@@ -162,7 +164,8 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_DECODE_PEERS:-0}" = 1 ] && [ -f bench/decode_p
 fi
 
 # 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed
-# wheel (neither may skip), the decode loop example, host cost per call and graph time against the C API.
+# wheel (neither may skip), the decode loop example, host cost per call and graph time against the C API,
+# and where the fast path's host time goes. FLASHJIT_PYTHON=host: the host cost alone.
 if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
   FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout 300 python3 python/tests/test_gpu.py --lib "$LIB" >"$OUT/python_gpu.txt" 2>&1 &&
     row "python/tests/test_gpu.py" pass "$(tail -2 "$OUT/python_gpu.txt" | head -1 | cut -c1-60)" || row "python/tests/test_gpu.py" FAIL "$(grep -m1 ^FAIL "$OUT/python_gpu.txt" | cut -c1-80)"
@@ -170,9 +173,14 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
     row "python/tests/wheel_check.sh --gpu" pass "" || row "python/tests/wheel_check.sh --gpu" FAIL "$(tail -1 "$OUT/python_wheel_gpu.txt" | cut -c1-80)"
   PYTHONUNBUFFERED=1 timeout 120 python3 examples/python/paged_decode_loop.py --lib "$LIB" >"$OUT/python_decode_loop.txt" 2>&1 &&
     row "examples/python/paged_decode_loop.py" pass "" || row "examples/python/paged_decode_loop.py" FAIL "$(tail -1 "$OUT/python_decode_loop.txt" | cut -c1-80)"
+fi
+if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" != 0 ]; then
   PYTHONUNBUFFERED=1 timeout 200 python3 python/bench/call_overhead.py --lib "$LIB" --json "$OUT/call_overhead.json" >"$OUT/call_overhead.txt" 2>&1
   row "python/bench/call_overhead.py (report)" "$([ $? = 0 ] && echo met || echo miss)" "$(tail -1 "$OUT/call_overhead.txt" | cut -c1-80)"
   tail -6 "$OUT/call_overhead.txt"
+  PYTHONUNBUFFERED=1 timeout 120 python3 python/bench/fast_path_parts.py --lib "$LIB" >"$OUT/fast_path_parts.txt" 2>&1 &&
+    row "python/bench/fast_path_parts.py (report)" pass "" || row "python/bench/fast_path_parts.py" FAIL "$(tail -1 "$OUT/fast_path_parts.txt" | cut -c1-80)"
+  cat "$OUT/fast_path_parts.txt"
 fi
 
 echo
