@@ -196,7 +196,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
   d.ctas = gridDim.x;
   d.cta = blockIdx.x;
-  set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), kDeviceLengths);
+  set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p));
   d.unit = deal_unit(deals_causal_pairs(kCausal, kDeviceLengths), kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
@@ -238,13 +238,7 @@ FJ_DEVICE uint32_t head_index_of(const Params& p, const Tile& tile) {
   return (uint32_t)(tile.head + tile_heads(p) * (tile.batch + (kSplitKV ? p.batch * tile.split : 0)));
 }
 
-// The deal's answer as (query block, head index): rows first where lengths are on the device
-// (set_deal_shape), the last row first.
-FJ_DEVICE DealtTile from_deal_shape(const Params& p, DealtTile dealt) {
-  return from_deal_shape(dealt, (uint32_t)padded_m_blocks(p), kDeviceLengths);
-}
-
-FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, from_deal_shape(p, deal_tile(tile_deal(p), (uint32_t)slot))); }
+FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, deal_tile(tile_deal(p), (uint32_t)slot)); }
 
 // ---------------------------------------------------------------- the dynamic scheduler
 // scheduler=dynamic: the producer takes tiles one at a time from a counter in the caller's
@@ -258,7 +252,7 @@ FJ_DEVICE Tile tile_of(const Params& p, int slot) { return tile_at(p, from_deal_
 // leaves it set (flashjit_check_engine_metadata names it; zero the workspace again).
 FJ_DEVICE DealtTile dynamic_tile(const Params& p, uint32_t index) {
   TileDeal shape;
-  set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p), false);
+  set_deal_shape(shape, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p));
   return dynamic_order_tile(shape, divisor(shape.m_blocks, p.div_m_blocks), index);
 }
 

@@ -78,14 +78,16 @@ FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t t
 // the lengths are read on the device (varlen, seqused_k, paged).
 FJ_DEVICE bool deals_causal_pairs(bool causal, bool device_lengths) { return causal && !device_lengths; }
 
-// The deal's shape. Tiles go [heads][query blocks], each head's blocks heaviest first, except where
-// the lengths are read on the device: there [query-block rows][heads], the last row first, so
-// that the heaviest tiles anywhere (the longest sequences' last causal blocks) go out first and
-// the light ones fill in after them. The deal itself is the same: its "heads" are then the rows
-// and its "query blocks" the heads (deal_tile's m_block a head, its head a row from the last).
-FJ_DEVICE void set_deal_shape(TileDeal& d, uint32_t m_blocks, uint32_t heads, bool rows_first) {
-  d.m_blocks = rows_first ? heads : m_blocks;
-  d.heads = rows_first ? m_blocks : heads;
+// The deal's shape: tiles go [heads][query blocks], each head's blocks heaviest first, also where
+// the lengths are read on the device (there a head's blocks past its sequence's queries are
+// skipped), so that the CTAs in flight share few heads' K/V in L2.
+// NOTES: the device-length deal went rows first once ([query-block rows][heads], every head's last
+// row first, the heaviest tiles anywhere first); at 4 x 4k with 32/8 heads one row of tiles needs
+// 32 K/V heads' keys, more than L2 holds, and head-major was faster: ragged batch +2.4 %, equal
+// lengths 4 x 4k +4.6 %, 16 x 1k and 2 x 8k level (bench/NOTES.md, session 22).
+FJ_DEVICE void set_deal_shape(TileDeal& d, uint32_t m_blocks, uint32_t heads) {
+  d.m_blocks = m_blocks;
+  d.heads = heads;
 }
 
 FJ_DEVICE uint32_t held_fill(const TileDeal& d) { return d.unit == 2 ? d.fill : 0; }
@@ -162,17 +164,6 @@ FJ_DEVICE DealtTile deal_tile(const TileDeal& d, uint32_t local) {
   return out;
 }
 
-// A deal's answer (deal shape: row, position) as (query block, head index): rows first, a
-// position is a head index and a row counts query blocks down from the last (m_blocks of them).
-FJ_DEVICE DealtTile from_deal_shape(DealtTile dealt, uint32_t m_blocks, bool rows_first) {
-  if (rows_first) {
-    const uint32_t head_index = dealt.m_block;
-    dealt.m_block = m_blocks - 1u - dealt.head;
-    dealt.head = head_index;
-  }
-  return dealt;
-}
-
 // ---------------------------------------------------------------- the dynamic scheduler's order
 // scheduler=dynamic: the CTAs take tile indices from a counter, one at a time, and index i is the
 // i-th tile head-major: the deal shape's rows (heads x batch x splits) one after another, each
@@ -180,7 +171,7 @@ FJ_DEVICE DealtTile from_deal_shape(DealtTile dealt, uint32_t m_blocks, bool row
 // CTAs in flight share few heads' K/V in L2 also where the lengths are read on the device.
 // (Rows first, the last query-block row of every head first, took the ragged batch 1.6 % past the
 // static deal; head-major 6 %: bench/NOTES.md, version 61.) `shape` holds the deal shape only
-// (m_blocks, heads, set_deal_shape with rows_first false); by_row_tiles divides by its m_blocks.
+// (m_blocks, heads: set_deal_shape); by_row_tiles divides by its m_blocks.
 FJ_DEVICE DealtTile dynamic_order_tile(const TileDeal& shape, const FastDivisor& by_row_tiles, uint32_t index) {
   const uint32_t row = fast_div(index, by_row_tiles), pos = index - row * shape.m_blocks;
   DealtTile out = {row < shape.heads, shape.m_blocks - 1u - pos, row};

@@ -413,7 +413,7 @@ struct RaggedTiles {
 // fails on any skipped tile that had work.
 std::vector<int> run_dynamic(const RaggedTiles& r, uint32_t ctas, std::mt19937_64& rng) {
   TileDeal shape{};
-  set_deal_shape(shape, r.m_blocks, r.tile_heads * r.batch * r.splits, false);
+  set_deal_shape(shape, r.m_blocks, r.tile_heads * r.batch * r.splits);
   const FastDivisor by_row_tiles = fit_divisor(shape.m_blocks);
   const uint32_t tiles = shape.m_blocks * shape.heads;
   std::vector<int> taken(tiles, 0);
@@ -474,7 +474,7 @@ TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
   EXPECT_EQ(cases, 432);
   // Heaviest first within a head, heads in order.
   TileDeal shape{};
-  set_deal_shape(shape, 8, 6, false);
+  set_deal_shape(shape, 8, 6);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 0).m_block, 7u);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 0).head, 0u);
   EXPECT_EQ(dynamic_order_tile(shape, fit_divisor(8), 9).m_block, 6u);
@@ -485,9 +485,8 @@ TEST(DynamicSchedule, EveryTileWithWorkTakenOnceAndOnlyEmptyRunsSkipped) {
   EXPECT_EQ(dynamic_skip_to(100, 7, 0), 108u);  // a split the sequence does not have: the whole head
 }
 
-// What the kernel divides by: set_tile_deal's divisors for a dynamic varlen spec are the order's
-// (head-major: the query blocks per head), the static varlen deal's its rows first (heads x
-// batch), and the dynamic spec holds nothing back.
+// What the kernel divides by: set_tile_deal's divisors for a varlen spec, dynamic or static, are
+// the head-major order's (the query blocks per head), and the dynamic spec holds nothing back.
 TEST(DynamicSchedule, KernelParametersCarryTheOrdersDivisors) {
   const KernelConfig config = config_of("dtype=bf16,head_dim=128,causal=1,varlen=1,scheduler=dynamic");
   AttentionArgs a = args_of(5, 3000, 3000, 12);
@@ -507,7 +506,7 @@ TEST(DynamicSchedule, KernelParametersCarryTheOrdersDivisors) {
   KernelParams q{};
   q.num_splits = 1;
   set_tile_deal(q, fixed_varlen, a, 132, causal_hold(fixed_varlen, a, 132));
-  EXPECT_EQ(quotient(120, q.div_m_blocks), 120u / (12 * 5));  // rows first: a row is heads x batch
+  EXPECT_EQ(quotient(120, q.div_m_blocks), 120u / m_blocks);  // head-major too: a row is one head's query blocks
   // A dense causal spec with the static deal holds blocks back here; the dynamic one does not.
   const KernelConfig dense = config_of("dtype=bf16,head_dim=128,causal=1,scheduler=dynamic");
   const AttentionArgs d = args_of(1, 8192, 8192, 32);

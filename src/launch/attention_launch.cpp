@@ -107,9 +107,7 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   const bool device_lengths = c.spec.varlen || c.spec.paged;
   const int splits = std::max(1, p.num_splits);  // set_decode_inputs first
   const TileGeometry g = tile_geometry(c, a, 0);
-  // The dynamic scheduler's order is head-major also with lengths on the device (tile_schedule.cuh).
-  set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(g.tile_heads) * uint32_t(a.batch) * uint32_t(splits),
-                 device_lengths && !c.spec.dynamic_schedule);
+  set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(g.tile_heads) * uint32_t(a.batch) * uint32_t(splits));
   const bool pairs = deals_causal_pairs(c.spec.causal, device_lengths);
   d.unit = deal_unit(pairs, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a, splits)));  // below 2^31: validated
   d.fill = uint32_t(std::clamp<int64_t>(hold.fill_blocks, 0, d.m_blocks));
