@@ -77,7 +77,9 @@ def main():
         ("q.get_device()", per_call_ns(lambda: q.get_device(), loops)),
         ("q.data_ptr()", per_call_ns(lambda: q.data_ptr(), loops)),
         ("_wants_grad(q, k, v)", per_call_ns(lambda: tb._wants_grad(q, kc, vc), loops)),
-        ("the varlen key (tuple of 8 tensor keys)", per_call_ns(lambda: (1, tb.tensor_key(q), tb.tensor_key(kc), tb.tensor_key(vc), tb.tensor_key(cu), tb.tensor_key(None), 300, max_k, tb.tensor_key(used), None, True, 0, None, tb.tensor_key(table), tb.tensor_key(out), False), loops)),
+        ("the varlen key (as flash_attn_varlen_func builds it)", per_call_ns(lambda: (1, q.shape, q.stride(), q.dtype, q.get_device(), kc.shape, kc.stride(), kc.dtype, kc.get_device(), vc.shape, vc.stride(), vc.dtype, vc.get_device(), (cu.shape, cu.stride(), cu.dtype, cu.get_device()), None, 300, max_k, (used.shape, used.stride(), used.dtype, used.get_device()), None, True, 0, None, (table.shape, table.stride(), table.dtype, table.get_device()), (out.shape, out.stride(), out.dtype, out.get_device()), False), loops)),
+        ("the varlen key, each tensor through tensor_key", per_call_ns(lambda: (1, tb.tensor_key(q), tb.tensor_key(kc), tb.tensor_key(vc), tb.tensor_key(cu), tb.tensor_key(None), 300, max_k, tb.tensor_key(used), None, True, 0, None, tb.tensor_key(table), tb.tensor_key(out), False), loops)),
+        ("usable(launch) (no workspace: no capture check)", per_call_ns(lambda: tb.usable(launch), loops)),
         ("_fast.get(key)", per_call_ns(lambda: tb._fast.get(key), loops)),
         ("raw stream", per_call_ns(lambda: tb._raw_stream(0), loops)),
     ]

@@ -222,6 +222,10 @@ class Library:
         _prototype(L, "flashjit_kernel_describe", i32, [vp, ctypes.POINTER(KernelInfo)])
         _prototype(L, "flashjit_check_engine_metadata", i32, [vp, args_p])
         self.forward = _prototype(L, "flashjit_attention_forward", i32, [vp, args_p, vp])
+        # The same function taking the arguments' address as an int (the fast path's persistent buffers):
+        # a second function object, so that forward keeps its typed pointer argument.
+        self.forward_at = L["flashjit_attention_forward"]
+        self.forward_at.restype, self.forward_at.argtypes = i32, [vp, vp, vp]
         self.check(L.flashjit_check_abi(ABI_VERSION), "check_abi")
         self.nvrtc_loaded = loaded_path("libnvrtc.so")
 

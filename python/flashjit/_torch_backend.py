@@ -210,30 +210,55 @@ except AttributeError:  # pragma: no cover - older torch
 
 
 def tensor_key(t):
-    """What the checks and the plan read of a tensor (None stays None)."""
+    """What the checks and the plan read of a tensor (None stays None). NOTES: the entry points spell it out
+    inline (the required tensors' fields flat in the key): a function call and a nested tuple per tensor cost
+    about 1 us of the key's 4 (eight tensors) on an H200 host (python/bench/fast_path_parts.py)."""
     return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 def fast_path_open():
-    return not torch.compiler.is_compiling() and not _capturing()
+    return not torch.compiler.is_compiling()
+
+
+def usable(launch):
+    """Whether a remembered plan may launch now: one with a split workspace not inside a CUDA graph capture (the
+    stream's workspace may be replaced after the capture; the full path takes one from the graph's pool). The
+    capture check costs 0.3 us a call, so plans without a workspace skip it."""
+    return launch is not None and (not launch.nbytes or not _capturing())
 
 
 class _FastLaunch:
-    """A checked call's plan: the kernel, its argument bytes (pointers aside), the split workspace's size."""
-    __slots__ = ("dev", "handle", "spec", "template", "nbytes", "forward", "index", "keep")
+    """A checked call's plan: the kernel, its argument bytes (pointers aside), the split workspace's size.
+    NOTES: each call writes the new pointers into one argument buffer kept for the thread that made the plan
+    and passes its address (no struct copy, no byref object per call); the C API copies the arguments before
+    it returns. Another thread gets a fresh copy per call, so two threads never share a buffer."""
+    __slots__ = ("dev", "handle", "spec", "template", "nbytes", "forward", "index", "keep", "args", "at", "owner",
+                 "workspace")
 
     def __init__(self, dev, handle, spec, template, nbytes):
         self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
-        self.forward, self.index, self.keep = dev.lib.forward, dev.index, None
+        self.forward, self.index, self.keep = dev.lib.forward_at, dev.index, None
+        self.args = _ARGS_FROM(template)
+        self.at = ctypes.addressof(self.args)
+        self.owner = threading.get_ident()
+        self.workspace = None  # the workspace tensor whose pointer self.args holds
 
     def __call__(self, q, k, v, o, cu_q, cu_k, used, table):
-        args = _ARGS_FROM(self.template)
+        if threading.get_ident() == self.owner:
+            args, at = self.args, self.at
+        else:
+            args = _ARGS_FROM(self.template)
+            at = ctypes.addressof(args)
         _PACK_IO(args, 8, q, k, v, o, 0)
         _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
         stream = _raw_stream(self.index)
         if self.nbytes:
-            args.workspace, args.workspace_bytes = _stream_workspace(self.dev, stream, self.nbytes)
-        status = self.forward(self.handle, _byref(args), stream)
+            ws = self.dev.workspaces.get(stream)
+            if ws is None or ws is not self.workspace or args is not self.args:
+                args.workspace, args.workspace_bytes = _stream_workspace(self.dev, stream, self.nbytes)
+                if args is self.args:
+                    self.workspace = self.dev.workspaces.get(stream)
+        status = self.forward(self.handle, at, stream)
         if status != 0:
             err = self.dev.lib.error(status, f"attention_forward({self.spec})")
             raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
@@ -395,12 +420,17 @@ def _cu_seqlens_dense(batch, seqlen, dev):
 def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
     fast = not return_lse and fast_path_open()
     if fast:
-        key = (0, tensor_key(q), tensor_key(k), tensor_key(v), softmax_scale, causal, _wants_grad(q, k, v))
-        launch = _fast.get(key)
-        if launch is not None:
-            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-            launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0)
-            return out
+        try:
+            key = (0, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
+                   v.shape, v.stride(), v.dtype, v.get_device(), softmax_scale, causal, _wants_grad(q, k, v))
+        except AttributeError:  # an argument that is not a tensor: the full path names it
+            fast = False
+        else:
+            launch = _fast.get(key)
+            if usable(launch):
+                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0)
+                return out
     fn = "flash_attn_func"
     check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
     if k.shape[0] != q.shape[0]:
@@ -422,17 +452,24 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            causal, num_splits, pack_gqa, block_table, out, return_lse):
     fast = not return_lse and fast_path_open()
     if fast:
-        key = (1, tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(cu_seqlens_q), tensor_key(cu_seqlens_k),
-               max_seqlen_q, max_seqlen_k, tensor_key(seqused_k), softmax_scale, causal, num_splits, pack_gqa,
-               tensor_key(block_table), tensor_key(out), _wants_grad(q, k, v))
-        launch = _fast.get(key)
-        if launch is not None:
-            if out is None:
-                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-            launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
-                   0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
-                   0 if block_table is None else block_table.data_ptr())
-            return out
+        try:
+            key = (1, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
+                   v.shape, v.stride(), v.dtype, v.get_device(), None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
+                   None if cu_seqlens_k is None else (cu_seqlens_k.shape, cu_seqlens_k.stride(), cu_seqlens_k.dtype, cu_seqlens_k.get_device()),
+                   max_seqlen_q, max_seqlen_k, None if seqused_k is None else (seqused_k.shape, seqused_k.stride(), seqused_k.dtype, seqused_k.get_device()), softmax_scale, causal,
+                   num_splits, pack_gqa, None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device()),
+                   None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()), _wants_grad(q, k, v))
+        except AttributeError:  # an argument that is not a tensor: the full path names it
+            fast = False
+        else:
+            launch = _fast.get(key)
+            if usable(launch):
+                if out is None:
+                    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
+                       0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
+                       0 if block_table is None else block_table.data_ptr())
+                return out
     fn = "flash_attn_varlen_func"
     paged = block_table is not None
     kv_dims = 4 if paged or cu_seqlens_k is None else 3
@@ -476,17 +513,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     # The fast path takes cache_seqlens as a tensor only (an int or None makes a tensor per call).
     fast = not return_lse and type(cache_seqlens) is torch.Tensor and fast_path_open()
     if fast:
-        key = (2, tensor_key(q), tensor_key(k_cache), tensor_key(v_cache), tensor_key(cache_seqlens),
-               tensor_key(page_table), tensor_key(cu_seqlens_q), max_seqlen_q, softmax_scale, causal, num_splits,
-               pack_gqa, tensor_key(out), _wants_grad(q, k_cache, v_cache))
-        launch = _fast.get(key)
-        if launch is not None:
-            if out is None:
-                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-            launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
-                   launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
-                   cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr())
-            return out
+        try:
+            key = (2, q.shape, q.stride(), q.dtype, q.get_device(), k_cache.shape, k_cache.stride(), k_cache.dtype,
+                   k_cache.get_device(), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.get_device(),
+                   cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.get_device(),
+                   None if page_table is None else (page_table.shape, page_table.stride(), page_table.dtype, page_table.get_device()),
+                   None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()), max_seqlen_q, softmax_scale, causal,
+                   num_splits, pack_gqa, None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()), _wants_grad(q, k_cache, v_cache))
+        except AttributeError:  # an argument that is not a tensor: the full path names it
+            fast = False
+        else:
+            launch = _fast.get(key)
+            if usable(launch):
+                if out is None:
+                    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                       launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
+                       cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr())
+                return out
     fn = "flash_attn_with_kvcache"
     varlen = cu_seqlens_q is not None
     check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4)
