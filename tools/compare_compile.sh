@@ -46,11 +46,12 @@ med = statistics.median
 r_cold = med(b / a for a, b in cold)
 print(f"cold compile {spec}, {len(cold)} pairs: A median {med(a for a, _ in cold):.0f} ms, B {med(b for _, b in cold):.0f} ms; "
       f"B / A median of pairs {r_cold:.3f} (A: {' '.join(f'{a:.0f}' for a, _ in cold)}; B: {' '.join(f'{b:.0f}' for _, b in cold)})")
-r_dflt = med(b / a for a, _, b, _ in dflt)
-print(f"prewarm --defaults from empty, {len(dflt)} pairs: A median {med(d[0] for d in dflt):.2f} s ({int(dflt[0][1])} kernels), "
-      f"B {med(d[2] for d in dflt):.2f} s ({int(dflt[0][3])} kernels); B / A median of pairs {r_dflt:.3f}")
+r_dflt = med(b / a for a, _, b, _ in dflt) if dflt else None
+if dflt:
+    print(f"prewarm --defaults from empty, {len(dflt)} pairs: A median {med(d[0] for d in dflt):.2f} s ({int(dflt[0][1])} kernels), "
+          f"B {med(d[2] for d in dflt):.2f} s ({int(dflt[0][3])} kernels); B / A median of pairs {r_dflt:.3f}")
 if ref_cold:
     print(f"B scaled to A's reference: cold compile {r_cold * float(ref_cold):.0f} ms (A read {float(ref_cold):.0f})")
-if ref_dflt:
+if ref_dflt and dflt:
     print(f"B scaled to A's reference: prewarm --defaults {r_dflt * float(ref_dflt):.2f} s (A read {float(ref_dflt):.2f})")
 PY
