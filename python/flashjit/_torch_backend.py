@@ -454,11 +454,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if fast:
         try:
             key = (1, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
-                   v.shape, v.stride(), v.dtype, v.get_device(), None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
+                   v.shape, v.stride(), v.dtype, v.get_device(),
+                   None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
                    None if cu_seqlens_k is None else (cu_seqlens_k.shape, cu_seqlens_k.stride(), cu_seqlens_k.dtype, cu_seqlens_k.get_device()),
-                   max_seqlen_q, max_seqlen_k, None if seqused_k is None else (seqused_k.shape, seqused_k.stride(), seqused_k.dtype, seqused_k.get_device()), softmax_scale, causal,
-                   num_splits, pack_gqa, None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device()),
-                   None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()), _wants_grad(q, k, v))
+                   max_seqlen_q, max_seqlen_k,
+                   None if seqused_k is None else (seqused_k.shape, seqused_k.stride(), seqused_k.dtype, seqused_k.get_device()),
+                   softmax_scale, causal, num_splits, pack_gqa,
+                   None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device()),
+                   None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
+                   _wants_grad(q, k, v))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
@@ -518,8 +522,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                    k_cache.get_device(), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.get_device(),
                    cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.get_device(),
                    None if page_table is None else (page_table.shape, page_table.stride(), page_table.dtype, page_table.get_device()),
-                   None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()), max_seqlen_q, softmax_scale, causal,
-                   num_splits, pack_gqa, None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()), _wants_grad(q, k_cache, v_cache))
+                   None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
+                   max_seqlen_q, softmax_scale, causal, num_splits, pack_gqa,
+                   None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
+                   _wants_grad(q, k_cache, v_cache))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
