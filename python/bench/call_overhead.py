@@ -11,7 +11,9 @@ Host cost: the CPU time of one call, for the package's eager path, torch.ops.fla
 dispatcher path torch.compile's generated code calls; also under torch.inference_mode, as engines run it)
 and the C API. Each round synchronises, puts a GPU spin (torch.cuda._sleep) longer than the loop on the
 stream, then times with perf_counter_ns only the loop enqueueing `calls` calls; the median of `rounds`
-rounds, per call. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
+rounds, per call. The four paths take their rounds in turn, and pkg-C is the median of the package's round
+minus the C API's next round: the host's speed moves during a run (the C API read 6.6-12.0 us across three
+runs of session 22), and so taken the difference moves less with it. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
 the GPU: the launch queue only holds `calls` x (1-2 launches), far below its ~1000 entries, and the kernels'
 size does not matter (the cells keep the graph cells' shapes, so the same plans and code paths, split-KV
 workspace included). A loop that still outlasts the spin waited on the GPU (a synchronising call, or a
@@ -22,10 +24,12 @@ Kernel time: one CUDA graph of 20 calls per path, replayed, timed with events, p
 host <= 15 us per call; graph time equal to the C API's (within 3 %; printed as a ratio). Exits 1 when a
 cell misses one; the last line names the cells that met and missed them."""
 import argparse
+import contextlib
 import ctypes
 import json
 import os
 import random
+import statistics
 import sys
 import time
 
@@ -60,31 +64,38 @@ class GpuHold:
             self.sleep(int(ms * self.cycles_per_ms))
 
 
-def host_us(fn, calls, rounds, holder, torch):
-    """(median us per call, waited): `calls` calls enqueued right after a synchronize behind a GPU spin
-    longer than the loop, only the enqueue loop timed, the median of `rounds` rounds. waited: a round's loop
-    outlasted its spin (it waited on the GPU: a sync in the path, or a full launch queue)."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter_ns()  # a first estimate, to size the spin
-    for _ in range(calls):
-        fn()
-    estimate_ms = (time.perf_counter_ns() - start) / 1e6
-    torch.cuda.synchronize()
-    hold_ms = max(20.0, 4 * estimate_ms)
-    per_call, waited = [], False
+def host_us(paths, calls, rounds, holder, torch):
+    """Per path (fn, context or None): (median us per call, waited), and the rounds' figures. A round enqueues
+    `calls` calls right after a synchronize behind a GPU spin longer than the loop and times only the enqueue
+    loop; the paths take their rounds in turn (path 0, 1, ..., then again), so that the host's speed, which
+    moves during a run, weighs on every path alike and a difference between paths can be taken round by round.
+    waited: a round's loop outlasted its spin (it waited on the GPU: a sync in the path, or a full launch
+    queue). context: entered around each of the path's rounds (torch.inference_mode, as engines run)."""
+    def timed(fn, context):
+        with context() if context else contextlib.nullcontext():
+            start = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+            return time.perf_counter_ns() - start
+
+    hold_ms = 20.0
+    for fn, context in paths:
+        with context() if context else contextlib.nullcontext():
+            for _ in range(20):
+                fn()
+        torch.cuda.synchronize()
+        hold_ms = max(hold_ms, 4 * timed(fn, context) / 1e6)  # a first estimate, to size the spin
+        torch.cuda.synchronize()
+    per_call, waited = [[] for _ in paths], [False] * len(paths)
     for _ in range(rounds):
-        torch.cuda.synchronize()
-        holder.hold(hold_ms)
-        start = time.perf_counter_ns()
-        for _ in range(calls):
-            fn()
-        elapsed = time.perf_counter_ns() - start
-        torch.cuda.synchronize()
-        per_call.append(elapsed / calls / 1e3)
-        waited |= holder.sleep is not None and elapsed >= 0.9 * hold_ms * 1e6
-    return sorted(per_call)[len(per_call) // 2], waited
+        for i, (fn, context) in enumerate(paths):
+            torch.cuda.synchronize()
+            holder.hold(hold_ms)
+            elapsed = timed(fn, context)
+            torch.cuda.synchronize()
+            per_call[i].append(elapsed / calls / 1e3)
+            waited[i] |= holder.sleep is not None and elapsed >= 0.9 * hold_ms * 1e6
+    return [(statistics.median(p), w) for p, w in zip(per_call, waited)], per_call
 
 
 def graph_us(fn, torch, per_graph=20, replays=50):
@@ -215,10 +226,10 @@ def main():
           f"{'graph us: package':>18} {'C API':>7} {'ratio':>6}")
     report, met, missed, waits = [], [], [], False
     for name, spec, pkg, op_call, capi in rows:
-        h = [host_us(fn, args.calls, args.rounds, holder, torch) for fn in (pkg, op_call)]
-        with torch.inference_mode():  # the op as engines call it (no autograd dispatch)
-            h.append(host_us(op_call, args.calls, args.rounds, holder, torch))
-        h.append(host_us(capi, args.calls, args.rounds, holder, torch))
+        # The op also under torch.inference_mode, as engines call it (no autograd dispatch).
+        h, rounds = host_us([(pkg, None), (op_call, None), (op_call, torch.inference_mode), (capi, None)], args.calls,
+                            args.rounds, holder, torch)
+        own = statistics.median(p - c for p, c in zip(rounds[0], rounds[3]))  # the package's own part, round by round
         g = [graph_us(fn, torch) for fn in (pkg, capi)]
         ratio = g[0] / g[1]
         host_ok = h[0][0] <= 15.0 and not h[0][1]
@@ -228,9 +239,9 @@ def main():
         (met if not why else missed).append(name if not why else f"{name} ({', '.join(why)})")
         waits |= any(w for _, w in h)
         cols = " ".join(f"{us:>{width}.2f}{'*' if w else ' '}" for (us, w), width in zip(h, (16, 6, 6, 6)))
-        print(f"{name:<36} {cols} {h[0][0] - h[3][0]:>7.2f}   {g[0]:>18.2f} {g[1]:>7.2f} {ratio:>6.3f}   {spec}")
+        print(f"{name:<36} {cols} {own:>7.2f}   {g[0]:>18.2f} {g[1]:>7.2f} {ratio:>6.3f}   {spec}")
         report.append({"cell": name, "spec": spec, "host_us_package": h[0][0], "host_us_op": h[1][0],
-                       "host_us_op_inference_mode": h[2][0], "host_us_c_api": h[3][0],
+                       "host_us_op_inference_mode": h[2][0], "host_us_c_api": h[3][0], "host_us_package_own": own,
                        "host_waited": {"package": h[0][1], "op": h[1][1], "op_inference_mode": h[2][1],
                                        "c_api": h[3][1]},
                        "graph_us_package": g[0], "graph_us_c_api": g[1], "graph_ratio": ratio,
