@@ -1073,16 +1073,15 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   }
   fence_proxy_async_smem();
   named_barrier_sync(kEpilogueBarrier + wg, 128);  // this warpgroup only
-  // NOTES (correctness): packed O's map is [total_q, heads] rows, so a TMA box past a sequence's end
-  // would write the next sequence's first rows: a warpgroup whose 64 rows reach past its sequence's
-  // end (the last query block's), and packed heads' rows (query-major), store by threads. Every
-  // other warpgroup stores by TMA, as the dense kernel does: the threads' 16 KB copy held the whole
-  // warpgroup up at every tile's end. NOTES: the test is a vote, so that ptxas sees a warp-uniform
-  // branch: as a plain compare of the (shared-memory) length it moved the main loop's wgmma
-  // descriptors out of uniform registers (33 more instructions a block at d128, paged).
+  // Packed O: a warpgroup whose 64 rows reach past its sequence's end (rows_inside_sequence, the last
+  // query block's), and packed heads' rows (query-major), store by threads; every other one by TMA,
+  // as the dense kernel does: the threads' 16 KB copy held the whole warpgroup up at every tile's end.
+  // NOTES: the test is a vote, so that ptxas sees a warp-uniform branch: as a plain compare of the
+  // (shared-memory) length it moved the main loop's wgmma descriptors out of uniform registers (33
+  // more instructions a block at d128, paged).
   if constexpr (kVarlen) {
     const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first row in its sequence
-    if (kPackGQA || !__all_sync(0xffffffffu, first + 64 <= seq.seqlen_q)) {
+    if (kPackGQA || !__all_sync(0xffffffffu, rows_inside_sequence(first, 64, seq.seqlen_q))) {
       store_o_rows(p, out, tile, seq, wg, t);
       named_barrier_sync(kEpilogueBarrier + wg, 128);  // every thread has read the staging tile
       if (t == 0) mbar_arrive(out.release_bar);

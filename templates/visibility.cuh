@@ -35,6 +35,11 @@ FJ_DEVICE int visible_key_count(bool causal, int row, int seqlen_q, int seqlen_k
 // covers the longest sequence's blocks; a shorter one's tiles past its queries are skipped).
 FJ_DEVICE bool query_block_has_rows(int m_block, int block_m, int seqlen_q) { return m_block * block_m < seqlen_q; }
 
+// Whether query rows [first, first + rows) of a sequence all belong to it. Packed O's tensor map spans
+// every sequence's rows ([total_q, heads]), so only such a run may be stored as one TMA box: a box
+// reaching past the sequence's end would write the next sequence's first rows (NOTES, correctness).
+FJ_DEVICE bool rows_inside_sequence(int first, int rows, int seqlen_q) { return first + rows <= seqlen_q; }
+
 // Paged K/V: where key `key` sits, as (page index in the sequence's block-table row, row in the
 // page). A load of `rows` keys from a multiple of `rows` stays in one page when rows divides
 // page_size (paged_rows_per_load: gcd(page_size, block_n)).

@@ -138,6 +138,50 @@ TEST(Visibility, RaggedBatchesCoverEveryVisiblePairOnce) {
   }
 }
 
+// Packed O as the kernel stores it: per tile, each warpgroup's 64 rows as one TMA box over the packed
+// rows where rows_inside_sequence allows, else by threads up to the sequence's end. Every packed row of
+// a random ragged batch is written exactly once, by its own sequence, and every warpgroup whose rows
+// all lie in its sequence takes the box (fails with a rule that lets a box cross a sequence's end, and
+// with one that never takes the box).
+TEST(Visibility, PackedOutputRowsWrittenOnceByTheirOwnSequence) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int block_m = 64 * (1 + rng() % 3), batch = 1 + rng() % 9;
+    std::vector<int> seqlen_q(batch), q_row0(batch + 1, 0);
+    int max_q = 1;
+    for (int b = 0; b < batch; ++b) {
+      const int kind = rng() % 4;  // empty, one row, short, long
+      seqlen_q[b] = kind == 0 ? 0 : kind == 1 ? 1 : kind == 2 ? int(rng() % 130) : 64 * int(rng() % 6) + int(rng() % 3);
+      q_row0[b + 1] = q_row0[b] + seqlen_q[b];
+      max_q = std::max(max_q, seqlen_q[b]);
+    }
+    const int total_q = q_row0[batch];
+    std::vector<int> writer(size_t(total_q) + 64, -1), writes(size_t(total_q) + 64, 0);  // + 64: a box past the end
+    for (int b = 0; b < batch; ++b) {
+      int boxes = 0;
+      for (int m = 0; m * block_m < max_q; ++m) {
+        if (!query_block_has_rows(m, block_m, seqlen_q[b])) continue;
+        for (int first = m * block_m; first < (m + 1) * block_m; first += 64) {
+          const bool box = rows_inside_sequence(first, 64, seqlen_q[b]);
+          boxes += box;
+          const int end = box ? first + 64 : std::min(first + 64, seqlen_q[b]);
+          for (int row = first; row < end; ++row) {
+            writer[size_t(q_row0[b] + row)] = b;
+            ++writes[size_t(q_row0[b] + row)];
+          }
+        }
+      }
+      EXPECT_EQ(boxes, seqlen_q[b] / 64) << "sequence " << b;  // every whole 64-row run by TMA
+    }
+    for (int b = 0; b < batch; ++b)
+      for (int row = 0; row < seqlen_q[b]; ++row) {
+        ASSERT_EQ(writes[size_t(q_row0[b] + row)], 1) << "trial " << trial << " sequence " << b << " row " << row;
+        ASSERT_EQ(writer[size_t(q_row0[b] + row)], b) << "trial " << trial << " sequence " << b << " row " << row;
+      }
+    for (size_t row = size_t(total_q); row < writes.size(); ++row) ASSERT_EQ(writes[row], 0) << "past total_q";
+  }
+}
+
 // Paged K/V: the loads of a block (kv_rows_per_load rows each, from multiples of it) stay inside
 // one page, and resolve every key of a random page table to its page and row.
 TEST(Visibility, PagedLoadsStayInOnePageAndFindEveryKey) {
