@@ -196,8 +196,11 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
 # API's 10 on the H200, issue 25). A call whose tensors have the shapes, strides, dtypes and devices, and
 # whose other arguments the values, of an earlier call that passed the checks reuses that call's plan and
 # argument bytes: only the pointers and the stream are new. The checks it skips depend on nothing else; the
-# C API still checks every argument (pointer alignment included) on each new set. Not inside a capture or a
-# torch.compile trace, nor for calls that return the LSE (they take the full path).
+# C API still checks every argument (pointer alignment included) on each new set. Not inside a torch.compile
+# trace, nor for calls that return the LSE (they take the full path); inside a capture only plans without a
+# split workspace (remembered). NOTES: the keys read each tensor's shape, strides, dtype and device inline:
+# a function call and a nested tuple per tensor cost about 1 us of the key's 4 (eight tensors) on an H200
+# host (python/bench/fast_path_parts.py).
 _fast = {}
 _ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
 _PACK_IO = struct.Struct("<QQQQQ").pack_into       # q, k, v, o, lse at offset 8
@@ -209,22 +212,16 @@ except AttributeError:  # pragma: no cover - older torch
     _capturing = torch.cuda.is_current_stream_capturing
 
 
-def tensor_key(t):
-    """What the checks and the plan read of a tensor (None stays None). NOTES: the entry points spell it out
-    inline (the required tensors' fields flat in the key): a function call and a nested tuple per tensor cost
-    about 1 us of the key's 4 (eight tensors) on an H200 host (python/bench/fast_path_parts.py)."""
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
-
-
 def fast_path_open():
     return not torch.compiler.is_compiling()
 
 
-def usable(launch):
-    """Whether a remembered plan may launch now: one with a split workspace not inside a CUDA graph capture (the
-    stream's workspace may be replaced after the capture; the full path takes one from the graph's pool). The
-    capture check costs 0.3 us a call, so plans without a workspace skip it."""
-    return launch is not None and (not launch.nbytes or not _capturing())
+def remembered(key):
+    """The plan remembered for key if it may launch now, else None. A plan with a split workspace not inside a
+    CUDA graph capture: the stream's workspace may be replaced after the capture (the full path takes one from
+    the graph's pool). The capture check costs 0.3 us a call, so plans without a workspace skip it."""
+    launch = _fast.get(key)
+    return launch if launch is not None and (not launch.nbytes or not _capturing()) else None
 
 
 class _FastLaunch:
@@ -426,8 +423,8 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
-            launch = _fast.get(key)
-            if usable(launch):
+            launch = remembered(key)
+            if launch is not None:
                 out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0)
                 return out
@@ -466,8 +463,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
-            launch = _fast.get(key)
-            if usable(launch):
+            launch = remembered(key)
+            if launch is not None:
                 if out is None:
                     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
@@ -529,8 +526,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
-            launch = _fast.get(key)
-            if usable(launch):
+            launch = remembered(key)
+            if launch is not None:
                 if out is None:
                     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
