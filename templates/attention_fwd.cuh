@@ -978,8 +978,13 @@ FJ_DEVICE RowTarget row_target(const Params& p, const Tile& tile, int row) {
   return {row, tile.head};
 }
 
-// Split partials (split_kv with more than one split): float32 O and LSE in the caller's workspace.
-FJ_DEVICE bool writes_partials(const Params& p) { return kSplitKV && p.num_splits > 1; }
+// Split partials (split_kv, a sequence of two splits or more): float32 O and LSE in the caller's
+// workspace; a sequence of one split writes its O and LSE as without splits.
+// NOTES: the test is a vote, so that ptxas sees a warp-uniform branch (see write_output).
+FJ_DEVICE bool writes_partials(const Params& p, const SeqlenInfo& seq) {
+  if constexpr (!kSplitKV) return false;
+  return __all_sync(0xffffffffu, split_writes_partials(p.num_splits, tile_key_split(p, seq).splits));
+}
 
 // Where query 0 of the sequence and head `head` sits in LSE: dense [batch, heads_q, seqlen_q],
 // varlen [heads_q, total_q] (split partials: [split][heads_q][total_q], from lse_partial).
@@ -1006,6 +1011,40 @@ FJ_DEVICE void store_partial_o(const Params& p, const Fragment& f, const float (
   }
 }
 
+// combine=inline: the warpgroup's partials are out; the last of its rows' splits to count itself
+// in (merge_counter_index: one counter a warpgroup's rows) merges every split's partials of those
+// rows into O and LSE, a warp a row (split_merge.cuh), and puts the counter back to zero. No
+// second kernel, so no second launch on the host and no wait for this grid's end.
+// NOTES (correctness): release and acquire as in a last-block reduction (CUTLASS's semaphore):
+// the barrier orders the warpgroup's partial stores before thread 0's fence, which (cumulative)
+// orders them before its count; the last arrival's thread 0 fences after its count, the barrier
+// hands that on, and the warpgroup reads the partials through L2.
+// Each of a sequence's `splits` tiles of these rows counts once (tile_has_rows: exactly the splits
+// below the sequence's count run), so the count reaches `splits` once a launch, and the last
+// arrival leaves the counter at zero for the next launch or graph replay.
+FJ_DEVICE void merge_if_last_split(const Params& p, const Tile& tile, const SeqlenInfo& seq, int wg, int t) {
+  const int splits = tile_key_split(p, seq).splits;
+  named_barrier_sync(kEpilogueBarrier + wg, 128);  // the warpgroup's partials are stored
+  bool last = false;
+  if (t == 0) {
+    const long long at = merge_counter_index(tile.batch, tile.head, tile.m_block, wg, tile_heads(p), padded_m_blocks(p), kConsumerWGs);
+    __threadfence();
+    last = atomicAdd(p.merge_counters + at, 1u) == (uint32_t)splits - 1u;
+    if (last) {
+      atomicExch(p.merge_counters + at, 0u);
+      __threadfence();
+    }
+  }
+  if (!named_barrier_any(kEpilogueBarrier + wg, 128, last)) return;
+  const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first (packed) row
+#pragma unroll 1
+  for (int r = t / 32; r < 64; r += 4) {
+    const RowTarget at = row_target(p, tile, first + r);
+    if (at.query >= seq.seqlen_q) break;  // rows are query-major: the rest are past the sequence too
+    merge_split_row(p, seq.q_row0 + at.query, at.head, splits, t % 32);
+  }
+}
+
 // varlen: the warpgroup's 64 rows of O from the staging tile to global memory up to the
 // sequence's end (a TMA store would write the rows past it, the next sequence's), 16 bytes per
 // thread and step, 8 threads per 128-byte row.
@@ -1029,6 +1068,7 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
 
 FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCols / 2], SoftmaxState& st, int wg, int t,
                             const Tile& tile, const SeqlenInfo& seq, const OStaging& out) {
+  const bool partials = writes_partials(p, seq);
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -1037,7 +1077,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     // Fully masked row: sum 0 -> O = 0 and LSE = -inf.
     inv_sum[r] = (sum == 0.f || sum != sum) ? 0.f : 1.f / sum;
-    float* const lse_base = writes_partials(p) ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
+    float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
     if (lse_base != nullptr && (f.lane & 3) == 0) {
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
       if (at.query < seq.seqlen_q) {
@@ -1047,8 +1087,9 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
     }
   }
   // Split partials go out from the registers; the staging memory is released unused.
-  if (writes_partials(p)) {
+  if (partials) {
     store_partial_o(p, f, o, inv_sum, tile, seq);
+    if constexpr (kInlineCombine) merge_if_last_split(p, tile, seq, wg, t);
     named_barrier_sync(kEpilogueBarrier + wg, 128);  // the warpgroup's last reads of the slot are done
     if (t == 0) mbar_arrive(out.release_bar);
     return;

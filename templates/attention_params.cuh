@@ -45,7 +45,8 @@ struct Params {
   // split_kv: num_splits splits a sequence at most (the grid's), split_blocks K/V blocks each (0:
   // each sequence's blocks cut into num_splits); with num_splits > 1 the kernel writes float32
   // partials [split][total_q][heads_q][head_dim_v] and LSE [split][heads_q][total_q] (natural log),
-  // and flashjit_attention_combine merges them. div_split_heads: tile_heads x batch.
+  // and flashjit_attention_combine merges them (combine=inline: the last split's warpgroup). A
+  // sequence of one split writes O and LSE directly. div_split_heads: tile_heads x batch.
   int num_splits, split_blocks;
   uint32_t div_split_heads[2];
   float* o_partial;
@@ -53,6 +54,10 @@ struct Params {
   // scheduler=dynamic: two words at the workspace's start, zero between launches: the next tile to
   // take, and the CTAs done (the last one puts both back to zero).
   uint32_t* tile_counter;
+  // combine=inline: merge_counter_count words after the tile counter's 256 bytes (when there is
+  // one), zero between launches: each warpgroup's rows count their splits in, and the last one
+  // merges the partials and puts its counter back to zero (attention_fwd.cuh: merge_if_last_split).
+  uint32_t* merge_counters;
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

@@ -151,6 +151,13 @@ FJ_DEVICE bool named_barrier_all(uint32_t id, uint32_t threads, bool pred) {
                : "=r"(all) : "r"(uint32_t(pred)), "r"(id), "r"(threads) : "memory");
   return all != 0;
 }
+// True in every thread iff pred holds in any of the `threads` threads meeting at named barrier id.
+FJ_DEVICE bool named_barrier_any(uint32_t id, uint32_t threads, bool pred) {
+  uint32_t any;
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
+               : "=r"(any) : "r"(uint32_t(pred)), "r"(id), "r"(threads) : "memory");
+  return any != 0;
+}
 template <uint32_t N> FJ_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
 template <uint32_t N> FJ_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
 

@@ -113,6 +113,22 @@ FJ_DEVICE KeySplit key_split(int seqlen_k, int block_n, int num_splits, int spli
   return {per, fj_max(1, fj_min(num_splits, (blocks + per - 1) / per))};
 }
 
+// Partials are written only where a sequence has two splits or more: a sequence of one split
+// writes its O and LSE directly, and neither combine reads it.
+FJ_DEVICE bool split_writes_partials(int num_splits, int sequence_splits) { return num_splits > 1 && sequence_splits > 1; }
+
+// combine=inline: each consumer warpgroup of a tile that writes partials counts itself in at its
+// rows' counter, one per (sequence, head group, query block, warpgroup) of the launch's upper
+// bounds, [batch][tile_heads][m_blocks][wgs]; the arrival that brings it to the sequence's split
+// count merges them and puts it back to zero.
+// (long long: this header also goes into kernels without the fixed-width types, the reference's.)
+FJ_DEVICE long long merge_counter_count(int batch, int tile_heads, int m_blocks, int wgs) {
+  return (long long)batch * tile_heads * m_blocks * wgs;
+}
+FJ_DEVICE long long merge_counter_index(int batch, int head, int m_block, int wg, int tile_heads, int m_blocks, int wgs) {
+  return (((long long)batch * tile_heads + head) * m_blocks + m_block) * wgs + wg;
+}
+
 // The part of a tile's block range in split `split`: blocks [split x per, (split + 1) x per). The
 // masked blocks stay the range's top ones (those at or above n_max - n_masked).
 FJ_DEVICE BlockRange split_block_range(const BlockRange& r, const KeySplit& ks, int split) {

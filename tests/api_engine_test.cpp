@@ -161,4 +161,27 @@ TEST(ApiEngine, MetadataCheckSeesATileCounterLeftSet) {
   counter[0] = counter[1] = 0;
 }
 
+// combine=inline: the check reads the merge counters after the tile counter (or at the
+// workspace's start) and names the first one a launch left set.
+TEST(ApiEngine, MetadataCheckSeesAMergeCounterLeftSet) {
+  const char* inline_combine = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline";
+  Step step;
+  flashjit_attention_args_t a = step.args(true);
+  a.max_splits = 4;
+  uint64_t bytes = 0;
+  ASSERT_EQ(flashjit_attention_workspace_size(inline_combine, &a, &bytes), FLASHJIT_SUCCESS) << message();
+  std::vector<uint32_t> workspace(bytes / 4 + 64, 0);
+  uint32_t* const start = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(workspace.data()) + 255) / 256 * 256);
+  a.workspace = reinterpret_cast<uint64_t>(start), a.workspace_bytes = bytes;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(inline_combine, &a), FLASHJIT_SUCCESS) << message();
+  // 4 sequences x 8 head groups x 13 query blocks (200 queries, 16 a block: 4 packed heads in 64 rows) x 1 warpgroup
+  start[4 * 8 * 13 - 1] = 2;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(inline_combine, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.workspace") << message();
+  EXPECT_NE(message().find("merge counter 415 (at byte 1660) is 2; allowed: 0"), std::string::npos) << message();
+  start[4 * 8 * 13 - 1] = 0;
+  start[4 * 8 * 13] = 5;  // past the counters: the partials, not checked
+  EXPECT_EQ(flashjit_check_engine_metadata_host(inline_combine, &a), FLASHJIT_SUCCESS) << message();
+}
+
 }  // namespace

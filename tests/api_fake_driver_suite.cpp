@@ -670,17 +670,23 @@ TEST(ApiFakeDriver, KernelParametersCarryTheTileDecodeDivisors) {
 }
 
 // The workspace's parts as make_kernel_params hands them to the kernel: scheduler=dynamic's tile
-// counter at the start, the split partials after its 256 bytes (or at the start without it).
+// counter at the start, combine=inline's merge counters after its 256 bytes (or at the start),
+// the split partials after both (each part 256-byte aligned).
 TEST(ApiFakeDriver, KernelParametersPointAtTheWorkspacesParts) {
   const uint64_t workspace = 0x700000000ull;
+  constexpr uint64_t kNone = ~0ull;
   const struct {
     const char* spec;
     bool counter;
-    uint64_t partials;  // offset of the O partials; ~0: none
-  } cases[] = {{"dtype=bf16,head_dim=128,causal=1,scheduler=dynamic", true, ~0ull},
-               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,scheduler=dynamic", true, 256},
-               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1", false, 0},
-               {"dtype=bf16,head_dim=128,causal=1", false, ~0ull}};
+    uint64_t merge;     // offset of the merge counters; kNone: none
+    uint64_t partials;  // offset of the O partials; kNone: none
+  } cases[] = {{"dtype=bf16,head_dim=128,causal=1,scheduler=dynamic", true, kNone, kNone},
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,scheduler=dynamic", true, kNone, 256},
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1", false, kNone, 0},
+               // one query of 32/8 heads: 8 head groups x 1 query block x 1 warpgroup = 8 words
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline", false, 0, 256},
+               {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,scheduler=dynamic,combine=inline", true, 256, 512},
+               {"dtype=bf16,head_dim=128,causal=1", false, kNone, kNone}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.spec);
     auto config = flashjit::make_config(*flashjit::parse_spec(c.spec));
@@ -703,137 +709,45 @@ TEST(ApiFakeDriver, KernelParametersPointAtTheWorkspacesParts) {
     auto params = flashjit::make_kernel_params(*fake().api, *config, args, 132);
     ASSERT_TRUE(params.ok()) << params.error().message;
     EXPECT_EQ(reinterpret_cast<uint64_t>(params->tile_counter), c.counter ? workspace : 0);
-    if (c.partials == ~0ull) {
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params->merge_counters), c.merge == kNone ? 0 : workspace + c.merge);
+    EXPECT_EQ(flashjit::merge_counter_words(*config, args), c.merge == kNone ? 0 : 8);
+    if (c.partials == kNone) {
       EXPECT_EQ(params->o_partial, nullptr);
       continue;
     }
     EXPECT_EQ(reinterpret_cast<uint64_t>(params->o_partial), workspace + c.partials);
     EXPECT_EQ(reinterpret_cast<uint64_t>(params->lse_partial), workspace + c.partials + flashjit::split_lse_offset(*config, args));
-    // The whole workspace: the counter and max_splits' partials.
-    EXPECT_EQ(flashjit::attention_workspace_bytes(*config, args), (c.counter ? 256u : 0u) + flashjit::split_workspace_bytes(*config, args));
+    // The whole workspace: the counters and max_splits' partials.
+    EXPECT_EQ(flashjit::attention_workspace_bytes(*config, args), c.partials + flashjit::split_workspace_bytes(*config, args));
+    // combine=kernel launches the combine after the attention kernel; combine=inline does not.
+    EXPECT_EQ(flashjit::runs_combine(*params), !config->spec.inline_combine);
   }
 }
 
-// A handle with a long-sequence kernel: launches that alternate between its two kernels, with
-// parameters cached or new, allocate nothing either.
-TEST(ApiFakeDriver, LaunchesAcrossBothKernelsOfAHandleAllocateNothing) {
+// combine=inline merges the splits in the attention kernel: one launch a call, against two.
+TEST(ApiFakeDriver, InlineCombineIsOneLaunch) {
   flashjit_context_t ctx = make_context();
-  flashjit_kernel_t k = get_kernel(ctx, "dtype=bf16,head_dim=64,causal=1");
   CUstream stream = make_stream(cu_context_of(ctx));
-  const flashjit_attention_args_t short_args = make_args(0x500000000ull, 1, 300, 300, 8, 8);
-  const flashjit_attention_args_t long_args = make_args(0x500000000ull, 1, 4096, 4096, 8, 8);
-  ASSERT_EQ(flashjit_attention_forward(k, &short_args, stream), FLASHJIT_SUCCESS) << last_message();
-  ASSERT_EQ(flashjit_attention_forward(k, &long_args, stream), FLASHJIT_SUCCESS) << last_message();
-  // Every call launched, and the last (odd) one ran the long-sequence kernel (512 threads).
-  auto expect_launched = [&](uint64_t before, int calls) {
-    EXPECT_EQ(launches(), before + calls);
-    EXPECT_EQ(last_launch().block[0], 512u);
-  };
-  auto alternate = [&](flashjit_attention_args_t& a, int i) { a = i % 2 ? long_args : short_args; };
-  uint64_t before = launches();
-  EXPECT_EQ(allocations_during(k, stream, short_args, 1000, alternate), 0u) << "cached parameters";
-  expect_launched(before, 1000);
-  auto alternate_new = [&](flashjit_attention_args_t& a, int i) {
-    a = i % 2 ? long_args : short_args;
-    a.o += uint64_t(16 * 1024) * (i + 1);
-  };
-  before = launches();
-  EXPECT_EQ(allocations_during(k, stream, short_args, 100, alternate_new), 0u) << "new parameters";
-  expect_launched(before, 100);
-  EXPECT_STREQ(flashjit_last_error_message(), "");
-  flashjit_kernel_release(k);
-  flashjit_context_destroy(ctx);
-}
-
-TEST(ApiFakeDriver, StreamOfAnotherContextIsRefusedBeforeLaunching) {
-  const DriverApi& api = *fake().api;
-  flashjit_context_t ctx_a = make_context();
-  flashjit_kernel_t k_a = get_kernel(ctx_a);
-  CUcontext context_b = nullptr;
-  ASSERT_EQ(api.cuCtxCreate(&context_b, nullptr, 0, 0), CUDA_SUCCESS);
-  CUcontext popped;
-  api.cuCtxPopCurrent(&popped);
-  CUstream stream_b = make_stream(context_b);
-  const flashjit_attention_args_t a = make_args(0x400000000ull);
-  const uint64_t before = launches(), mismatches = fake().stats->launch_context_mismatches;
-
-  EXPECT_EQ(flashjit_attention_forward(k_a, &a, stream_b), FLASHJIT_ERROR_WRONG_CONTEXT);
-  EXPECT_EQ(last_field(), "stream");
-  EXPECT_NE(last_message().find("belongs to CUDA context"), std::string::npos) << last_message();
-  // The NULL stream is the current context's: B current -> refused, A current -> launched.
-  api.cuCtxPushCurrent(context_b);
-  EXPECT_EQ(flashjit_attention_forward(k_a, &a, nullptr), FLASHJIT_ERROR_WRONG_CONTEXT);
-  api.cuCtxPopCurrent(&popped);
-  EXPECT_EQ(launches(), before);
-  EXPECT_EQ(fake().stats->launch_context_mismatches, mismatches) << "the driver never saw the mismatch";
-  api.cuCtxPushCurrent(cu_context_of(ctx_a));
-  EXPECT_EQ(flashjit_attention_forward(k_a, &a, nullptr), FLASHJIT_SUCCESS) << last_message();
-  api.cuCtxPopCurrent(&popped);
-  EXPECT_EQ(launches(), before + 1);
-
-  // A flashjit context made for B launches on B's streams.
-  flashjit_context_options_t o;
-  flashjit_context_options_init(&o);
-  o.cu_context = context_b;
-  o.cache_mode = FLASHJIT_CACHE_MEMORY_ONLY;
-  flashjit_context_t ctx_b = make_context(o);
-  flashjit_kernel_t k_b = get_kernel(ctx_b);
-  EXPECT_EQ(flashjit_attention_forward(k_b, &a, stream_b), FLASHJIT_SUCCESS) << last_message();
-  flashjit_kernel_release(k_b);
-  flashjit_context_destroy(ctx_b);
-  flashjit_kernel_release(k_a);
-  flashjit_context_destroy(ctx_a);
-  api.cuCtxDestroy(context_b);
-}
-
-TEST(ApiFakeDriver, ThreadWithoutACurrentContextCanLaunch) {
-  flashjit_context_t ctx = make_context();
-  flashjit_kernel_t k = get_kernel(ctx);
-  CUstream stream = make_stream(cu_context_of(ctx));
-  const flashjit_attention_args_t a = make_args(0x500000000ull);
-  flashjit_status_t status = FLASHJIT_ERROR_INTERNAL;
-  CUcontext current_after = reinterpret_cast<CUcontext>(0x1);
-  std::thread([&] {
-    status = flashjit_attention_forward(k, &a, stream);
-    fake().api->cuCtxGetCurrent(&current_after);
-  }).join();
-  EXPECT_EQ(status, FLASHJIT_SUCCESS);
-  EXPECT_EQ(current_after, nullptr) << "the context pushed for the launch was popped";
-  flashjit_kernel_release(k);
-  flashjit_context_destroy(ctx);
-}
-
-TEST(ApiFakeDriver, ForwardCanBeCapturedAndReplayedWithoutCaptureUnsafeCalls) {
-  const DriverApi& api = *fake().api;
-  flashjit_context_t ctx = make_context();
-  flashjit_kernel_t k = get_kernel(ctx);
-  CUstream stream = make_stream(cu_context_of(ctx));
-  const flashjit_attention_args_t a = make_args(0x600000000ull);
-  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS);
-  const FakeCudaLaunch direct = last_launch();
-  const uint64_t violations = fake().stats->capture_violations, captured = fake().stats->launches_captured;
-
-  ASSERT_EQ(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-  flashjit_attention_args_t fresh = a;
-  fresh.q += 1 << 20;  // one launch with new (uncached) parameters, one with cached ones
-  ASSERT_EQ(flashjit_attention_forward(k, &fresh, stream), FLASHJIT_SUCCESS) << last_message();
-  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
-  CUgraph graph = nullptr;
-  ASSERT_EQ(api.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
-  EXPECT_EQ(fake().stats->capture_violations, violations) << "allocation, copy, sync or module load during capture";
-  EXPECT_EQ(fake().stats->launches_captured, captured + 2);
-
-  CUgraphExec exec = nullptr;
-  ASSERT_EQ(api.cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
-  const uint64_t before = launches();
-  for (int replay = 0; replay < 3; ++replay) ASSERT_EQ(api.cuGraphLaunch(exec, stream), CUDA_SUCCESS);
-  EXPECT_EQ(launches(), before + 6);
-  const FakeCudaLaunch replayed = last_launch();
-  EXPECT_EQ(std::memcmp(replayed.params, direct.params, sizeof(KernelParams)), 0) << "replay runs the captured arguments";
-  EXPECT_EQ(std::memcmp(replayed.grid, direct.grid, sizeof(direct.grid)), 0);
-  api.cuGraphExecDestroy(exec);
-  api.cuGraphDestroy(graph);
-  flashjit_kernel_release(k);
+  static std::vector<int32_t> metadata(64, 0);
+  for (const auto& [spec, expected] : {std::pair{"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1", 2u},
+                                       std::pair{"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1,combine=inline", 1u}}) {
+    SCOPED_TRACE(spec);
+    flashjit_kernel_t k = get_kernel(ctx, spec);
+    flashjit_attention_args_t a = make_args(0x700000000ull, 1, 1, 4096, 32, 8, 64);
+    a.q_strides.batch = a.o_strides.batch = 0;
+    a.cu_seqlens_q = reinterpret_cast<uint64_t>(metadata.data());
+    a.seqused_k = reinterpret_cast<uint64_t>(metadata.data() + 16);
+    a.total_q = 1;
+    a.max_splits = 16;
+    uint64_t bytes = 0;
+    ASSERT_EQ(flashjit_attention_workspace_size(spec, &a, &bytes), FLASHJIT_SUCCESS) << last_message();
+    a.workspace = 0x7f0000000ull;
+    a.workspace_bytes = bytes;
+    const uint64_t before = launches();
+    ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS) << last_message();
+    EXPECT_EQ(launches(), before + expected);
+    flashjit_kernel_release(k);
+  }
   flashjit_context_destroy(ctx);
 }
 

@@ -295,6 +295,66 @@ TEST(AttentionEngineGpu, SplitKvFixedSplitSize) {
   run_all(cases);
 }
 
+// combine=inline: the last split of each tile's rows merges the partials in the attention kernel
+// (no second kernel). Every split count exactly (one CTA per tile) and on grids of one to three
+// persistent CTAs (one CTA then counts in several splits of the same rows), GQA 1-16 with 1-16
+// queries, pages 1/16/64/256 and dense or packed K/V, head dims 64/80/128/256, both dtypes, mixed
+// decode and prefill batches (a workspace for three splits too), fixed split sizes, the dynamic
+// scheduler. Each check fails if a merge counter is not back at zero after the launch.
+TEST(AttentionEngineGpu, SplitKvInlineCombine) {
+  std::mt19937_64 shapes(27);
+  std::vector<EngineCase> cases;
+  const std::string inline_decode = std::string(kDecode) + ",combine=inline";
+  for (int splits : {1, 2, 3, 16})
+    for (bool causal : {false, true}) {
+      const KvSource kv = splits % 2 == 0 ? KvSource::kPaged : KvSource::kDense;
+      EngineProblem p = decode_batch(shapes, true, 128, causal, 32, 8, kv, 16, 7, causal ? 4 : 1, 2500);
+      p.max_splits = splits;
+      p.inline_combine = true;
+      cases.push_back({engine_spec(p, inline_decode), p, 0});
+      if (splits == 16) cases.push_back({engine_spec(p, inline_decode), p, causal ? 3 : 1});
+    }
+  const std::pair<int, int> groups[] = {{8, 8}, {12, 4}, {32, 8}, {16, 1}};
+  int i = 0;
+  for (auto [hq, hkv] : groups)
+    for (int queries : {1, 16}) {
+      const int pages[] = {1, 16, 64, 256};
+      const KvSource kv = i % 4 == 3 ? KvSource::kPacked : KvSource::kPaged;
+      const int dims[] = {64, 80, 128, 256};
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, dims[i % 4], queries > 1, hq, hkv, kv, pages[(i / 2) % 4], 5 + i % 4, queries, 1800);
+      p.max_splits = 8 + 8 * (i % 3);
+      p.inline_combine = true;
+      cases.push_back({engine_spec(p, inline_decode), p});
+      ++i;
+    }
+  for (const char* extra : {"pack_gqa=1,split_kv=1,combine=inline", "split_kv=1,combine=inline"})
+    for (bool causal : {false, true}) {
+      EngineProblem p = ragged(shapes, true, 128, causal, 16, 4, causal ? KvSource::kPaged : KvSource::kPacked, 64, 9, 900);
+      p.seqlen_q[0] = 1, p.seqlen_k[0] = 1000;
+      p.seqlen_q[1] = 4, p.seqlen_k[1] = 900;
+      p.max_splits = 12;
+      p.inline_combine = true;
+      cases.push_back({engine_spec(p, extra), p});
+      p.workspace_splits = 3;
+      cases.push_back({engine_spec(p, extra), p, 0});
+    }
+  for (int split_keys : {128, 1024}) {
+    EngineProblem p = decode_batch(shapes, true, 128, true, 32, 8, KvSource::kPaged, 16, 6, 3, 2000);
+    p.max_splits = (2000 + split_keys - 1) / split_keys;
+    p.split_keys = split_keys;
+    p.inline_combine = true;
+    cases.push_back({engine_spec(p, inline_decode), p});
+  }
+  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+    EngineProblem p = decode_batch(shapes, true, 128, true, 32, 8, kv, 16, 6, 4, 3000);
+    p.max_splits = 16;
+    p.dynamic_schedule = true;
+    p.inline_combine = true;
+    cases.push_back({engine_spec(p, inline_decode + ",scheduler=dynamic"), p});
+  }
+  run_all(cases);
+}
+
 // flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
 // padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
@@ -385,15 +445,17 @@ TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (int mode = 0; mode < 4; ++mode) {  // paged, packed, paged split-KV decode, paged with the dynamic scheduler
+  // paged, packed, paged split-KV decode, paged with the dynamic scheduler, split-KV decode with combine=inline
+  for (int mode = 0; mode < 5; ++mode) {
     const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
     EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
-    if (mode == 2) bounds.max_splits = 6;
-    bounds.dynamic_schedule = mode == 3;  // the counter is zeroed once, before the capture
+    if (mode == 2 || mode == 4) bounds.max_splits = 6;
+    bounds.dynamic_schedule = mode == 3;  // the counters are zeroed once, before the capture
+    bounds.inline_combine = mode == 4;
     const EngineCapacity capacity = capacity_for(bounds);
-    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : "");
+    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : mode == 4 ? "pack_gqa=1,split_kv=1,combine=inline" : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -420,6 +482,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
       p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       p.dynamic_schedule = bounds.dynamic_schedule;
+      p.inline_combine = bounds.inline_combine;
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
       report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -185,6 +186,114 @@ TEST(DecodeSpec, PackedHeadsAndSplitsNeedPackedQueries) {
   }
   char reason[256] = {};
   EXPECT_EQ(flashjit_supported("dtype=fp16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1", reason, sizeof(reason)), FLASHJIT_SUCCESS) << reason;
+}
+
+// combine=kernel (the second kernel) is the default and is not printed; combine=inline needs
+// splits to merge.
+TEST(DecodeSpec, CombineKernelIsTheDefaultAndInlineNeedsSplits) {
+  auto merged = parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline");
+  ASSERT_TRUE(merged.ok()) << merged.error().message;
+  EXPECT_TRUE(merged->inline_combine);
+  EXPECT_EQ(to_string(*merged), "dtype=bf16,head_dim=128,causal=0,varlen=1,pack_gqa=1,split_kv=1,combine=inline");
+  EXPECT_EQ(*parse_spec(to_string(*merged)), *merged);
+  EXPECT_EQ(*parse_spec("dtype=bf16,head_dim=128,varlen=1,split_kv=1,combine=kernel"), *parse_spec("dtype=bf16,head_dim=128,varlen=1,split_kv=1"));
+  auto alone = parse_spec("dtype=bf16,head_dim=128,varlen=1,combine=inline");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.error().field, "combine");
+  EXPECT_NE(alone.error().message.find("without split_kv=1"), std::string::npos) << alone.error().message;
+  auto bad = parse_spec("dtype=bf16,head_dim=128,varlen=1,split_kv=1,combine=fused");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().field, "combine");
+  EXPECT_NE(bad.error().message.find("kernel or inline"), std::string::npos) << bad.error().message;
+}
+
+// combine=inline's counting, as the kernel runs it (templates/visibility.cuh, compiled here): over
+// random ragged batches, every tile that has rows and a split below its sequence's count writes
+// partials only where the sequence has two splits or more, each of its warpgroups counts in at a
+// counter no other rows share, inside the launch's counter words, and each counter gets exactly
+// the sequence's split count of arrivals: the last one merges and leaves it at zero.
+TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
+  std::mt19937 rng(31);
+  for (const char* spec : {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline",
+                           "dtype=fp16,head_dim=64,varlen=1,split_kv=1,consumer_wgs=2,combine=inline",
+                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline"}) {
+    SCOPED_TRACE(spec);
+    auto config = make_config(*parse_spec(spec));
+    ASSERT_TRUE(config) << config.error().message;
+    const int block_n = config->spec.block_n, wgs = config->spec.consumer_wgs;
+    int64_t merged = 0;  // warpgroups' rows merged in all trials: the test covers many
+    for (int trial = 0; trial < 300; ++trial) {
+      const int batch = 1 + int(rng() % 12), hkv = 1 << (rng() % 3), hq = hkv * (1 + int(rng() % 8));
+      std::vector<int> seqlen_q(batch), seqlen_k(batch);
+      for (int b = 0; b < batch; ++b) {
+        seqlen_q[b] = rng() % 6 == 0 ? 0 : rng() % 3 == 0 ? 1 + int(rng() % 300) : 1 + int(rng() % 16);
+        seqlen_k[b] = rng() % 8 == 0 ? int(rng() % 3) : int(rng() % 6000);
+      }
+      AttentionArgs a = attention_extents(batch, std::max(1, *std::max_element(seqlen_q.begin(), seqlen_q.end())), 6000, hq, hkv);
+      a.engine.total_q = std::max(1, int(std::accumulate(seqlen_q.begin(), seqlen_q.end(), 0)));
+      a.decode.max_splits = 1 + int(rng() % 40);
+      a.decode.split_keys = rng() % 4 == 0 ? block_n * (1 + int(rng() % 20)) : 0;
+      const TileGeometry g = tile_geometry(*config, a, rng() % 2 ? 132 : 0);  // 0: max_splits, one CTA a tile
+      const int m_blocks = int(attention_query_blocks(*config, a));
+      const int64_t words = merge_counter_words(*config, a);
+      ASSERT_EQ(words, merge_counter_count(batch, g.tile_heads, m_blocks, wgs));
+      std::vector<int> arrivals(size_t(words), 0), owner(size_t(words), -1);
+      for (int b = 0; b < batch; ++b) {
+        const int splits = key_split(seqlen_k[b], block_n, g.splits, a.decode.split_keys / block_n).splits;
+        for (int head = 0; head < g.tile_heads; ++head)
+          for (int m = 0; m < m_blocks; ++m)
+            for (int split = 0; split < g.splits; ++split) {
+              if (split >= splits || !query_block_has_rows(m, g.tokens_per_tile, seqlen_q[b])) continue;  // tile_has_rows
+              if (!split_writes_partials(g.splits, splits)) continue;
+              for (int wg = 0; wg < wgs; ++wg) {
+                const int64_t at = merge_counter_index(b, head, m, wg, g.tile_heads, m_blocks, wgs);
+                ASSERT_GE(at, 0);
+                ASSERT_LT(at, words);
+                const int rows = ((b * g.tile_heads + head) * m_blocks + m) * wgs + wg;
+                ASSERT_TRUE(owner[size_t(at)] == -1 || owner[size_t(at)] == rows) << "two warpgroups' rows share counter " << at;
+                owner[size_t(at)] = rows;
+                ++arrivals[size_t(at)];
+              }
+            }
+        for (int head = 0; head < g.tile_heads; ++head)
+          for (int m = 0; m < m_blocks; ++m)
+            for (int wg = 0; wg < wgs; ++wg) {
+              const int got = arrivals[size_t(merge_counter_index(b, head, m, wg, g.tile_heads, m_blocks, wgs))];
+              const bool counted = split_writes_partials(g.splits, splits) && query_block_has_rows(m, g.tokens_per_tile, seqlen_q[b]);
+              ASSERT_EQ(got, counted ? splits : 0) << "sequence " << b << " head " << head << " block " << m;
+              merged += counted ? 1 : 0;
+            }
+      }
+    }
+    EXPECT_GT(merged, 1000);
+  }
+}
+
+// The workspace of combine=inline: the merge counters (256-byte aligned) before the partials.
+TEST(DecodeApi, InlineCombineWorkspaceHoldsTheCountersFirst) {
+  flashjit_attention_args_t a;
+  flashjit_attention_args_init(&a);
+  a.q = 0x10000, a.k = 0x20000, a.v = 0x30000, a.o = 0x40000, a.lse = 0x50000;
+  a.batch = 8, a.seqlen_q = 1, a.seqlen_k = 4096, a.heads_q = 32, a.heads_kv = 8;
+  a.q_strides = a.o_strides = flashjit_tensor_strides_t{0, 32 * 128, 128};
+  a.k_strides = a.v_strides = flashjit_tensor_strides_t{4096 * 8 * 128, 8 * 128, 128};
+  static std::vector<int32_t> metadata(64, 0);
+  a.cu_seqlens_q = reinterpret_cast<uint64_t>(metadata.data());
+  a.seqused_k = reinterpret_cast<uint64_t>(metadata.data() + 16);
+  a.total_q = 8;
+  a.max_splits = 16;
+  const char* spec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline";
+  uint64_t bytes = 0;
+  ASSERT_EQ(flashjit_attention_workspace_size(spec, &a, &bytes), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+  // 8 sequences x 8 head groups x 1 query block x 1 warpgroup = 64 words in 256 bytes, then the partials
+  EXPECT_EQ(bytes, 256u + uint64_t(16 * 8 * 32) * 128 * 4 + uint64_t(16 * 8 * 32) * 4);
+  a.workspace = 0x100000;
+  a.workspace_bytes = 256 + 8 * 32 * 129 * 4 - 4;  // the counters and less than one split
+  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(flashjit_last_error_field()), "args.workspace_bytes");
+  EXPECT_NE(std::string(flashjit_last_error_message()).find("the merge counters"), std::string::npos) << flashjit_last_error_message();
+  a.workspace_bytes = bytes;
+  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_SUCCESS) << flashjit_last_error_message();
 }
 
 // ---- the C API's decode fields

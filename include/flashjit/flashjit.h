@@ -254,7 +254,15 @@ typedef struct flashjit_tensor_strides {
  *     (seqlen_k <= max_splits x split_keys). The workspace holds max_splits x total_q x heads_q
  *     rows of head_dim + 1 floats (flashjit_attention_workspace_size); size it once for the
  *     largest step. A mixed batch's total_q counts prefill rows too: a smaller workspace (at least
- *     one split's) caps the launch's split count at what it holds.
+ *     one split's) caps the launch's split count at what it holds. A sequence whose keys make one
+ *     split writes O and LSE directly (no partials).
+ *   combine=kernel|inline (split_kv=1; kernel by default): inline merges the splits in the
+ *     attention kernel instead of the second kernel: the last CTA to finish a tile's rows merges
+ *     their splits, so a call is one launch. It counts the splits in with counters in the
+ *     workspace (before the partials; flashjit_attention_workspace_size counts them): zero the
+ *     workspace once when it is allocated, as for scheduler=dynamic; every launch leaves the
+ *     counters at zero, one that faulted or was cut short does not, and
+ *     flashjit_check_engine_metadata names the first one left set (args.workspace).
  *
  * SCHEDULER (spec key scheduler=static|dynamic; static by default)
  *   static: the persistent grid's CTAs take their tiles by a fixed deal fitted on the host (causal
@@ -310,7 +318,8 @@ typedef struct flashjit_attention_args {
   int64_t total_k;                          /* varlen with cu_seqlens_k: rows of the packed K and V */
   /* Appended in 0.4 (a caller with the 280-byte layout has no split-KV): DECODE above. */
   uint64_t workspace;                       /* split_kv=1, scheduler=dynamic: CUdeviceptr, 256-byte
-                                               aligned, caller-owned (SCHEDULER, DECODE above) */
+                                               aligned, caller-owned; zeroed once for scheduler=
+                                               dynamic and combine=inline (SCHEDULER, DECODE above) */
   uint64_t workspace_bytes;                 /* its size: flashjit_attention_workspace_size's for
                                                max_splits; a smaller one (at least one split's)
                                                caps the split count at what it holds */
@@ -374,8 +383,9 @@ FLASHJIT_API flashjit_status_t flashjit_supported(const char* spec, char* reason
 FLASHJIT_API flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args);
 
 /* The workspace a launch with these arguments needs, in bytes: 256 for scheduler=dynamic's tile
- * counter, plus the split partials for split_kv=1 (0 for other specs); a function of the upper
- * bounds (max_splits, total_q, heads_q) only. */
+ * counter, combine=inline's merge counters (a word per sequence, head group, query block and
+ * consumer warpgroup, 256-byte aligned), plus the split partials for split_kv=1 (0 for other
+ * specs); a function of the upper bounds (batch, seqlen_q, max_splits, total_q, heads_q) only. */
 FLASHJIT_API flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args,
                                                                  uint64_t* bytes);
 

@@ -17,8 +17,8 @@ namespace {
 // Host copies of the metadata arrays, read by `copy` (device or host memory).
 struct MetadataCopies {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
-  std::vector<uint32_t> tile_counter;
-  EngineMetadata view() const { return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, tile_counter}; }
+  std::vector<uint32_t> tile_counter, merge_counters;
+  EngineMetadata view() const { return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, tile_counter, merge_counters}; }
 };
 
 template <class Copy>
@@ -26,6 +26,13 @@ ApiStatus read_metadata(const KernelConfig& config, const AttentionArgs& args, M
   if (config.spec.dynamic_schedule && args.decode.workspace != 0) {  // validated: present and aligned
     out->tile_counter.resize(2);
     if (ApiStatus st = copy("args.workspace", args.decode.workspace, out->tile_counter.data(), 2 * sizeof(uint32_t)); !st.ok()) return st;
+  }
+  if (const int64_t words = merge_counter_words(config, args); words > 0 && args.decode.workspace != 0) {
+    out->merge_counters.resize(size_t(words));
+    if (ApiStatus st = copy("args.workspace", args.decode.workspace + merge_counters_offset(config), out->merge_counters.data(), size_t(words) * sizeof(uint32_t));
+        !st.ok()) {
+      return st;
+    }
   }
   const EngineMetadataSizes sizes = engine_metadata_sizes(args);
   const struct {

@@ -122,12 +122,15 @@ Status check_workspace(const KernelConfig& c, const AttentionArgs& a) {
   const char* use = c.spec.split_kv ? " (split_kv=1 writes its partials there)" : " (scheduler=dynamic keeps its tile counter there)";
   if (d.workspace == 0) return bad("workspace", std::string("null device pointer") + use);
   if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
-  const uint64_t schedule = schedule_workspace_bytes(c);
+  const uint64_t schedule = schedule_workspace_bytes(c, a);
   const uint64_t needed = schedule + (c.spec.split_kv ? partials_bytes(c, a, 1) : 0);
   if (d.workspace_bytes >= needed) return {};
-  std::string parts = schedule ? "the tile counter: two words in 256 bytes, zeroed once by the caller" : "";
+  std::string parts = c.spec.dynamic_schedule ? "the tile counter: two words in 256 bytes, zeroed once by the caller" : "";
+  if (c.spec.inline_combine) {
+    parts += std::string(parts.empty() ? "" : ", ") + "the merge counters: batch x head groups x query blocks x consumer warpgroups words, zeroed once by the caller";
+  }
   if (c.spec.split_kv) {
-    parts += std::string(schedule ? ", and " : "") + "one split: total_q x heads_q x (head_dim + 1) floats; flashjit_attention_workspace_size gives max_splits' " +
+    parts += std::string(parts.empty() ? "" : ", and ") + "one split: total_q x heads_q x (head_dim + 1) floats; flashjit_attention_workspace_size gives max_splits' " +
              std::to_string(attention_workspace_bytes(c, a));
   }
   return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + " (" + parts + ")");
@@ -211,16 +214,25 @@ uint64_t split_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
   return c.spec.split_kv ? partials_bytes(c, a, a.decode.max_splits) : 0;
 }
 
-uint64_t schedule_workspace_bytes(const KernelConfig& c) { return c.spec.dynamic_schedule ? kTileCounterBytes : 0; }
+int64_t merge_counter_words(const KernelConfig& c, const AttentionArgs& a) {
+  if (!c.spec.inline_combine) return 0;
+  return merge_counter_count(std::max(0, a.batch), packed_geometry(c, a).tile_heads, int(attention_query_blocks(c, a)), c.spec.consumer_wgs);
+}
+
+uint64_t merge_counters_offset(const KernelConfig& c) { return c.spec.dynamic_schedule ? kTileCounterBytes : 0; }
+
+uint64_t schedule_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
+  return merge_counters_offset(c) + aligned_256(uint64_t(merge_counter_words(c, a)) * 4);
+}
 
 uint64_t attention_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {
-  return schedule_workspace_bytes(c) + split_workspace_bytes(c, a);
+  return schedule_workspace_bytes(c, a) + split_workspace_bytes(c, a);
 }
 
 int split_capacity(const KernelConfig& c, const AttentionArgs& a) {
   const int most = std::max(1, a.decode.max_splits);
   if (a.decode.workspace_bytes == 0) return most;  // sizing, not launching
-  const uint64_t schedule = schedule_workspace_bytes(c);
+  const uint64_t schedule = schedule_workspace_bytes(c, a);
   const uint64_t bytes = a.decode.workspace_bytes > schedule ? a.decode.workspace_bytes - schedule : 0;
   // An estimate from the unaligned size, then at most a step or two for the alignment.
   const uint64_t per_split = std::max<uint64_t>(1, partial_rows(a, 1) * (uint64_t(c.spec.effective_head_dim_v()) + 1) * 4);

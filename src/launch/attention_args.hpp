@@ -73,11 +73,17 @@ TileGeometry tile_geometry(const KernelConfig& config, const AttentionArgs& args
 // heads_q rows of head_dim_v floats (O, first) and as many floats (LSE), each part 256-byte aligned.
 uint64_t split_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
 // The dynamic scheduler's tile counter (scheduler=dynamic): kTileCounterBytes at the workspace's
-// start, zeroed once by the caller (every launch leaves it at zero); 0 for the static deal.
-constexpr uint64_t kTileCounterBytes = 256;  // two words, the partials after them 256-byte aligned
-uint64_t schedule_workspace_bytes(const KernelConfig& config);
-// The whole workspace a launch needs (flashjit_attention_workspace_size): the tile counter, then
-// the split partials.
+// start, zeroed once by the caller (every launch leaves it at zero).
+constexpr uint64_t kTileCounterBytes = 256;  // two words, what follows them 256-byte aligned
+// combine=inline's merge counters (visibility.cuh: merge_counter_count words; 0 for combine=kernel),
+// after the tile counter (merge_counters_offset), zeroed once by the caller like it.
+int64_t merge_counter_words(const KernelConfig& config, const AttentionArgs& args);
+uint64_t merge_counters_offset(const KernelConfig& config);
+// The counters' part of the workspace, before the partials: the tile counter and the merge
+// counters, 256-byte aligned; 0 for the static deal with combine=kernel.
+uint64_t schedule_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
+// The whole workspace a launch needs (flashjit_attention_workspace_size): the counters, then the
+// split partials.
 uint64_t attention_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);
 // The splits the workspace holds: max_splits, or fewer where workspace_bytes holds fewer (a
 // mixed batch's total_q can make max_splits' workspace large; a smaller one caps the split count).

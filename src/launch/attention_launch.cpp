@@ -92,7 +92,8 @@ void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.div_split_heads[0] = by_split_heads.mul, p.div_split_heads[1] = by_split_heads.shift;
   if (c.spec.dynamic_schedule) p.tile_counter = reinterpret_cast<uint32_t*>(a.decode.workspace);
   if (!c.spec.split_kv) return;
-  const uint64_t partials = a.decode.workspace + schedule_workspace_bytes(c);
+  if (c.spec.inline_combine) p.merge_counters = reinterpret_cast<uint32_t*>(a.decode.workspace + merge_counters_offset(c));
+  const uint64_t partials = a.decode.workspace + schedule_workspace_bytes(c, a);
   p.o_partial = reinterpret_cast<float*>(partials);
   p.lse_partial = reinterpret_cast<float*>(partials + split_lse_offset(c, a));
 }
@@ -176,7 +177,10 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   return p;
 }
 
-bool runs_combine(const KernelParams& params) { return params.num_splits > 1 && params.o_partial != nullptr; }
+// combine=inline merges in the attention kernel (its merge counters set): no second launch.
+bool runs_combine(const KernelParams& params) {
+  return params.num_splits > 1 && params.o_partial != nullptr && params.merge_counters == nullptr;
+}
 
 LaunchShape warp_per_row_shape(uint64_t rows_times_heads) {
   LaunchShape shape;

@@ -111,6 +111,19 @@ Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a,
                                                       "leaves it so, one that faulted or was cut short does not, and one still running shows its count)");
     }
   }
+  if (config.spec.inline_combine) {
+    const int64_t words = merge_counter_words(config, a);
+    if (int64_t(m.merge_counters.size()) != words) {
+      return Error::invalid_argument("workspace", "workspace: the merge counters were not read (" + std::to_string(words) + " words expected)");
+    }
+    for (size_t i = 0; i < m.merge_counters.size(); ++i) {
+      if (m.merge_counters[i] == 0) continue;
+      return Error::invalid_argument("workspace", "workspace: combine=inline's merge counter " + std::to_string(i) + " (at byte " +
+                                                      std::to_string(merge_counters_offset(config) + 4 * i) + ") is " + std::to_string(m.merge_counters[i]) +
+                                                      "; allowed: 0 (zero the counters once when the workspace is allocated; every completed launch "
+                                                      "leaves them so, one that faulted or was cut short does not)");
+    }
+  }
   return {};
 }
 

@@ -14,10 +14,12 @@ namespace flashjit {
 
 // Host copies of the arrays args.engine points to (empty where the pointer is 0): cu_seqlens
 // batch + 1 entries, seqused_k batch, block_table batch x block_table_stride.
-// tile_counter: scheduler=dynamic, the two words at the workspace's start (empty otherwise).
+// tile_counter: scheduler=dynamic, the two words at the workspace's start (empty otherwise);
+// merge_counters: combine=inline, merge_counter_words(config, args) words (empty otherwise).
 struct EngineMetadata {
   std::span<const int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
   std::span<const uint32_t> tile_counter;
+  std::span<const uint32_t> merge_counters;
 };
 
 // How many int32 entries each array of args holds (0 where not given).
@@ -29,8 +31,9 @@ EngineMetadataSizes engine_metadata_sizes(const AttentionArgs& args);
 // Offsets start at 0 or more and never decrease; each sequence's queries are at most seqlen_q
 // and its keys at most seqlen_k; the offsets stay within total_q / total_k; seqused_k is within
 // 0..seqlen_k (and within the packed keys); every page a sequence's keys need is in
-// [0, num_pages); scheduler=dynamic's tile counter is back at zero (a launch that did not
-// complete leaves it set, and the next one would skip tiles). Errors name the entry
+// [0, num_pages); scheduler=dynamic's tile counter and combine=inline's merge counters are back at
+// zero (a launch that did not complete leaves them set, and the next one would skip tiles or merge
+// early). Errors name the entry
 // ("cu_seqlens_q[3]") and what is allowed.
 Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& args, const EngineMetadata& metadata);
 

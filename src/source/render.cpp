@@ -50,6 +50,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kPackGQA", s.pack_gqa);
   add_constant(out, "bool", "kSplitKV", s.split_kv);
   add_constant(out, "bool", "kDynamicSchedule", s.dynamic_schedule);
+  add_constant(out, "bool", "kInlineCombine", s.inline_combine);
   add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
   // library and the templates it embeds agree.
@@ -68,7 +69,8 @@ std::string_view embedded_template(std::string_view name) {
 
 std::string render_attention_source(const KernelConfig& config) {
   // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the tile deal,
-  // the wgmma shapes this variant uses, the kernel.
+  // the wgmma shapes this variant uses, the split merge (called by the kernel with
+  // combine=inline; small, and only parsed elsewhere), the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
@@ -76,6 +78,7 @@ std::string render_attention_source(const KernelConfig& config) {
   out += embedded_template("visibility.cuh");
   out += embedded_template("tile_schedule.cuh");
   out += render_wgmma_shapes(config);
+  out += embedded_template("split_merge.cuh");
   out += embedded_template("attention_fwd.cuh");
   // The second kernel of a split-KV launch: merges the splits' partials (same Params).
   if (config.spec.split_kv) out += embedded_template("split_combine.cuh");

@@ -148,6 +148,13 @@ const std::vector<Field>& fields() {
          return bad_value("scheduler", v, "static or dynamic");
        },
        [](const AttentionSpec& s) { return s.dynamic_schedule ? std::string("dynamic") : std::string(); }},
+      // Printed only when inline: the combine kernel is the default and keeps every earlier spec's text.
+      {"combine", "kernel or inline",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         if (v == "kernel" || v == "inline") { s.inline_combine = v == "inline"; return {}; }
+         return bad_value("combine", v, "kernel or inline");
+       },
+       [](const AttentionSpec& s) { return s.inline_combine ? std::string("inline") : std::string(); }},
   };
   return table;
 }
@@ -235,6 +242,9 @@ Status validate_spec(const AttentionSpec& s) {
   // query rows: the varlen layout.
   if (s.pack_gqa && !s.varlen) return fail("pack_gqa", 1, "0 without varlen=1 (packed heads need packed queries)");
   if (s.split_kv && !s.varlen) return fail("split_kv", 1, "0 without varlen=1 (split partials need packed queries)");
+  if (s.inline_combine && !s.split_kv) {
+    return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed; allowed: kernel without split_kv=1 (there are no splits to merge)");
+  }
   // NOTES: the dynamic scheduler's producer takes each tile from the counter and publishes it
   // beside Q; it needs more registers than the static deal's 24-32 (config/: register_split), which
   // two CTAs an SM and three consumer warpgroups do not have, and a cluster has

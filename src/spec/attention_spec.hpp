@@ -34,6 +34,8 @@ struct AttentionSpec {
   bool split_kv = false;     // decode: keys cut into splits, partials merged by a second kernel (varlen=1)
   bool dynamic_schedule = false;  // scheduler=dynamic: tiles taken from a counter in the caller's workspace,
                                   // heaviest first, instead of the static deal (scheduler=static)
+  bool inline_combine = false;    // combine=inline (split_kv): the last split of each tile merges the partials in the
+                                  // attention kernel (counters in the caller's workspace), no second kernel
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool operator==(const AttentionSpec&) const = default;

@@ -121,6 +121,15 @@ std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset) {
          " after the launch, not 0, 0";
 }
 
+std::string merge_counters_error(const DeviceBuffer& buffer, size_t offset, size_t words) {
+  std::vector<uint32_t> counters(words, 1);
+  if (words > 0) buffer.download(counters.data(), words * sizeof(uint32_t), offset);
+  for (size_t i = 0; i < words; ++i) {
+    if (counters[i] != 0) return "combine=inline's merge counter " + std::to_string(i) + " is " + std::to_string(counters[i]) + " after the launch, not 0";
+  }
+  return {};
+}
+
 const char* layout_name(Layout layout) {
   switch (layout) {
     case Layout::kContiguous: return "bshd";

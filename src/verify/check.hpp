@@ -38,6 +38,8 @@ class DeviceBuffer {
 // scheduler=dynamic: the two words of the tile counter at `offset` in `buffer` after a launch;
 // empty when they are back at 0, 0, else what they are.
 std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset = 0);
+// combine=inline: "" when all `words` merge counters at `offset` are back at zero, else the first that is not.
+std::string merge_counters_error(const DeviceBuffer& buffer, size_t offset, size_t words);
 
 enum class Layout {
   kContiguous,  // [b, s, h, d]

@@ -244,6 +244,7 @@ EngineCapacity capacity_for(const EngineProblem& p) {
   c.max_splits = p.max_splits;
   c.workspace_splits = p.workspace_splits;
   c.tile_counter = p.dynamic_schedule;
+  c.merge_counters = p.inline_combine;
   if (p.kv == KvSource::kPaged) {
     c.pages_per_sequence = pages_for(c.max_seqlen_k, p.page_size);
     int used = 0;
@@ -251,6 +252,14 @@ EngineCapacity capacity_for(const EngineProblem& p) {
     c.num_pages = std::max(1, used + p.spare_pages);
   }
   return c;
+}
+
+// Bytes for combine=inline's merge counters, whatever the tiles: batch x (heads_q / pack_heads) x
+// ceil(max_seqlen_q / (block_m / pack_heads)) x (block_m / 64) words is at most batch x heads_q x
+// (ceil(max_seqlen_q / 64) + 3), plus the alignment.
+static size_t merge_counter_room(const EngineProblem& p, const EngineCapacity& cap) {
+  if (!cap.merge_counters) return 0;
+  return size_t(cap.batch) * size_t(p.heads_q) * (size_t(cap.max_seqlen_q + 63) / 64 + 3) * 4 + 256;
 }
 
 EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const EngineCapacity& cap)
@@ -263,9 +272,11 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
       seqused_k(api, size_t(cap.batch) * 4),
       block_table(api, size_t(cap.batch) * cap.pages_per_sequence * 4),
-      // attention_workspace_bytes' layout: the tile counter (scheduler=dynamic), then O partials,
-      // then LSE partials, each 256-byte aligned; 256 more to align the start.
-      workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      // attention_workspace_bytes' layout: the tile counter (scheduler=dynamic), the merge counters
+      // (combine=inline), then O partials, then LSE partials, each 256-byte aligned; 256 more to
+      // align the start.
+      workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
+                         size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
       capacity_(cap) {
@@ -370,12 +381,21 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     result.error = "the problem's dynamic_schedule differs from the spec's scheduler";
     return outcome;
   }
-  // A partial the combine reads but no tile wrote shows as NaN; the tile counter is left as the
-  // last launch left it (zero).
-  const size_t counter_end = cap.tile_counter ? size_t(buffers.workspace_start() - buffers.workspace.ptr()) + kTileCounterBytes : 0;
+  if (config.spec.inline_combine != cap.merge_counters) {
+    result.error = "the problem's inline_combine differs from the spec's combine";
+    return outcome;
+  }
+  const AttentionArgs args = buffers.args(p, true);
+  // A partial a combine reads but no tile wrote shows as NaN; the counters are left as the last
+  // launch left them (zero).
+  const size_t start = size_t(buffers.workspace_start() - buffers.workspace.ptr());
+  const size_t counter_end = cap.tile_counter || cap.merge_counters ? start + schedule_workspace_bytes(config, args) : 0;
+  if (cap.merge_counters && counter_end > buffers.workspace.bytes()) {
+    result.error = "the merge counters do not fit the buffers' workspace";
+    return outcome;
+  }
   buffers.workspace.fill_bytes(0xFF, counter_end);
 
-  const AttentionArgs args = buffers.args(p, true);
   if (launch) {
     if (Status st = launch(args); !st) { result.error = "launch: " + st.error().message; return outcome; }
   } else {
@@ -392,7 +412,11 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   }
 
   if (cap.tile_counter) {
-    result.error = tile_counter_error(buffers.workspace, size_t(buffers.workspace_start() - buffers.workspace.ptr()));
+    result.error = tile_counter_error(buffers.workspace, start);
+    if (!result.error.empty()) return outcome;
+  }
+  if (cap.merge_counters) {
+    result.error = merge_counters_error(buffers.workspace, start + merge_counters_offset(config), size_t(merge_counter_words(config, args)));
     if (!result.error.empty()) return outcome;
   }
   std::vector<char> checked;

@@ -48,6 +48,8 @@ struct EngineProblem {
   // scheduler=dynamic: the workspace starts with the tile counter, zeroed once when the buffers
   // are made (as a caller does); each check then finds it back at zero after the launch.
   bool dynamic_schedule = false;
+  // combine=inline: the merge counters follow (zeroed once, each check finds them back at zero).
+  bool inline_combine = false;
   // > 0: the float64 reference covers only this many query rows of each longer sequence
   // (checked_rows_of), for the timing tool's large cells; the rest are only checked for being
   // written. 0: every row.
@@ -81,6 +83,7 @@ struct EngineCapacity {
   int max_splits = 0;        // split_kv: the launch's bound
   int workspace_splits = 0;  // the workspace holds this many splits' partials (0: max_splits)
   bool tile_counter = false; // the workspace's first 256 bytes: the dynamic scheduler's counter
+  bool merge_counters = false; // combine=inline's counters after it (room for any tiles' count)
 };
 // Room for `problem` (its lengths, spare rows and pages).
 EngineCapacity capacity_for(const EngineProblem& problem);

@@ -58,6 +58,7 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   p.page_size = cell.page_size;
   if (config.spec.split_kv) p.max_splits = 64;  // the launch picks its count from the SMs
   p.dynamic_schedule = config.spec.dynamic_schedule;
+  p.inline_combine = config.spec.inline_combine;
   // NOTES: the check before timing covers 32 rows of each longer sequence: the float64 CPU
   // reference of every row took minutes at 8 x 512 x 8k (`flashjit check` covers every row).
   p.reference_rows = kBenchReferenceRows;

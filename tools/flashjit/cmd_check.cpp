@@ -53,6 +53,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   p.page_size = PageSize;
   if (config.spec.split_kv) p.max_splits = 16;  // the launch picks its count from the SMs, at most this
   p.dynamic_schedule = config.spec.dynamic_schedule;
+  p.inline_combine = config.spec.inline_combine;
   std::string error;
   parse_seqlens(Seqlens, p, &error);  // checked before the device
   std::mt19937_64 rng(std::random_device{}());
