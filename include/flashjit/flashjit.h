@@ -277,6 +277,9 @@ typedef struct flashjit_tensor_strides {
  *     flashjit_check_engine_metadata names it (args.workspace). Launches that share a workspace
  *     must not run at the same time. Not with ctas_per_sm=2, consumer_wgs=3, cluster=2, or tiles
  *     that leave room for one Q buffer only (head dims above 128 at the default tiles).
+ *   A workspace that holds counters (scheduler=dynamic, combine=inline) is shared only among
+ *     launches of the same spec and upper bounds (a model's layers in one step, a graph's
+ *     replays): another spec's or other bounds' split partials would land on the counters.
  *
  * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
  * so adding them changes no layout; today each must hold its "off" value, and a call that sets one

@@ -151,7 +151,7 @@ def c_api_call(flashjit, torch, q_rows, kc, vc, out_rows, cu, used, table, max_q
     keep = [a]
     if max_splits:
         nbytes = dev.lib.workspace_size(spec, a)
-        ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")  # combine=inline's counters start at zero
         keep.append(ws)
         a.workspace, a.workspace_bytes = ws.data_ptr(), nbytes
     fwd, ref, raw = dev.lib.forward, ctypes.byref(a), torch._C._cuda_getCurrentRawStream
@@ -168,6 +168,8 @@ def main():
     parser.add_argument("--calls", type=int, default=200,
                         help="calls enqueued per timed round (keep well below the launch queue's ~1000 entries)")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per path (the median is reported)")
+    parser.add_argument("--combine", choices=("kernel", "inline"), default="kernel",
+                        help="how split launches merge their splits (the package's _plan.COMBINE; inline: one launch)")
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.lib:
@@ -175,6 +177,8 @@ def main():
         os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
     import torch
     import flashjit
+    from flashjit import _plan
+    _plan.COMBINE = args.combine
     op = torch.ops.flashjit.fwd.default  # the overload, as torch.compile's generated code calls it
     rng = random.Random(3)
     rows = []

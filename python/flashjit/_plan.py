@@ -5,15 +5,27 @@ SPLIT_MIN_KEYS = 512       # num_splits=0 (heuristic): no split below this many 
 SPLIT_HEURISTIC_CAP = 128  # most splits the heuristic asks for (the library fits them to the SMs)
 DECODE_MAX_QUERIES = 16    # pack_gqa=None: heads packed when no sequence has more queries (decode, speculative)
 SPLIT_TILE_ROWS = 64       # query rows per tile of the split-KV kernel (one consumer warpgroup)
+# How split launches merge their splits (spec key combine): "kernel", a second kernel (the library's default),
+# or "inline", the attention kernel's last split of each tile (one launch a call; its workspace holds counters
+# and is kept apart per launch layout, zeroed once). Set before the first call.
+COMBINE = "kernel"
 
 
-def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False):
+def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, combine="kernel"):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1")."""
     spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(bool(causal))}"
     for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
         if on:
             spec += f",{key}=1"
+    if split_kv and combine == "inline":
+        spec += ",combine=inline"
     return spec
+
+
+def workspace_has_counters(spec):
+    """Whether a launch of spec keeps counters in its workspace (they must start at zero, and no other launch
+    layout may share that workspace)."""
+    return spec.endswith(",combine=inline")
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k, heads_q, heads_kv,
@@ -35,4 +47,4 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             if tiles * 5 < sm_count * 4:
                 split, max_splits = True, min(SPLIT_HEURISTIC_CAP, max(2, -(-2 * sm_count // tiles)))
         pack = want_pack and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split), max_splits
+    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, COMBINE), max_splits

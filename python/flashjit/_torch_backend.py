@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import _capi
+from . import _capi, _plan
 from ._capi import FlashjitError
 from ._plan import SPLIT_MIN_KEYS, plan
 
@@ -58,7 +58,8 @@ class _Device:
         self.sm_count = torch.cuda.get_device_properties(index).multi_processor_count
         self.kernels = {}      # spec -> handle
         self.plans = {}        # launch key -> (handle, spec, max_splits)
-        self.workspaces = {}   # raw stream -> uint8 tensor (the largest asked for on that stream)
+        self.workspaces = {}   # slot -> uint8 tensor: a raw stream (the largest asked for on that stream), or
+                               # (stream, layout) for a workspace with counters (zeroed, its own per layout)
         self.sizes = {}        # (spec, max_splits, total_q, heads_q) -> workspace bytes
         self.lock = threading.Lock()
 
@@ -103,24 +104,35 @@ def _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q):
     return nbytes
 
 
-def _stream_workspace(dev, stream, nbytes):
-    """The stream's split workspace, grown to nbytes where it is smaller (outside captures)."""
-    ws = dev.workspaces.get(stream)
+def _workspace_layout(spec, max_splits, total_q, heads_q, batch, seqlen_q):
+    """None for a plain split workspace (any launch on the stream may use it), else what the layout of its
+    counters and partials depends on (combine=inline: launches share it only with the same layout)."""
+    return (spec, max_splits, total_q, heads_q, batch, seqlen_q) if _plan.workspace_has_counters(spec) else None
+
+
+def _stream_workspace(dev, stream, nbytes, layout=None):
+    """The stream's split workspace, grown to nbytes where it is smaller (outside captures); with a layout, the
+    stream's workspace for that layout, zeroed when made (the kernels leave its counters at zero)."""
+    slot = stream if layout is None else (stream, layout)
+    ws = dev.workspaces.get(slot)
     if ws is None or ws.numel() < nbytes:
-        ws = dev.workspaces[stream] = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+        make = torch.empty if layout is None else torch.zeros
+        ws = dev.workspaces[slot] = make(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
     return ws.data_ptr(), ws.numel()
 
 
-def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream):
+def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout=None):
     """(pointer, bytes) of a split workspace: per stream, the largest asked for there (reused: launches on one
     stream run in order); inside a capture a fresh one from the graph's pool, owned by the graph."""
     nbytes = _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q)
     if torch.cuda.is_current_stream_capturing():
         # From the graph's private pool: the graph keeps that memory for its replays (FA3 allocates its split
-        # partials the same way), and later allocations of the same capture reuse it in stream order.
-        ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+        # partials the same way), and later allocations of the same capture reuse it in stream order. Counters
+        # are zeroed in the graph (a memset node before the launch).
+        make = torch.empty if layout is None else torch.zeros
+        ws = make(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
         return ws.data_ptr(), nbytes
-    return _stream_workspace(dev, stream, nbytes)
+    return _stream_workspace(dev, stream, nbytes, layout)
 
 
 def _rows(t):
@@ -180,10 +192,12 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           cu_seqlens_q.data_ptr() if varlen else 0, cu_seqlens_k.data_ptr() if cu_seqlens_k is not None else 0,
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0)
+    layout = _workspace_layout(spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
     if record is not None:
-        record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q)))
+        record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q),
+                                  layout))
     if max_splits:
-        args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream)
+        args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout)
     status = dev.lib.forward(handle, _byref(args), stream)
     if status != 0:
         err = dev.lib.error(status, f"attention_forward({spec})")
@@ -229,11 +243,12 @@ class _FastLaunch:
     NOTES: each call writes the new pointers into one argument buffer kept for the thread that made the plan
     and passes its address (no struct copy, no byref object per call); the C API copies the arguments before
     it returns. Another thread gets a fresh copy per call, so two threads never share a buffer."""
-    __slots__ = ("dev", "handle", "spec", "template", "nbytes", "forward", "index", "keep", "args", "at", "owner",
-                 "workspace")
+    __slots__ = ("dev", "handle", "spec", "template", "nbytes", "layout", "forward", "index", "keep", "args", "at",
+                 "owner", "workspace")
 
-    def __init__(self, dev, handle, spec, template, nbytes):
+    def __init__(self, dev, handle, spec, template, nbytes, layout=None):
         self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
+        self.layout = layout  # _workspace_layout's: None, or the key of a workspace with counters
         self.forward, self.index, self.keep = dev.lib.forward_at, dev.index, None
         self.args = _ARGS_FROM(template)
         self.at = ctypes.addressof(self.args)
@@ -250,11 +265,12 @@ class _FastLaunch:
         _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
         stream = _raw_stream(self.index)
         if self.nbytes:
-            ws = self.dev.workspaces.get(stream)
+            slot = stream if self.layout is None else (stream, self.layout)
+            ws = self.dev.workspaces.get(slot)
             if ws is None or ws is not self.workspace or args is not self.args:
-                args.workspace, args.workspace_bytes = _stream_workspace(self.dev, stream, self.nbytes)
+                args.workspace, args.workspace_bytes = _stream_workspace(self.dev, stream, self.nbytes, self.layout)
                 if args is self.args:
-                    self.workspace = self.dev.workspaces.get(stream)
+                    self.workspace = self.dev.workspaces.get(slot)
         status = self.forward(self.handle, at, stream)
         if status != 0:
             err = self.dev.lib.error(status, f"attention_forward({self.spec})")

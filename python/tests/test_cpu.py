@@ -125,6 +125,8 @@ class Library(unittest.TestCase):
                             spec, _ = _plan.plan(132, "bf16", 128, 1, varlen, paged, batch, sq, sk, hq, hkv, num_splits,
                                                  pack)
                             self.assertIsNone(flashjit.supported(spec), spec)
+                            if "split_kv" in spec:  # and the inline combine's spec of the same launch
+                                self.assertIsNone(flashjit.supported(spec + ",combine=inline"), spec)
 
 
 class Plans(unittest.TestCase):
@@ -156,6 +158,19 @@ class Plans(unittest.TestCase):
     def test_dense_never_splits_or_packs(self):
         self.assertEqual(self.plan(varlen=False, paged=False, num_splits=8),
                          ("dtype=bf16,head_dim=128,causal=1", 0))
+
+    def test_inline_combine_marks_split_specs_only(self):
+        from flashjit import _plan
+        saved = _plan.COMBINE
+        try:
+            _plan.COMBINE = "inline"
+            spec, splits = self.plan()
+            self.assertEqual(spec, "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline")
+            self.assertTrue(_plan.workspace_has_counters(spec))
+            self.assertNotIn("combine", self.plan(num_splits=1)[0])  # no split, nothing to merge
+        finally:
+            _plan.COMBINE = saved
+        self.assertFalse(_plan.workspace_has_counters(self.plan()[0]))
 
 
 class EntryPoints(unittest.TestCase):

@@ -25,7 +25,11 @@ torch = flashjit = None
 results = []
 
 
+suffix = ""  # appended to the names the cases report (a case run again under another setting)
+
+
 def report(name, ok, detail=""):
+    name += suffix
     results.append((name, ok, detail))
     print(f"{'ok  ' if ok else 'FAIL'} {name:<52} {detail}", flush=True)
 
@@ -387,6 +391,30 @@ def case_graph_replay():
         check_kvcache(f"CUDA graph replay {i}: new lengths/table/data", q, cache, out, lse, False)
 
 
+def case_inline_combine():
+    """The split cases again with the package's split launches merged in the attention kernel (_plan.COMBINE =
+    "inline": one launch a call, counters in a zeroed workspace per layout): eager, speculative, graph replay."""
+    global suffix
+    from flashjit import _plan, _torch_backend
+
+    def forget_plans():
+        for dev in _torch_backend._devices.values():
+            dev.plans.clear()
+        _torch_backend._fast.clear()
+    saved, _plan.COMBINE, suffix = _plan.COMBINE, "inline", " [combine=inline]"
+    forget_plans()
+    try:
+        case_kvcache_paged(0)
+        case_kvcache_paged(0)  # again: the fast path, the same zeroed workspace
+        case_kvcache_varlen_q()
+        case_graph_replay()
+        inline = [s for s in flashjit.loaded_specs() if s.endswith(",combine=inline")]
+        report("inline combine: its kernels ran", bool(inline), ", ".join(inline)[:70])
+    finally:
+        _plan.COMBINE, suffix = saved, ""
+        forget_plans()
+
+
 def case_capture_without_warmup_raises():
     """A kernel never fetched, asked for inside a capture: a clear error, and the capture ends cleanly."""
     gen = torch.Generator(device="cuda").manual_seed(70)
@@ -561,6 +589,7 @@ CASES = [
     ("prewarm capture", case_prewarm_then_capture),
     ("wrong inputs", case_wrong_inputs),
     ("fast path", case_fast_path),
+    ("inline combine", case_inline_combine),
 ]
 
 
