@@ -6,6 +6,7 @@
 #   4. compute-sanitizer memcheck and racecheck on small shapes per head dim
 #   5. SASS of every default variant: HGMMA, no local memory
 #   4b. compute-sanitizer memcheck and racecheck on the engine tests' page sizes (FLASHJIT_SANITIZE_ENGINE=1)
+#   4c. the same on combine=inline decode specs (FLASHJIT_SANITIZE_INLINE=1)
 #   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
 #   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
@@ -85,6 +86,21 @@ if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_ENGINE:-0}"
       --gtest_filter='AttentionEngineGpu.PageSizesLayoutsAndSharedPages' >"$OUT/sanitizer-engine-$tool.log" 2>&1 &&
       row "compute-sanitizer $tool (engine page sizes)" pass "" ||
       row "compute-sanitizer $tool (engine page sizes)" FAIL "$(grep -m1 -E 'ERROR SUMMARY|Invalid|hazard' "$OUT/sanitizer-engine-$tool.log")"
+  done
+fi
+
+# 4c. combine=inline (the last split's CTA reads the other CTAs' partials) under memcheck and racecheck,
+# decode and speculative rows, an empty and a keyless sequence, paged and packed K/V (FLASHJIT_SANITIZE_INLINE=1).
+if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_INLINE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    bad=0
+    for spec in dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline \
+                dtype=fp16,head_dim=64,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline; do
+      timeout "${FLASHJIT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec "$spec" \
+        --seqlens 1:700,4:1000,0:5,1:0,3:3,1:2000,16:1500 --heads-q 32 --heads-kv 8 --page-size 16 >>"$OUT/sanitizer-inline-$tool.log" 2>&1 || bad=$((bad + 1))
+    done
+    [ $bad -eq 0 ] && row "compute-sanitizer $tool (combine=inline)" pass "" ||
+      row "compute-sanitizer $tool (combine=inline)" FAIL "$bad of 2 failed"
   done
 fi
 
