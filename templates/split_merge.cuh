@@ -2,7 +2,8 @@
 // statement of it, used by both combines: the second kernel (split_combine.cuh) and, with
 // combine=inline, the attention kernel's last split of each tile (attention_fwd.cuh:
 // merge_if_last_split). Rendered into every kernel (only split_kv ones call it) after
-// attention_params.cuh and the wgmma shapes (pack2), before attention_fwd.cuh. For query row `row` (packed) and head `head`:
+// attention_params.cuh and the wgmma shapes (pack2), before attention_fwd.cuh. For query row `row`
+// (packed) and head `head`:
 //   LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s
 // over the sequence's `splits` splits, O_s normalised by split s's own sums; a row whose splits saw
 // no key gets O = 0 and LSE = -inf, like the attention kernel's.
