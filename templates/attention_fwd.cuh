@@ -851,6 +851,33 @@ struct Consumer {
     scores_to_probs<false>(probs, rule, f, block_of(it), st, p.scale_log2, pending, 0.f);
   }
 
+  // NOTES (correctness): V rows past the sequence's last key in its last block hold whatever the
+  // cache holds there (a dense cache past seqused_k, a page's unused slots, packed rows past the
+  // last sequence): P is 0 there, but 0 x NaN is NaN in the PV GEMM. So the warpgroup zeroes those
+  // rows of the slot before the block's PV (FlashAttention-2 zero-fills them as it loads;
+  // FlashAttention-3 does not: flash-attention issues 1745 and 2374). K needs nothing: the mask
+  // selects -inf over any score. Only with lengths on the device: a dense launch's rows past
+  // seqlen_k lie outside the tensor map, which TMA fills with zeros. The block is a tile's first
+  // (right to left) and masked, so the unmasked loop does not see this. With two warpgroups both
+  // zero the same rows (each before its own PV): the later one writes zeros over zeros.
+  FJ_DEVICE void clear_v_past_keys(int it) const {
+    if constexpr (kDeviceLengths) {
+      const int valid = rule.seqlen_k - block_of(it) * kBlockN;  // this block's keys in the sequence
+      if (valid >= kBlockN) return;
+      mbar_wait(sm.full_v(stage(it)), phase(it));
+      const uint32_t slot = sm.v_stage(stage(it));
+      const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
+#pragma unroll 1
+      for (int u = (int)(threadIdx.x % 128); u < kVChunks * units; u += 128) {
+        const int chunk = u / units, unit = u - chunk * units;
+        const uint32_t at = slot + chunk * (kBlockN * 128) + (first + unit / 8) * 128 + (unit % 8) * 16;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
+      }
+      fence_proxy_async_smem();  // the zeros, then the PV's async-proxy reads (and the ring's next TMA)
+      named_barrier_sync(kEpilogueBarrier + turn.wg, 128);
+    }
+  }
+
   // S(it) alone, nothing overlapping it: the first block, and the masked blocks after it (see
   // consume_tile). Leaves P(it) in probs (fp32) and in pending the factor O owes before P(it) V(it).
   template <bool kMasked>
@@ -864,6 +891,7 @@ struct Consumer {
     release_k(it);
     release_q_after_scores(it);
     scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p.scale_log2, pending);
+    if constexpr (kMasked) clear_v_past_keys(it);
   }
 
   // Block it: O += P(it-1) V(it-1) and S(it) = Q K(it) in flight together; the softmax of S(it)
@@ -933,6 +961,7 @@ struct Consumer {
     release_k(it);
     release_q_after_scores(it);
     scores_to_probs<kMasked>(scores, rule, f, block_of(it), st, p.scale_log2, correction);
+    if constexpr (kMasked) clear_v_past_keys(it);
     rescale(o, correction);
     pack_probs(a, scores);
     turn.take();

@@ -230,6 +230,8 @@ typedef struct flashjit_tensor_strides {
  *     per sequence) is required; page_size is any value from 1 up. A page index outside
  *     [0, num_pages) never makes the kernel touch memory outside the pool (it reads zeros).
  *   seqused_k (varlen or paged): keys per sequence; seqlen_k is then an upper bound.
+ *   K/V past a sequence's keys (a dense cache past seqused_k, a page's slots past the sequence's
+ *   end, unused pages) may hold anything, NaN included: no output reads it.
  *   Causal masks are bottom-right aligned per sequence. A sequence may have zero queries or zero
  *   keys; a row that sees no key gets O = 0 and LSE = -inf.
  *   The kernel reads every per-sequence value on the device, so a CUDA graph captured once stays

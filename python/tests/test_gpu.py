@@ -285,6 +285,44 @@ def case_kvcache_dense_int_lengths():
     report("with_kvcache: dense cache, cache_seqlens=int, causal", *errs.result())
 
 
+def case_kvcache_nan_past_lengths():
+    """NaN in the cache past each sequence's length (uninitialised engine memory) must not reach the output:
+    P is 0 there but 0 x NaN is NaN (flash-attention issues 1745 and 2374). Dense cache with cache_seqlens and a
+    paged cache whose last pages are partly used, with and without splits."""
+    gen = torch.Generator(device="cuda").manual_seed(32)
+    b, s_cache, hq, hkv, d = 3, 300, 16, 4, 128
+    lens = [1, 299, 130]
+    q = rand(gen, b, 1, hq, d, dtype=torch.bfloat16)
+    kc, vc = rand(gen, b, s_cache, hkv, d, dtype=torch.bfloat16), rand(gen, b, s_cache, hkv, d, dtype=torch.bfloat16)
+    for i, n in enumerate(lens):
+        kc[i, n:] = float("nan")
+        vc[i, n:] = float("nan")
+    used = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    for num_splits in (1, 0):
+        out = flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=used, num_splits=num_splits)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for i, n in enumerate(lens):
+            errs.add(out[i], q[i], kc[i, :n], vc[i, :n], False, d ** -0.5)
+        ok, detail = errs.result()
+        finite = bool(torch.isfinite(out).all())
+        report(f"with_kvcache: NaN past cache_seqlens, dense, num_splits={num_splits}", ok and finite,
+               detail + ("" if finite else " (NaN in the output)"))
+    # Paged, page 64: each sequence's last page holds NaN past its keys, the unused pages NaN throughout.
+    rng = random.Random(32)
+    cache = Paged(gen, rng, [1, 299, 130], 64, hkv, d, torch.bfloat16)
+    with torch.no_grad():
+        used_slots = torch.zeros(cache.k.shape[:2], dtype=torch.bool, device="cuda")
+        for i, n in enumerate(cache.keys):
+            for j in range(n):
+                used_slots[cache.table_host[i][j // 64], j % 64] = True
+        cache.k[~used_slots] = float("nan")
+        cache.v[~used_slots] = float("nan")
+    q2 = rand(gen, 3, 1, hq, d, dtype=torch.bfloat16)
+    out = flashjit.flash_attn_with_kvcache(q2, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table)
+    check_kvcache("with_kvcache: NaN past the keys, paged 64", q2, cache, out, None, False)
+
+
 def case_kvcache_varlen_q():
     """Speculative decode: cu_seqlens_q (4, 1, 0, 3 queries) against a paged cache of page 64, causal."""
     gen, rng = torch.Generator(device="cuda").manual_seed(31), random.Random(31)
@@ -582,6 +620,7 @@ CASES = [
     ("kvcache page 64", lambda: case_kvcache_paged(0, page_size=64)),
     ("kvcache dense", case_kvcache_dense_int_lengths),
     ("kvcache varlen q", case_kvcache_varlen_q),
+    ("kvcache nan padding", case_kvcache_nan_past_lengths),
     ("op", case_op_matches_wrapper),
     ("compile", case_compile),
     ("graph", case_graph_replay),

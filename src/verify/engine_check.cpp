@@ -49,6 +49,29 @@ struct HostLayout {
   }
 };
 
+// EngineProblem::nan_padding: NaN in every K/V element no sequence's keys use and in every Q row
+// past the last sequence (`seqlen_k` and at.cu_q cover the capacity's sequences, inactive ones
+// empty). V in K's tensor sits one page after each K row.
+void poison_unused(const HostLayout& at, const std::vector<int>& seqlen_k, std::vector<uint16_t>& q, std::vector<uint16_t>& k,
+                   std::vector<uint16_t>& v) {
+  const EngineProblem& p = at.p;
+  const uint16_t nan = p.bf16 ? 0x7FC0 : 0x7E00;
+  const int64_t v_in_k = p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1;
+  std::vector<char> k_used(k.size(), 0), v_used(v.size(), 0);
+  for (int b = 0; b < int(seqlen_k.size()); ++b)
+    for (int key = 0; key < seqlen_k[size_t(b)]; ++key)
+      for (int h = 0; h < p.heads_kv; ++h) {
+        const int64_t i = at.kv_index(b, key, h);
+        std::fill_n(k_used.begin() + i, p.head_dim, 1);
+        if (v_in_k >= 0) std::fill_n(k_used.begin() + i + v_in_k, p.head_dim, 1);
+        else std::fill_n(v_used.begin() + i, p.head_dim, 1);
+      }
+  for (size_t i = 0; i < k.size(); ++i) if (!k_used[i]) k[i] = nan;
+  if (v_in_k < 0) for (size_t i = 0; i < v.size(); ++i) if (!v_used[i]) v[i] = nan;
+  const size_t used_q = size_t(at.cu_q.back()) * p.heads_q * p.head_dim;
+  if (!p.dense_q) std::fill(q.begin() + int64_t(std::min(used_q, q.size())), q.end(), nan);
+}
+
 // The float64 attention of every sequence (of its checked rows), O as [total_q rows][heads_q][d],
 // LSE as [heads_q][total_q]; `checked` marks the packed rows it covers.
 Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
@@ -366,11 +389,12 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   buffers.cu_seqlens_k.upload(at.cu_k.data(), at.cu_k.size() * 4);
   buffers.seqused_k.upload(used.data(), used.size() * 4);
   if (!at.table.empty()) buffers.block_table.upload(at.table.data(), at.table.size() * 4);
-  // Inputs: fresh random values everywhere (unused rows and pages too); outputs poisoned (NaN).
+  // Inputs: fresh random values, NaN where no sequence reads (nan_padding); outputs poisoned (NaN).
   std::vector<uint16_t> q(buffers.q.bytes() / kElem), k(buffers.k.bytes() / kElem), v(buffers.v.bytes() / kElem);
   fill_random(q, p.bf16, rng);
   fill_random(k, p.bf16, rng);
   fill_random(v, p.bf16, rng);
+  if (p.nan_padding) poison_unused(at, seqlen_k, q, k, v);
   buffers.q.upload(q.data(), buffers.q.bytes());
   buffers.k.upload(k.data(), buffers.k.bytes());
   buffers.v.upload(v.data(), buffers.v.bytes());

@@ -50,6 +50,11 @@ struct EngineProblem {
   bool dynamic_schedule = false;
   // combine=inline: the merge counters follow (zeroed once, each check finds them back at zero).
   bool inline_combine = false;
+  // K/V elements no sequence's keys use (a dense cache past seqused_k, a page's slots past its
+  // sequence's end, unused pages, packed rows past the last sequence) and Q rows past the last
+  // sequence hold NaN, as uninitialised engine memory may: no used output may turn NaN (0 x NaN).
+  // false: random values there too.
+  bool nan_padding = true;
   // > 0: the float64 reference covers only this many query rows of each longer sequence
   // (checked_rows_of), for the timing tool's large cells; the rest are only checked for being
   // written. 0: every row.
