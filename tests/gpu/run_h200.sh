@@ -11,6 +11,7 @@
 #   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
 #   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
 #   6d. ncu on paged chunked prefill against the contiguous kernel (FLASHJIT_PROFILE_PAGED=page size)
+#   6e. bench/read_probe.cu: TMA, cp.async and plain loads on decode's K/V pattern (FLASHJIT_READ_PROBE=binary)
 #   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1),
 #      bench/decode_peers.py and its plot, $OUT/decode.svg (FLASHJIT_DECODE_PEERS=1)
 #   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1; =host: host cost only)
@@ -147,6 +148,21 @@ if [ -n "${FLASHJIT_PROFILE_PAGED:-}" ] && command -v ncu >/dev/null; then
     >"$OUT/profile_paged.txt" 2>&1 && row "ncu paged prefill (page $FLASHJIT_PROFILE_PAGED)" pass "" ||
     row "ncu paged prefill (page $FLASHJIT_PROFILE_PAGED)" FAIL "$(tail -1 "$OUT/profile_paged.txt")"
   cat "$OUT/profile_paged.txt"
+fi
+
+# 6e. The HBM read probe (bench/read_probe.cu, built with nvcc): TMA against cp.async against plain
+# loads on the decode kernel's K/V pattern (FLASHJIT_READ_PROBE=path/to/read_probe; built here when
+# the path does not exist and nvcc is there).
+if [ -n "${FLASHJIT_READ_PROBE:-}" ]; then
+  probe=$FLASHJIT_READ_PROBE
+  if [ ! -x "$probe" ] && command -v nvcc >/dev/null; then
+    nvcc -O3 -arch=sm_90a -std=c++17 -o "$OUT/read_probe" bench/read_probe.cu >"$OUT/read_probe_build.log" 2>&1 && probe=$OUT/read_probe
+  fi
+  if [ -x "$probe" ]; then
+    { "$probe"; "$probe" --block 64; "$probe" --ctas 256 --block 64 --stages 2; } >"$OUT/read_probe.txt" 2>&1 &&
+      row "read probe (TMA / cp.async / ldg)" pass "$OUT/read_probe.txt" || row "read probe" FAIL "$(tail -1 "$OUT/read_probe.txt")"
+    grep -E "^(ldg|tma|cpasync)" "$OUT/read_probe.txt"
+  else row "read probe" FAIL "no binary at $FLASHJIT_READ_PROBE and no nvcc"; fi
 fi
 
 # 7. Embedding: launch overhead, the Python ctypes example, and the peers in one process.
