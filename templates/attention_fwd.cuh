@@ -575,6 +575,9 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     ++local;
   }
   if (kPublishTiles) publish_end(sm, local);
+  // NOTES (correctness): a thread's cp.async copies and their barrier arrivals are its own; it
+  // stays until they have landed rather than exit with them in flight.
+  if constexpr (kCpAsyncKV) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // ================================================================ consumer
