@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(256, 1) stream_kernel(const __grid_constant__ 
         cp_async_arrive_noinc(ring.full(s));
       }
     }
+    if constexpr (!kTma) asm volatile("cp.async.wait_all;" ::: "memory");  // not exit with copies in flight
   } else {  // consumer warpgroup: wait, touch one word a thread, free the stage
     const int t = tid - 128;
     float acc = 0.f;
