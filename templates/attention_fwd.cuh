@@ -1157,7 +1157,9 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   // Split partials go out from the registers; the staging memory is released unused.
   if (partials) {
     store_partial_o(p, f, o, inv_sum, tile, seq);
-    if constexpr (kInlineCombine) merge_if_last_split(p, tile, seq, wg, t);
+    if constexpr (kInlineCombine) {
+      if (p.merge_counters != nullptr) merge_if_last_split(p, tile, seq, wg, t);  // else the combine kernel merges
+    }
     named_barrier_sync(kEpilogueBarrier + wg, 128);  // the warpgroup's last reads of the slot are done
     if (t == 0) mbar_arrive(out.release_bar);
     return;

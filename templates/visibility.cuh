@@ -121,6 +121,13 @@ FJ_DEVICE bool split_writes_partials(int num_splits, int sequence_splits) { retu
 // rows' counter, one per (sequence, head group, query block, warpgroup) of the launch's upper
 // bounds, [batch][tile_heads][m_blocks][wgs]; the arrival that brings it to the sequence's split
 // count merges them and puts it back to zero.
+// The merge is a warp a row, each warp's rows one after another (a chain of L2 round trips a row),
+// while the second kernel merges every row at once: so a launch merges inline only where a
+// warpgroup holds few rows (at most kInlineMergeRows: decode and short speculative steps, whose
+// queries x packed heads are few), and otherwise leaves its counters unused and runs the combine
+// kernel. rows_per_warpgroup: min(64, the launch's seqlen_q x pack_heads).
+constexpr int kInlineMergeRows = 16;
+FJ_DEVICE bool merges_inline(long long seqlen_q, int pack_heads) { return seqlen_q * pack_heads <= kInlineMergeRows; }
 // (long long: this header also goes into kernels without the fixed-width types, the reference's.)
 FJ_DEVICE long long merge_counter_count(int batch, int tile_heads, int m_blocks, int wgs) {
   return (long long)batch * tile_heads * m_blocks * wgs;

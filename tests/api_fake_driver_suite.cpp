@@ -724,20 +724,28 @@ TEST(ApiFakeDriver, KernelParametersPointAtTheWorkspacesParts) {
   }
 }
 
-// combine=inline merges the splits in the attention kernel: one launch a call, against two.
+// combine=inline merges the splits in the attention kernel: one launch a call, against two; where
+// a warpgroup's rows are many (16 queries of 4 packed heads: 64), the combine kernel still runs.
 TEST(ApiFakeDriver, InlineCombineIsOneLaunch) {
   flashjit_context_t ctx = make_context();
   CUstream stream = make_stream(cu_context_of(ctx));
   static std::vector<int32_t> metadata(64, 0);
-  for (const auto& [spec, expected] : {std::pair{"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1", 2u},
-                                       std::pair{"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1,combine=inline", 1u}}) {
-    SCOPED_TRACE(spec);
+  const struct {
+    const char* spec;
+    int queries;
+    uint64_t launches;
+  } cases[] = {{"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1", 1, 2},
+               {"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1,combine=inline", 1, 1},
+               {"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1,combine=inline", 4, 1},
+               {"dtype=bf16,head_dim=64,varlen=1,pack_gqa=1,split_kv=1,combine=inline", 16, 2}};
+  for (const auto& [spec, queries, expected] : cases) {
+    SCOPED_TRACE(std::string(spec) + " queries " + std::to_string(queries));
     flashjit_kernel_t k = get_kernel(ctx, spec);
-    flashjit_attention_args_t a = make_args(0x700000000ull, 1, 1, 4096, 32, 8, 64);
+    flashjit_attention_args_t a = make_args(0x700000000ull, 1, queries, 4096, 32, 8, 64);
     a.q_strides.batch = a.o_strides.batch = 0;
     a.cu_seqlens_q = reinterpret_cast<uint64_t>(metadata.data());
     a.seqused_k = reinterpret_cast<uint64_t>(metadata.data() + 16);
-    a.total_q = 1;
+    a.total_q = queries;
     a.max_splits = 16;
     uint64_t bytes = 0;
     ASSERT_EQ(flashjit_attention_workspace_size(spec, &a, &bytes), FLASHJIT_SUCCESS) << last_message();

@@ -480,12 +480,15 @@ TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  // paged, packed, paged split-KV decode, paged with the dynamic scheduler, split-KV decode with combine=inline
+  // paged, packed, paged split-KV decode, paged with the dynamic scheduler, and decode steps of 1-4
+  // queries (32/8 heads: at most 16 rows a tile, so they merge inline) with combine=inline
   for (int mode = 0; mode < 5; ++mode) {
     const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
-    EngineProblem bounds = ragged(rng, true, 128, true, 8, 2, kv, 16, 9, 800);
-    bounds.max_seqlen_q = 800, bounds.max_seqlen_k = 800;
-    for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = 400, bounds.seqlen_k[b] = 800;  // room for every step below
+    const bool decode_steps = mode == 4;
+    const int most_q = decode_steps ? 4 : 400, most_k = decode_steps ? 3000 : 800;
+    EngineProblem bounds = ragged(rng, true, 128, true, decode_steps ? 32 : 8, decode_steps ? 8 : 2, kv, 16, 9, 800);
+    bounds.max_seqlen_q = decode_steps ? most_q : 800, bounds.max_seqlen_k = most_k;
+    for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = most_q, bounds.seqlen_k[b] = most_k;  // room for every step below
     if (mode == 2 || mode == 4) bounds.max_splits = 6;
     bounds.dynamic_schedule = mode == 3;  // the counters are zeroed once, before the capture
     bounds.inline_combine = mode == 4;
@@ -514,6 +517,9 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     };
     for (int step = 0; step < 6; ++step) {
       EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
+      if (decode_steps) {  // 0-4 queries against 0-3000 keys
+        for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = int(rng() % 5), p.seqlen_k[b] = int(rng() % (most_k + 1));
+      }
       p.bf16 = bounds.bf16, p.head_dim = bounds.head_dim, p.causal = bounds.causal, p.heads_q = bounds.heads_q;
       p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       p.dynamic_schedule = bounds.dynamic_schedule;

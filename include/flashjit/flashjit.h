@@ -260,7 +260,9 @@ typedef struct flashjit_tensor_strides {
  *     split writes O and LSE directly (no partials).
  *   combine=kernel|inline (split_kv=1; kernel by default): inline merges the splits in the
  *     attention kernel instead of the second kernel: the last CTA to finish a tile's rows merges
- *     their splits, so a call is one launch. It counts the splits in with counters in the
+ *     their splits, so a call is one launch. Only where a tile's rows are few (seqlen_q x the
+ *     packed heads at most 16: decode and short speculative steps); a launch with more runs the
+ *     second kernel as combine=kernel does. It counts the splits in with counters in the
  *     workspace (before the partials; flashjit_attention_workspace_size counts them): zero the
  *     workspace once when it is allocated, as for scheduler=dynamic; every launch leaves the
  *     counters at zero, one that faulted or was cut short does not, and

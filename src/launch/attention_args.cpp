@@ -219,6 +219,10 @@ int64_t merge_counter_words(const KernelConfig& c, const AttentionArgs& a) {
   return merge_counter_count(std::max(0, a.batch), packed_geometry(c, a).tile_heads, int(attention_query_blocks(c, a)), c.spec.consumer_wgs);
 }
 
+bool merges_splits_inline(const KernelConfig& c, const AttentionArgs& a) {
+  return c.spec.inline_combine && merges_inline(a.seqlen_q, packed_geometry(c, a).pack_heads);
+}
+
 uint64_t merge_counters_offset(const KernelConfig& c) { return c.spec.dynamic_schedule ? kTileCounterBytes : 0; }
 
 uint64_t schedule_workspace_bytes(const KernelConfig& c, const AttentionArgs& a) {

@@ -79,6 +79,9 @@ constexpr uint64_t kTileCounterBytes = 256;  // two words, what follows them 256
 // after the tile counter (merge_counters_offset), zeroed once by the caller like it.
 int64_t merge_counter_words(const KernelConfig& config, const AttentionArgs& args);
 uint64_t merge_counters_offset(const KernelConfig& config);
+// Whether a combine=inline launch merges its splits in the attention kernel: where a warpgroup
+// holds few rows (visibility.cuh: merges_inline); the others run the combine kernel.
+bool merges_splits_inline(const KernelConfig& config, const AttentionArgs& args);
 // The counters' part of the workspace, before the partials: the tile counter and the merge
 // counters, 256-byte aligned; 0 for the static deal with combine=kernel.
 uint64_t schedule_workspace_bytes(const KernelConfig& config, const AttentionArgs& args);

@@ -100,7 +100,11 @@ void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.div_split_heads[0] = by_split_heads.mul, p.div_split_heads[1] = by_split_heads.shift;
   if (c.spec.dynamic_schedule) p.tile_counter = reinterpret_cast<uint32_t*>(a.decode.workspace);
   if (!c.spec.split_kv) return;
-  if (c.spec.inline_combine) p.merge_counters = reinterpret_cast<uint32_t*>(a.decode.workspace + merge_counters_offset(c));
+  // combine=inline where a warpgroup's rows are few (merges_inline); else the counters stay unused
+  // and the combine kernel runs (runs_combine).
+  if (merges_splits_inline(c, a)) {
+    p.merge_counters = reinterpret_cast<uint32_t*>(a.decode.workspace + merge_counters_offset(c));
+  }
   const uint64_t partials = a.decode.workspace + schedule_workspace_bytes(c, a);
   p.o_partial = reinterpret_cast<float*>(partials);
   p.lse_partial = reinterpret_cast<float*>(partials + split_lse_offset(c, a));
