@@ -110,7 +110,8 @@ fi
 DECODE_SPECS=""
 for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",paged=1,causal=1"; do
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra"
-  DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra,combine=inline"; done; done; done
+  DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra,combine=inline"; done
+  DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync"; done; done
 if [ "${FLASHJIT_SASS:-1}" = 1 ]; then
   if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
   else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
