@@ -406,27 +406,26 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
 }
 
 // kv_load=cpasync: block n of K or V [kChunks][kBlockN][64] into a ring slot by the producer
-// warpgroup's 128 threads, 16 bytes a copy, swizzled as TMA writes it (16-byte unit j of row r at
-// j ^ (r % 8)); consecutive threads take consecutive units of a row. Keys past the sequence's end
+// warpgroup's 128 threads, 16 bytes a copy, laid out as TMA writes it (tile_layout.cuh: copy_unit);
+// consecutive threads take consecutive units of a row. Keys past the sequence's end
 // and columns past the head dim are zero-filled without reading the source (what TMA does past a
 // map's bounds, and the V rows clear_v_past_keys zeroes). Each thread then arrives on the full
 // barrier once its copies have landed; the barrier counts the 128 threads.
 template <int kChunks, int kCols>
 FJ_DEVICE void copy_tile_by_threads(const uint16_t* base, const int64_t (&strides)[3], uint32_t tile, uint32_t full, int n,
                                     int kv_head, const SeqlenInfo& seq) {
-  constexpr int kUnitsPerRow = kChunks * 8;
+  constexpr int kUnitsPerRow = kChunks * 8;  // 16-byte units a row
   // NOTES: four copies an iteration where the producer has 56 registers (one consumer warpgroup);
   // with 40 or 32 (two or three) even two spilled 8 bytes at d64.
   constexpr int kCopyUnroll = kConsumerWGs == 1 ? 4 : 1;
   const uint16_t* const head_rows = base + (int64_t)seq.k_batch * strides[0] + (int64_t)kv_head * strides[2];
 #pragma unroll (kCopyUnroll)
   for (int u = (int)threadIdx.x; u < kBlockN * kUnitsPerRow; u += kProducerThreads) {
-    const int r = u / kUnitsPerRow, w = u % kUnitsPerRow;
-    const int key = n * kBlockN + r, col = w * 8;
-    const bool inside = key < seq.seqlen_k && col < kCols;
-    const uint16_t* src = head_rows + (int64_t)(seq.k_row0 + (inside ? key : 0)) * strides[1] + (inside ? col : 0);
-    const uint32_t dst = tile + (w / 8) * (kBlockN * 128) + r * 128 + (((w % 8) ^ (r & 7)) << 4);
-    cp_async_16(dst, src, inside ? 16u : 0u);
+    const CopyUnit at = copy_unit(u, kChunks, kBlockN);
+    const int key = n * kBlockN + at.row;
+    const bool inside = key < seq.seqlen_k && at.col < kCols;
+    const uint16_t* src = head_rows + (int64_t)(seq.k_row0 + (inside ? key : 0)) * strides[1] + (inside ? at.col : 0);
+    cp_async_16(tile + at.offset, src, inside ? 16u : 0u);
   }
   cp_async_arrive_noinc(full);
 }
@@ -613,12 +612,7 @@ struct Turn {
   }
 };
 
-// Byte offset of element (row, col) of a [chunks][rows][64] tile in 128-byte swizzled rows (the
-// layout TMA writes): 16-byte units within a row are XOR-ed with the row's index mod 8.
-FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
-  const int byte_in_row = (col % 64) * 2;
-  return (col / 64) * (tile_rows * 128) + row * 128 + (((byte_in_row >> 4) ^ (row & 7)) << 4) + (byte_in_row & 15);
-}
+// swizzled_offset: tile_layout.cuh (rendered before this file).
 
 // Q as the A operand of Q K^T. With kQInRegisters its fragments are read from shared memory once
 // per tile and each Q K^T reads only K from shared memory (a third fewer bytes); the registers

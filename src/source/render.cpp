@@ -70,14 +70,15 @@ std::string_view embedded_template(std::string_view name) {
 
 std::string render_attention_source(const KernelConfig& config) {
   // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the tile deal,
-  // the wgmma shapes this variant uses, the split merge (called by the kernel with
-  // combine=inline; small, and only parsed elsewhere), the kernel.
+  // the shared-memory tile layout, the wgmma shapes this variant uses, the split merge (called by
+  // the kernel with combine=inline; small, and only parsed elsewhere), the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
   out += embedded_template("attention_params.cuh");
   out += embedded_template("visibility.cuh");
   out += embedded_template("tile_schedule.cuh");
+  out += embedded_template("tile_layout.cuh");
   out += render_wgmma_shapes(config);
   out += embedded_template("split_merge.cuh");
   out += embedded_template("attention_fwd.cuh");
