@@ -407,10 +407,10 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
 
 // kv_load=cpasync: block n of K or V [kChunks][kBlockN][64] into a ring slot by the producer
 // warpgroup's 128 threads, 16 bytes a copy, laid out as TMA writes it (tile_layout.cuh: copy_unit);
-// consecutive threads take consecutive units of a row. Keys past the sequence's end
-// and columns past the head dim are zero-filled without reading the source (what TMA does past a
-// map's bounds, and the V rows clear_v_past_keys zeroes). Each thread then arrives on the full
-// barrier once its copies have landed; the barrier counts the 128 threads.
+// consecutive threads take consecutive units of a row. Keys past the sequence's end and columns
+// past the head dim are zero-filled without reading the source (what TMA does past a map's bounds,
+// and the V rows clear_v_past_keys zeroes). Each thread then arrives on the full barrier once its
+// copies have landed; the barrier counts the 128 threads.
 template <int kChunks, int kCols>
 FJ_DEVICE void copy_tile_by_threads(const uint16_t* base, const int64_t (&strides)[3], uint32_t tile, uint32_t full, int n,
                                     int kv_head, const SeqlenInfo& seq) {
