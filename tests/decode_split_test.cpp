@@ -303,33 +303,6 @@ TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
   }
 }
 
-// The workspace of combine=inline: the merge counters (256-byte aligned) before the partials.
-TEST(DecodeApi, InlineCombineWorkspaceHoldsTheCountersFirst) {
-  flashjit_attention_args_t a;
-  flashjit_attention_args_init(&a);
-  a.q = 0x10000, a.k = 0x20000, a.v = 0x30000, a.o = 0x40000, a.lse = 0x50000;
-  a.batch = 8, a.seqlen_q = 1, a.seqlen_k = 4096, a.heads_q = 32, a.heads_kv = 8;
-  a.q_strides = a.o_strides = flashjit_tensor_strides_t{0, 32 * 128, 128};
-  a.k_strides = a.v_strides = flashjit_tensor_strides_t{4096 * 8 * 128, 8 * 128, 128};
-  static std::vector<int32_t> metadata(64, 0);
-  a.cu_seqlens_q = reinterpret_cast<uint64_t>(metadata.data());
-  a.seqused_k = reinterpret_cast<uint64_t>(metadata.data() + 16);
-  a.total_q = 8;
-  a.max_splits = 16;
-  const char* spec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline";
-  uint64_t bytes = 0;
-  ASSERT_EQ(flashjit_attention_workspace_size(spec, &a, &bytes), FLASHJIT_SUCCESS) << flashjit_last_error_message();
-  // 8 sequences x 8 head groups x 1 query block x 1 warpgroup = 64 words in 256 bytes, then the partials
-  EXPECT_EQ(bytes, 256u + uint64_t(16 * 8 * 32) * 128 * 4 + uint64_t(16 * 8 * 32) * 4);
-  a.workspace = 0x100000;
-  a.workspace_bytes = 256 + 8 * 32 * 129 * 4 - 4;  // the counters and less than one split
-  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(std::string(flashjit_last_error_field()), "args.workspace_bytes");
-  EXPECT_NE(std::string(flashjit_last_error_message()).find("the merge counters"), std::string::npos) << flashjit_last_error_message();
-  a.workspace_bytes = bytes;
-  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_SUCCESS) << flashjit_last_error_message();
-}
-
 // ---- the C API's decode fields
 const char* kDecodeSpec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1";
 const char* kPrefillSpec = "dtype=bf16,head_dim=128,varlen=1";
@@ -382,6 +355,22 @@ TEST(DecodeApi, WorkspaceSizeAndItsChecks) {
   fixed.workspace_bytes -= 4;
   EXPECT_EQ(flashjit_validate_attention_args(kDecodeSpec, &fixed), FLASHJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(flashjit_last_error_field()), "args.split_keys") << flashjit_last_error_message();
+}
+
+// The workspace of combine=inline: the merge counters (256-byte aligned) before the partials.
+TEST(DecodeApi, InlineCombineWorkspaceHoldsTheCountersFirst) {
+  const char* spec = "dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline";
+  flashjit_attention_args_t a = decode_step(0);
+  uint64_t bytes = 0;
+  ASSERT_EQ(flashjit_attention_workspace_size(spec, &a, &bytes), FLASHJIT_SUCCESS) << flashjit_last_error_message();
+  // 8 sequences x 8 head groups x 1 query block x 1 warpgroup = 64 words in 256 bytes, then the partials
+  EXPECT_EQ(bytes, 256u + uint64_t(16 * 8 * 32) * 128 * 4 + uint64_t(16 * 8 * 32) * 4);
+  a.workspace_bytes = 256 + 8 * 32 * 129 * 4 - 4;  // the counters and less than one split
+  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(flashjit_last_error_field()), "args.workspace_bytes");
+  EXPECT_NE(std::string(flashjit_last_error_message()).find("the merge counters"), std::string::npos) << flashjit_last_error_message();
+  a.workspace_bytes = bytes;
+  EXPECT_EQ(flashjit_validate_attention_args(spec, &a), FLASHJIT_SUCCESS) << flashjit_last_error_message();
 }
 
 // A mixed batch's total_q makes max_splits' workspace large: a smaller one caps the split count,
