@@ -170,6 +170,13 @@ def contract_workspace(c, max_splits):
     return max_splits * c["b"] * c["sq"] * c["hq"] * (c["d"] + 1) * 4
 
 
+def counter_bytes(nbytes, partial_bytes):
+    """The workspace's leading bytes that hold counters (scheduler=dynamic's tile counter, combine=inline's
+    merge counters): flashjit.h puts them before the split partials and asks the caller to zero them once.
+    Everything past them is partials (partial_bytes, the header's formula; 0 without split_kv)."""
+    return max(0, nbytes - partial_bytes)
+
+
 def spec_parts(extra):
     parts = {}
     for item in (extra or "").split(","):
@@ -504,8 +511,7 @@ class Bench:
                     row["notes"].append(f"{name}: workspace_size {nbytes} bytes, the header's formula {formula}")
             if ws is not None:
                 ws.fill_(255)  # NaN floats: partials read but never written show up in O
-                if spec_parts(spec).get("scheduler") == "dynamic":
-                    ws[:256].zero_()  # the tile counter's 256 bytes before the partials start at zero (flashjit.h)
+                ws[:counter_bytes(nbytes, formula if is_split(spec) else 0)].zero_()
             self.fj.check_metadata(spec, a_check)
             poison()
             self.fj.launch(spec, a_check)

@@ -22,9 +22,7 @@ import math
 import os
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+torch = F = SDPBackend = sdpa_kernel = None  # imported in main: --help works without torch
 
 
 # ---- the C API's structs: the ctypes binding of examples/python (one copy of the layouts) ----
@@ -168,6 +166,10 @@ def main():
     ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
                                                         "h200-fa3-vs-cudnn-2026-11-29.json"))
     args = ap.parse_args()
+    global torch, F, SDPBackend, sdpa_kernel
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     global REPS, PER_GRAPH
     REPS = args.reps
     PER_GRAPH = args.per_graph

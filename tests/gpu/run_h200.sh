@@ -1,27 +1,63 @@
 #!/usr/bin/env bash
-# Runs every GPU check on the H200 in one call and prints a pass/fail table last:
-#   1. GoogleTest GPU suites (kernels against the float64 reference, driver, API), normal build
-#   2. the same kernel suites in the hang-trap build (FLASHJIT_GPU_HANG_TRAP=1 only)
-#   3. flashjit check on default specs
-#   4. compute-sanitizer memcheck and racecheck on small shapes per head dim
-#   5. SASS of every default variant: HGMMA, no local memory
-#   4b. compute-sanitizer memcheck and racecheck on the engine tests' page sizes (FLASHJIT_SANITIZE_ENGINE=1)
-#   4c. the same on combine=inline decode specs (FLASHJIT_SANITIZE_INLINE=1)
-#   6. flashjit bench (FLASHJIT_BENCH_GRID, default: all), table in $OUT/bench.txt
-#   6b. A/B of the dense grid against a baseline tool (FLASHJIT_AB_BASE=path/to/flashjit), ABBA
-#   6c. A/B of the engine kernels against a baseline library (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so)
-#   6d. ncu on paged chunked prefill against the contiguous kernel (FLASHJIT_PROFILE_PAGED=page size)
-#   6e. bench/read_probe.cu: TMA, cp.async and plain loads on decode's K/V pattern (FLASHJIT_READ_PROBE=binary)
-#   7. the Python example, bench/peers.py (FLASHJIT_PEERS=1), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS=1),
-#      bench/decode_peers.py and its plot, $OUT/decode.svg (FLASHJIT_DECODE_PEERS=1)
-#   8. the Python package's GPU tests, wheel, example and host cost (FLASHJIT_PYTHON=1; =host: host cost only)
-# Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests and flashjit (and for
-#   the Tool.* tests that use it, libflashjit_fake_cuda.so);
-# without it, builds here. Full logs in $OUT (or ./out).
+# Every GPU check and measurement of the H200 run, in parts that each end inside one 10-minute
+# command, the slowest last; a pass/fail table is printed last.
+#   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
+#                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
+#                             racecheck on a dense, an engine and a split-KV spec of each combine, the
+#                             Python package's GPU tests, wheel and decode-loop example
+#   FLASHJIT_PART=regress  2. the engine kernels A/B against a baseline library (FLASHJIT_AB_ENGINE_BASE):
+#                             ragged, equal lengths, chunked prefill paged and contiguous, decode
+#   FLASHJIT_PART=decide   3. the defaults by measurement: combine inline / kernel (decode cells, then the
+#                             package's host cost per call each way), scheduler dynamic / static on varlen,
+#                             dynamic / the held-back-tile deal on dense cells
+#   FLASHJIT_PART=targets  4. the targets with the peers in the same run: engine_peers.py, decode_peers.py
+#                             (the target cells), the package's host cost
+#   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
+#   unset: the legacy single run, every step switched by its variable below.
+# Steps and their variables (a part sets its own defaults; each may be overridden):
+#   1. GoogleTest suites (FLASHJIT_GPU_FILTER, FLASHJIT_GPU_TIMEOUT; FLASHJIT_GPU_HANG_TRAP=1 adds the
+#      hang-trap build's kernel suite)
+#   2. flashjit check on default specs (FLASHJIT_CHECKS)
+#   3. compute-sanitizer on small dense shapes per head dim (FLASHJIT_SANITIZE), on the engine tests' page
+#      sizes (FLASHJIT_SANITIZE_ENGINE), on one spec of each kind (FLASHJIT_SANITIZE_SPECS)
+#   4. SASS of every default variant and the decode variants: HGMMA, no local memory (FLASHJIT_SASS)
+#   5. flashjit bench (FLASHJIT_BENCH_GRID), the dense A/B (FLASHJIT_AB_BASE=path/to/flashjit)
+#   6. the engine A/B (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so), the decisions (FLASHJIT_DECIDE)
+#   7. ncu on paged chunked prefill (FLASHJIT_PROFILE_PAGED=page size), the read probe (FLASHJIT_READ_PROBE)
+#   8. the peers: bench/peers.py (FLASHJIT_PEERS), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS),
+#      bench/decode_peers.py (FLASHJIT_DECODE_PEERS, FLASHJIT_DECODE_PEERS_ARGS)
+#   9. the Python package: GPU tests, wheel, example (FLASHJIT_PYTHON=1), host cost (=host: that alone)
+# Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests, flashjit, libflashjit.so
+#   (and for the Tool.* tests that use it, libflashjit_fake_cuda.so); without it, builds here.
+#   Full logs in $OUT (or ./out).
 set -u -o pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 BIN=${1:-}
+
+# A part's defaults (each overridable from the environment).
+case "${FLASHJIT_PART:-}" in
+  gate)
+    : "${FLASHJIT_GPU_FILTER:=Attention*Gpu*:Api*Gpu*:GpuDriver*}" "${FLASHJIT_GPU_TIMEOUT:=330}"
+    : "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SANITIZE_SPECS:=1}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_PYTHON:=1}" ;;
+  regress)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
+    : "${FLASHJIT_BENCH_GRID:=none}"
+    export DECODE_CELLS=${DECODE_CELLS-decode/d128/h32-8/b1/q1/k4k,decode/d128/h32-8/b1/q1/k32k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h64-8/b64/q1/k4k,dims/d64/h32-8/b8/*,spec/d128/h32-8/b8/*,paged/d128/h32-8/b8/*}
+    export PASS_TIMEOUT=${PASS_TIMEOUT:-110} BUDGET_S=${BUDGET_S:-330} ;;
+  decide)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
+    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_DECIDE:=combine,scheduler,dense_dynamic}" ;;
+  targets)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
+    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_ENGINE_PEERS:=1}" "${FLASHJIT_DECODE_PEERS:=1}" "${FLASHJIT_PYTHON:=host}"
+    : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
+  sass)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
+  "") ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets or sass" >&2; exit 2 ;;
+esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
@@ -55,7 +91,7 @@ gtest() {  # name filter timeout [env...]
 }
 
 # 1-2. Unit and GPU suites.
-gtest gtest "${FLASHJIT_GPU_FILTER:-*}" "${FLASHJIT_GPU_TIMEOUT:-500}"
+[ "${FLASHJIT_GPU_FILTER:-*}" != - ] && gtest gtest "${FLASHJIT_GPU_FILTER:-*}" "${FLASHJIT_GPU_TIMEOUT:-500}"
 if [ "${FLASHJIT_GPU_HANG_TRAP:-0}" = 1 ]; then gtest hangtrap 'AttentionGpu.*' 300 FLASHJIT_TEST_HANG_TRAP=1; fi
 
 # 3. flashjit check on default specs (FLASHJIT_CHECKS=0 skips).
@@ -90,18 +126,28 @@ if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_ENGINE:-0}"
   done
 fi
 
-# 4c. combine=inline (the last split's CTA reads the other CTAs' partials) under memcheck and racecheck,
-# decode and speculative rows, an empty and a keyless sequence, paged and packed K/V (FLASHJIT_SANITIZE_INLINE=1).
-if command -v compute-sanitizer >/dev/null && [ "${FLASHJIT_SANITIZE_INLINE:-0}" = 1 ]; then
+# 4c. One spec of each kind under memcheck and racecheck (FLASHJIT_SANITIZE_SPECS=1): dense, the engine's
+# varlen + paged, split-KV with the combine kernel and with the inline merge (the last split's CTA reads the
+# other CTAs' partials), on ragged lengths with decode and speculative rows, an empty and a keyless
+# sequence (FLASHJIT_SANITIZE_INLINE=1 is the older name of this step).
+if command -v compute-sanitizer >/dev/null && { [ "${FLASHJIT_SANITIZE_SPECS:-0}" = 1 ] || [ "${FLASHJIT_SANITIZE_INLINE:-0}" = 1 ]; }; then
+  SEQLENS=1:700,4:1000,0:5,1:0,3:3,1:2000,16:1500,130:77
   for tool in memcheck racecheck; do
-    bad=0
-    for spec in dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline \
-                dtype=fp16,head_dim=64,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline; do
+    bad=0; n=0
+    while read -r spec shape; do
+      [ -n "$spec" ] || continue
+      n=$((n + 1))
       timeout "${FLASHJIT_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool $tool --error-exitcode 9 "$TOOL" check --spec "$spec" \
-        --seqlens 1:700,4:1000,0:5,1:0,3:3,1:2000,16:1500 --heads-q 32 --heads-kv 8 --page-size 16 >>"$OUT/sanitizer-inline-$tool.log" 2>&1 || bad=$((bad + 1))
-    done
-    [ $bad -eq 0 ] && row "compute-sanitizer $tool (combine=inline)" pass "" ||
-      row "compute-sanitizer $tool (combine=inline)" FAIL "$bad of 2 failed"
+        $shape >>"$OUT/sanitizer-specs-$tool.log" 2>&1 || { bad=$((bad + 1)); echo "FAILED: $spec" >>"$OUT/sanitizer-specs-$tool.log"; }
+    done <<SPECS
+dtype=bf16,head_dim=128,causal=1 --batch 1 --seqlen-q 130 --seqlen-k 300 --heads-q 2 --heads-kv 1
+dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1 --seqlens $SEQLENS --heads-q 8 --heads-kv 2 --page-size 16
+dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=kernel --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --page-size 16
+dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --page-size 16
+dtype=fp16,head_dim=64,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline --seqlens $SEQLENS --heads-q 32 --heads-kv 8
+SPECS
+    [ $bad -eq 0 ] && row "compute-sanitizer $tool ($n specs: dense, engine, split-KV both combines)" pass "" ||
+      row "compute-sanitizer $tool ($n specs)" FAIL "$bad failed: $(grep -m1 FAILED "$OUT/sanitizer-specs-$tool.log")"
   done
 fi
 
@@ -111,7 +157,7 @@ DECODE_SPECS=""
 for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",paged=1,causal=1"; do
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra"
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra,combine=inline"; done
-  DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync"; done; done
+  done; done
 if [ "${FLASHJIT_SASS:-1}" = 1 ]; then
   if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
   else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
@@ -140,6 +186,42 @@ if [ -n "${FLASHJIT_AB_ENGINE_BASE:-}" ] && [ -f "$LIB" ]; then
     row "A/B engine (this / baseline)" pass "$(tail -1 "$OUT/ab_engine.txt" | cut -c1-90)" ||
     row "A/B engine" FAIL "$(tail -1 "$OUT/ab_engine.txt")"
   cat "$OUT/ab_engine.txt"
+fi
+
+# 6f. The defaults by measurement (FLASHJIT_DECIDE: a comma list of combine, scheduler, dense_dynamic).
+#   combine: decode cells (small and large, speculative, paged) with combine=inline against combine=kernel,
+#     A B A B on this library, then the package's host cost per call each way, interleaved;
+#   scheduler: ragged and equal-length varlen with scheduler=dynamic against the static deal;
+#   dense_dynamic: dense d64 and d128 cells with scheduler=dynamic against the held-back-tile deal.
+COMBINE_CELLS=${FLASHJIT_COMBINE_CELLS:-decode/d128/h32-8/b1/q1/k1k,decode/d128/h32-8/b1/q1/k4k,decode/d128/h32-8/b4/q1/k4k,decode/d128/h32-8/b1/q1/k32k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h64-8/b64/q1/k4k,dims/d64/h32-8/b8/*,spec,paged}
+decide() { case ",${FLASHJIT_DECIDE:-}," in *",$1,"*) return 0 ;; esac; return 1; }
+if decide combine && [ -f "$LIB" ]; then
+  OUT=$OUT/combine CASES= DECODE_CELLS="$COMBINE_CELLS" EXTRA_A=combine=kernel EXTRA_B=combine=inline \
+    PASS_TIMEOUT=${FLASHJIT_DECIDE_PASS_TIMEOUT:-90} BUDGET_S=${FLASHJIT_DECIDE_BUDGET_S:-240} \
+    bash bench/ab_engine.sh "$LIB" "$LIB" >"$OUT/decide_combine.txt" 2>&1 &&
+    row "decide combine: inline / kernel (us, below 1 is faster)" pass "$(tail -1 "$OUT/decide_combine.txt" | cut -c1-80)" ||
+    row "decide combine" FAIL "$(tail -1 "$OUT/decide_combine.txt")"
+  cat "$OUT/decide_combine.txt"
+  if grep -q -- "--combine" python/bench/call_overhead.py; then
+    for c in kernel inline kernel inline; do
+      echo "== call_overhead --combine $c" >>"$OUT/decide_host.txt"
+      PYTHONUNBUFFERED=1 timeout 100 python3 python/bench/call_overhead.py --lib "$LIB" --combine $c --rounds 9 >>"$OUT/decide_host.txt" 2>&1
+    done
+    grep -E "^==|host|pkg" "$OUT/decide_host.txt" | head -40
+  fi
+fi
+if decide scheduler && [ -f "$LIB" ]; then
+  OUT=$OUT/scheduler CASES=ragged,equal EXTRA_B=scheduler=dynamic PASS_TIMEOUT=${FLASHJIT_DECIDE_PASS_TIMEOUT:-90} \
+    BUDGET_S=${FLASHJIT_DECIDE_BUDGET_S:-240} bash bench/ab_engine.sh "$LIB" "$LIB" >"$OUT/decide_scheduler.txt" 2>&1 &&
+    row "decide scheduler: dynamic / static (TF/s)" pass "$(tail -1 "$OUT/decide_scheduler.txt" | cut -c1-80)" ||
+    row "decide scheduler" FAIL "$(tail -1 "$OUT/decide_scheduler.txt")"
+  cat "$OUT/decide_scheduler.txt"
+fi
+if decide dense_dynamic; then
+  OUT=$OUT/dense-dynamic timeout 200 bash bench/ab_specs.sh "$TOOL" scheduler=dynamic >"$OUT/decide_dense_dynamic.txt" 2>&1 &&
+    row "decide dense: dynamic / held-back deal (TF/s)" pass "$(tail -1 "$OUT/decide_dense_dynamic.txt" | cut -c1-80)" ||
+    row "decide dense dynamic" FAIL "$(tail -1 "$OUT/decide_dense_dynamic.txt")"
+  cat "$OUT/decide_dense_dynamic.txt"
 fi
 
 # 6d. Nsight Compute on chunked prefill against a paged cache, the paged kernel and its contiguous
@@ -212,9 +294,6 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" != 0 ]; then
   PYTHONUNBUFFERED=1 timeout 200 python3 python/bench/call_overhead.py --lib "$LIB" --json "$OUT/call_overhead.json" >"$OUT/call_overhead.txt" 2>&1
   row "python/bench/call_overhead.py (report)" "$([ $? = 0 ] && echo met || echo miss)" "$(tail -1 "$OUT/call_overhead.txt" | cut -c1-80)"
   tail -6 "$OUT/call_overhead.txt"
-  PYTHONUNBUFFERED=1 timeout 120 python3 python/bench/fast_path_parts.py --lib "$LIB" >"$OUT/fast_path_parts.txt" 2>&1 &&
-    row "python/bench/fast_path_parts.py (report)" pass "" || row "python/bench/fast_path_parts.py" FAIL "$(tail -1 "$OUT/fast_path_parts.txt" | cut -c1-80)"
-  cat "$OUT/fast_path_parts.txt"
 fi
 
 echo

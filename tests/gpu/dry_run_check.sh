@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# What the H200 run needs, checked without a GPU: the run script and the A/B scripts parse, a part name
+# it does not know is refused, the GPU test binary lists cases of every GPU suite the gate's filter
+# names, and every benchmark the run starts parses its arguments (--help, or --dry-run on the target
+# cells, which must each match a cell).
+#   tests/gpu/dry_run_check.sh TESTS_BINARY
+set -u -o pipefail
+TESTS=${1:?usage: dry_run_check.sh TESTS_BINARY}
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+for f in tests/gpu/run_h200.sh tests/gpu/check_sass.sh bench/ab_engine.sh bench/ab_dense.sh bench/ab_specs.sh; do
+  bash -n "$f" || bad "$f does not parse"
+done
+FLASHJIT_PART=nonsense bash tests/gpu/run_h200.sh /nonexistent >/dev/null 2>&1
+[ $? -eq 2 ] || bad "run_h200.sh: an unknown FLASHJIT_PART is not refused with exit 2"
+# The gate's filter, as the script sets it.
+filter=$(sed -n 's/.*FLASHJIT_GPU_FILTER:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+[ -n "$filter" ] || bad "run_h200.sh: no gate filter found"
+suites=$("$TESTS" --gtest_list_tests --gtest_filter="$filter" | grep -v '^ ' | tr -d . | sort -u | tr '\n' ' ')
+for s in AttentionGpu AttentionEngineGpu ApiGpu GpuDriver; do
+  case " $suites " in *" $s "*) ;; *) bad "the gate's filter '$filter' lists no case of $s (lists: $suites)" ;; esac
+done
+for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py python/bench/call_overhead.py; do
+  python3 "$py" --help >/dev/null 2>&1 || bad "$py --help fails"
+done
+# The targets part's decode cells: every pattern must select a cell.
+cells=$(sed -n 's/.*FLASHJIT_DECODE_PEERS_ARGS:=--cells \([^ ]*\) .*/\1/p' tests/gpu/run_h200.sh | head -1)
+combine=$(sed -n 's/^COMBINE_CELLS=\${FLASHJIT_COMBINE_CELLS:-\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+regress=$(sed -n 's/.*export DECODE_CELLS=\${DECODE_CELLS-\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+for list in "$cells" "$combine" "$regress"; do
+  [ -n "$list" ] || { bad "run_h200.sh: a decode cell list was not found"; continue; }
+  IFS=, read -ra pats <<<"$list"
+  for pat in "${pats[@]}"; do
+    n=$(python3 bench/decode_peers.py --dry-run --cells "$pat" 2>&1 | sed -n 's/^\([0-9]*\) cells, \([0-9]*\) to run.*/\2/p')
+    [ "${n:-0}" -gt 0 ] || bad "decode cell pattern '$pat' selects no cell"
+  done
+done
+[ $fail -eq 0 ] && echo "dry run: the GPU run's scripts, suites and benchmarks are ready"
+exit $fail
