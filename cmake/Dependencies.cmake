@@ -41,13 +41,15 @@ target_include_directories(flashjit_deps SYSTEM INTERFACE
 target_compile_definitions(flashjit_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 target_link_libraries(flashjit_deps INTERFACE
   ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} ${NVRTC_LIB} Threads::Threads ${CMAKE_DL_LIBS})
-# LLVM Support pulls zlib and terminfo when they were enabled in its build.
+# LLVM Support pulls zlib when it was enabled in its build.
 find_library(ZLIB_SO NAMES z)
-find_library(TINFO_SO NAMES tinfo)
-foreach(_lib ${ZLIB_SO} ${TINFO_SO})
-  if(_lib)
-    target_link_libraries(flashjit_deps INTERFACE ${_lib})
-  endif()
-endforeach()
+if(ZLIB_SO)
+  target_link_libraries(flashjit_deps INTERFACE ${ZLIB_SO})
+endif()
+# NOTES: and terminfo, for whether a terminal takes colours; a stand-in answers "no" instead of
+# linking libtinfo.so.6, which a manylinux wheel may not need (src/link/no_terminfo.c). A static
+# archive after LLVM's: its functions are linked only where LLVM Support refers to them.
+add_library(flashjit_no_terminfo STATIC ${CMAKE_SOURCE_DIR}/src/link/no_terminfo.c)
+target_link_libraries(flashjit_deps INTERFACE flashjit_no_terminfo)
 set(CMAKE_BUILD_RPATH ${CUDAToolkit_LIBRARY_DIR})
 set(CMAKE_INSTALL_RPATH ${CUDAToolkit_LIBRARY_DIR})
