@@ -10,7 +10,8 @@
 #         from PyPI (nvidia-cuda-nvrtc, nvidia-cuda-runtime) into $FLASHJIT_PYPI_CUDA_DIR (default
 #         /opt/flashjit/cuda13); when that fails too, it stops and says what to install
 #   pip   nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm when no cuobjdump (with its nvdisasm) is
-#         found (optional: only the SASS test uses them, and that test is skipped without cuobjdump)
+#         found (optional: only the SASS test uses them, and that test is skipped without cuobjdump);
+#         auditwheel when python3 has none (the wheel's manylinux check, python/tests/wheel_manylinux_check.sh)
 # Usage: bash tools/bootstrap.sh          install/check; reports on stderr
 #        eval "$(bash tools/bootstrap.sh --env)"
 #                                         the same, then prints on stdout the cmake hints it found, as
@@ -194,6 +195,15 @@ if ! find_cuobjdump; then
   python3 -m pip "${pip_args[@]}" >&2 2>/dev/null || python3 -m pip "${pip_args[@]}" --break-system-packages >&2 ||
     say "WARNING: could not install them; the SASS check test will be skipped"
   find_cuobjdump || say "WARNING: cuobjdump or nvdisasm still not found; the SASS check test will be skipped"
+fi
+
+# ---- 3b. auditwheel, which the wheel's manylinux check asks whether the wheel's tag holds ----
+if ! python3 -m auditwheel --version >/dev/null 2>&1; then
+  say "auditwheel not found for python3: pip install auditwheel (for the wheel's manylinux check)"
+  ensure_pip || true
+  pip_args=(install -q --disable-pip-version-check --no-input "auditwheel>=6,<7")
+  python3 -m pip "${pip_args[@]}" >&2 2>/dev/null || python3 -m pip "${pip_args[@]}" --break-system-packages >&2 ||
+    say "WARNING: could not install auditwheel; the wheel's manylinux check will fail"
 fi
 
 # ---- 4. CMake 3.25.0/3.25.1's FindCUDAToolkit fails on CUDA 12.9+ (no libnvToolsExt): a stand-in target ----

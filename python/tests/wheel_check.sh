@@ -3,7 +3,8 @@
 # environment (no index, no dependencies), run python/tests/test_cpu.py against the installed package
 # (library loads, supported(), prewarm() with a real NVRTC compile, the `flashjit` command), then again
 # with NVRTC laid out as the nvidia-cuda-nvrtc wheel lays it out in that environment, checking that the
-# package loaded that one. Exit 77 (skip) when python3 cannot make an environment with pip.
+# package loaded that one; `python -m flashjit` answers as the `flashjit` command does. Exit 77 (skip) when
+# python3 cannot make an environment with pip.
 #   bash python/tests/wheel_check.sh BUILD_DIR
 #
 # With --gpu (on the H200; BUILD_DIR holds libflashjit.so and flashjit, e.g. the carried .dev/bin): the
@@ -73,6 +74,16 @@ fi
 echo "== the installed package (NVRTC from the library's own search)"
 cd "$WORK"  # not the repository: the package must come from the environment
 "$PY" "$HERE/test_cpu.py" --installed
+
+echo "== python -m flashjit answers as the flashjit command does"
+for args in "--version" "--help" "source --help"; do
+  # shellcheck disable=SC2086  # the arguments are words
+  script_out=$("$WORK/venv/bin/flashjit" $args 2>&1) || { echo "FAIL: flashjit $args exited $?"; exit 1; }
+  # shellcheck disable=SC2086
+  module_out=$("$PY" -m flashjit $args 2>&1) || { echo "FAIL: python -m flashjit $args exited $?: $module_out"; exit 1; }
+  [ "$module_out" = "$script_out" ] || { echo "FAIL: python -m flashjit $args printed"; echo "$module_out"; echo "where flashjit $args printed"; echo "$script_out"; exit 1; }
+  echo "ok: python -m flashjit $args"
+done
 
 echo "== NVRTC as the nvidia-cuda-nvrtc wheel installs it (nvidia/cu13/lib in site-packages)"
 nvrtc=$(ldd "$BUILD_DIR/libflashjit.so" | awk '/libnvrtc\.so/ { print $3; exit }')

@@ -1,6 +1,6 @@
 /* Stands in for libtinfo, which LLVM Support links for one question: does a terminal take colours
  * (llvm::sys::Process::FileDescriptorHasColors)? flashjit prints nothing in colour, and a NEEDED
- * libtinfo.so.6 is not allowed in a manylinux wheel (python/tests/wheel_tags_check.sh), so the answer
+ * libtinfo.so.6 is not allowed in a manylinux wheel (python/tests/wheel_manylinux_check.sh), so the answer
  * is always "no terminal description": LLVM then takes the terminal for one without colours, as it
  * does where no terminfo database is installed. Linked only where LLVM Support refers to these. */
 #define FLASHJIT_HIDDEN __attribute__((visibility("hidden")))
