@@ -339,7 +339,7 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
 // The page of this thread's load of block n when every load has a thread (else unused).
 // NOTES (correctness): this test and load_paged_tile's are paged_load_per_thread (the rule the CPU
 // tests check), spelled out: calling it in load_paged_tile changed the SASS of the GPU-tested
-// kernels, so that waits for a device run.
+// kernels, so that waits until the new SASS has run on a GPU.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
   if constexpr (!kWarpProducer || !kPaged) return 0;
   const int r = producer_load(p) * p.kv_rows_per_load;

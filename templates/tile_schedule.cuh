@@ -84,7 +84,7 @@ FJ_DEVICE bool deals_causal_pairs(bool causal, bool device_lengths) { return cau
 // NOTES: the device-length deal went rows first once ([query-block rows][heads], every head's last
 // row first, the heaviest tiles anywhere first); at 4 x 4k with 32/8 heads one row of tiles needs
 // 32 K/V heads' keys, more than L2 holds, and head-major was faster: ragged batch +2.4 %, equal
-// lengths 4 x 4k +4.6 %, 16 x 1k and 2 x 8k level (bench/NOTES.md, session 22).
+// lengths 4 x 4k +4.6 %, 16 x 1k and 2 x 8k level (bench/NOTES.md, 2026-12-04, cf036f5).
 FJ_DEVICE void set_deal_shape(TileDeal& d, uint32_t m_blocks, uint32_t heads) {
   d.m_blocks = m_blocks;
   d.heads = heads;

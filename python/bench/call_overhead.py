@@ -2,7 +2,7 @@
 """Host cost per call and kernel time under CUDA graphs of the flashjit package, against the C API driven
 directly through ctypes (a prebuilt argument struct, one flashjit_attention_forward call): on an H200.
 
-  python3 python/bench/call_overhead.py --lib .dev/bin/libflashjit.so [--calls 200] [--rounds 15] [--json out.json]
+  python3 python/bench/call_overhead.py --lib build/libflashjit.so [--calls 200] [--rounds 15] [--json out.json]
 
 Cells: a paged decode step (flash_attn_with_kvcache, batch 8, 32/8 heads, d128, 1k-4k keys, page 16,
 split-KV by the heuristic) and a vLLM-style mixed batch (flash_attn_varlen_func with block_table).
@@ -13,7 +13,7 @@ and the C API. Each round synchronises, puts a GPU spin (torch.cuda._sleep) long
 stream, then times with perf_counter_ns only the loop enqueueing `calls` calls; the median of `rounds`
 rounds, per call. The four paths take their rounds in turn, and pkg-C is the median of the package's round
 minus the C API's next round: the host's speed moves during a run (the C API read 6.6-12.0 us across three
-runs of session 22), and so taken the difference moves less with it. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
+runs on 2026-12-04), and so taken the difference moves less with it. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
 the GPU: the launch queue only holds `calls` x (1-2 launches), far below its ~1000 entries, and the kernels'
 size does not matter (the cells keep the graph cells' shapes, so the same plans and code paths, split-KV
 workspace included). A loop that still outlasts the spin waited on the GPU (a synchronising call, or a

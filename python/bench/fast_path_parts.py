@@ -3,7 +3,7 @@
 flash_attn_varlen_func call (vLLM's mixed batch against a paged cache, as in call_overhead.py) timed alone in a
 loop, ns per piece, on an H200 host. The pieces that launch run behind a GPU spin, as call_overhead.py does.
 
-  python3 python/bench/fast_path_parts.py --lib .dev/bin/libflashjit.so [--loops 2000]"""
+  python3 python/bench/fast_path_parts.py --lib build/libflashjit.so [--loops 2000]"""
 import argparse
 import os
 import random
@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def tensor_key(t):
-    """One tensor's part of a key as the package built it before session 22 (a call and a nested tuple)."""
+    """One tensor's part of a key as the package built it before 789d3e1 (a call and a nested tuple)."""
     return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 

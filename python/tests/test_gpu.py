@@ -4,12 +4,12 @@ float64 and against torch SDPA on the same inputs, varlen with empty sequences, 
 (page sizes 16, 64 and 7), GQA, LSE, torch.compile(fullgraph=True), a CUDA graph captured once and replayed
 with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them.
 
-  python3 python/tests/test_gpu.py --lib .dev/bin/libflashjit.so   # the source tree's package on that library
+  python3 python/tests/test_gpu.py --lib build/libflashjit.so      # the source tree's package on that library
   python3 python/tests/test_gpu.py                                  # the installed wheel's package
   bash python/tests/wheel_check.sh BUILD_DIR --gpu                  # the wheel built, installed, tested here
 
 Prints a pass/fail table; exits 1 on any failure. Without torch or a GPU it exits 0 with a notice, unless
-FLASHJIT_REQUIRE_TORCH=1 (what a device run sets, so that it cannot pass by skipping): then it fails."""
+FLASHJIT_REQUIRE_TORCH=1 (what a GPU run sets, so that it cannot pass by skipping): then it fails."""
 import argparse
 import math
 import os

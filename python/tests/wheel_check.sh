@@ -7,7 +7,7 @@
 # python3 cannot make an environment with pip.
 #   bash python/tests/wheel_check.sh BUILD_DIR
 #
-# With --gpu (on the H200; BUILD_DIR holds libflashjit.so and flashjit, e.g. the carried .dev/bin): the
+# With --gpu (on the H200; BUILD_DIR holds libflashjit.so and flashjit, e.g. build/): the
 # wheel built the same way, installed into a fresh environment that sees python3's torch, and
 # python/tests/test_gpu.py run against the installed package with FLASHJIT_REQUIRE_TORCH=1 (no torch or no
 # GPU fails, never skips); the CPU checks are not run. python3's torch may live where a virtual environment

@@ -97,8 +97,8 @@ DeviceBuffer::~DeviceBuffer() { if (ptr_) api_.cuMemFree(ptr_); }
 // NOTES: cuMemsetD8 and cuMemcpyHtoD return before the device has finished them (a pageable copy
 // once it is staged), in the legacy stream, which a CU_STREAM_NON_BLOCKING stream does not wait
 // for: without the context sync a kernel could read half-uploaded inputs, or the output poison
-// could land after the kernel wrote (seen: a check's LSE reported unwritten, device call 5 of
-// session 7). Checks are not the hot path; synchronising costs nothing that matters here.
+// could land after the kernel wrote (seen on the H200: a check's LSE reported unwritten;
+// fixed in 1b020ce). Checks are not the hot path; synchronising costs nothing that matters here.
 void DeviceBuffer::upload(const void* data, size_t bytes, size_t offset) {
   expect_ok(check(api_, api_.cuMemcpyHtoD(ptr_ + offset, data, bytes), "cuMemcpyHtoD"), "upload");
   expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "upload");
