@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The main job: build the flashjit tool, compile the default kernel set into the cache
+# The main job: build the flashjit tool and library, compile the default kernel set into the cache
 # (`flashjit prewarm --defaults`), and where a Hopper GPU is present run one default kernel on it
 # against the float64 reference (`flashjit check`). Without a GPU the job ends after the prewarm.
-# Installs what is missing first (tools/bootstrap.sh).
+# Installs what is missing first (tools/bootstrap.sh). The build holds what the README's later steps
+# use: `cmake --install BUILD_DIR` and `bash python/build_wheel.sh BUILD_DIR` (the tool and libflashjit.so).
 # Usage: bash tools/main_job.sh
 #   BUILD_DIR=DIR          build folder (default: build)
-#   FLASHJIT_BIN=PATH      use this flashjit binary: no bootstrap, no build (e.g. a carried build)
+#   FLASHJIT_BIN=PATH      use this flashjit binary: no bootstrap, no build (e.g. one built elsewhere)
 #   FLASHJIT_CHECK_SPEC=S  the spec to check on the GPU (default: dtype=bf16,head_dim=128,causal=1)
 #   FLASHJIT_CACHE_DIR     where the kernels are cached (default: $XDG_CACHE_HOME/flashjit, ~/.cache/flashjit)
 # Exit status: 0 when every step passed.
@@ -15,7 +16,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 CHECK_SPEC=${FLASHJIT_CHECK_SPEC:-dtype=bf16,head_dim=128,causal=1}
 step() { echo; echo "== $*"; }
 
-# 1. The tool.
+# 1. The tool and the shared library (what install and the wheel take; the test suite is not built).
 if [ -n "${FLASHJIT_BIN:-}" ]; then
   tool=$FLASHJIT_BIN
   [ -x "$tool" ] || { echo "main_job: FLASHJIT_BIN=$tool is not an executable" >&2; exit 1; }
@@ -25,7 +26,7 @@ else
   eval "$env_lines"
   step "build ($BUILD_DIR)"
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${FLASHJIT_CMAKE_ARGS[@]}" >/dev/null
-  cmake --build "$BUILD_DIR" --target flashjit -j"$(nproc)"
+  cmake --build "$BUILD_DIR" --target flashjit flashjit_shared -j"$(nproc)"
   tool=$BUILD_DIR/flashjit
 fi
 
