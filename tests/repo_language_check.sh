@@ -12,7 +12,7 @@ cd "$src"
 patterns=(
   '\bsessions? [0-9]+'              # session 17, sessions 3-5
   '\bdevice calls?\b'               # device call 4
-  '\bcalls? [0-9]+\b'               # call 3, calls 1-2 (a run's number in place of its date)
+  '(^|[^-_[:alnum:]])calls? [0-9]+\b' # call 3, calls 1-2 (a run's number in place of its date; not --calls 200)
   'had no device'
   '(^|[^[:alnum:]_.])\.dev/'        # a carried build folder (.dev/bin/...)
   '\.\./shared'
