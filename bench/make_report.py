@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes BENCHMARKS.md and bench/benchmarks.png from a bench/peers.py JSON file.
+"""Writes the prefill grid's part of BENCHMARKS.md (between its markers) and bench/benchmarks.png from a
+bench/peers.py JSON file.
 
-  python3 bench/make_report.py peers.json --command "..." [--md BENCHMARKS.md] [--png bench/benchmarks.png]
+  python3 bench/make_report.py peers.json --commit HASH --command "..." [--md BENCHMARKS.md] [--png bench/benchmarks.png]
 """
 import argparse
 import datetime
@@ -70,6 +71,7 @@ def main():
     ap.add_argument("--md", default="BENCHMARKS.md")
     ap.add_argument("--png", default="bench/benchmarks.png")
     ap.add_argument("--date", default=datetime.date.today().isoformat())
+    ap.add_argument("--commit", required=True, help="the commit whose build was measured")
     args = ap.parse_args()
     data = json.load(open(args.json))
     rows = data["rows"]
@@ -81,45 +83,41 @@ def main():
     g_best_scaled = geomean([r["ours"] / max(r["cudnn"], r["fa3_scaled"]) for r in rows if r.get("ours") and r.get("fa3_scaled")])
     g_calib = geomean([r["cudnn"] / r["cudnn_baseline"] for r in rows if r.get("cudnn") and r.get("cudnn_baseline")])
     per_graph = data.get("per_graph", 10)
-    md = f"""# Benchmarks
+    md = f"""<!-- bench/make_report.py writes from here to the end marker -->
+## Prefill: FlashAttention-3 paper grid
 
-Date: {args.date}. Device: {data['device']}, torch {data['torch']}, cuDNN {data['cudnn']}.
-Command (one call of the device tool): `{args.command}`
-
-flashjit (through its C API), PyTorch SDPA on cuDNN and on FlashAttention-2 timed in one process on
-the same inputs; FA3 is the figure measured on this H200 (../shared/baselines, graph replay), not
-re-run. TFLOP/s from CUDA-graph replay (kernel time), FLOPs = 4·b·h·sq·sk·d (halved for causal).
-"idle µs" is one call from an idle stream, host launch cost included; here every call goes
-through Python (ctypes for ours, PyTorch for the peers), so it holds Python's cost too: the
-C++ bench (`flashjit bench`) measures ours without it.
-
-Conditions: {per_graph} calls per graph replay. Back-to-back calls hold the card at its power cap
-(about 690 W; nvidia-smi showed the SM clock at 1.56-1.67 GHz instead of 1.98, reason "SW power
-cap"), the sustained state of a serving engine; one launch profiled alone by ncu ran at 1.69 GHz.
-cuDNN in this run over cuDNN in the baseline run, same cells: {fmt(g_calib, 3)} (1.0 = the same
-conditions as the run that measured FA3).
+Date: {args.date}. Commit: {args.commit}. GPU: {data['device']}. Peers: torch {data['torch']} (SDPA on cuDNN {data['cudnn']}
+and on FlashAttention-2); FA3: its figures from a baseline run on this H200, not re-run.
+Command: `{args.command}`
 
 Geometric mean, ours over cuDNN (same run): {fmt(g_cudnn, 3)}; ours over FA3 (baseline): {fmt(g_fa3, 3)};
-ours over the better of the two: {fmt(g_best, 3)}.
+ours over the better of the two: {fmt(g_best, 3)}. cuDNN in this run over cuDNN in the baseline run: {fmt(g_calib, 3)}.
+Ours over FA3~ (an estimate, below): {fmt(g_fa3_scaled, 3)}; over the better of cuDNN and FA3~: {fmt(g_best_scaled, 3)}.
 
-FA3~ (an estimate, beside the measured ratios, never instead of them): FA3's baseline figure times
-cuDNN's figure in this run over cuDNN's in the baseline run, per cell; cuDNN's own figures move by
-up to 10 % per cell between runs with the card's state, and FA3's run saw that state, not ours.
-Ours over FA3~: {fmt(g_fa3_scaled, 3)}; over the better of cuDNN and FA3~: {fmt(g_best_scaled, 3)}.
+TFLOP/s from CUDA-graph replay (kernel time, {per_graph} calls per replay), FLOPs = 4·b·h·sq·sk·d (halved for causal); "idle µs"
+is one call from an idle stream through Python, host cost included (below).
 
 ![flashjit vs peers](bench/benchmarks.png)
 
-## FlashAttention-3 paper grid (16k tokens, hidden 2048)
+### FlashAttention-3 paper grid (16k tokens, hidden 2048)
 {table(rows, "fa3")}
 
-## GQA (32 query heads, 8 KV heads, head dim 128, bf16)
+### GQA (32 query heads, 8 KV heads, head dim 128, bf16)
 {table(rows, "gqa")}
 
-## Decode-like (bf16, head dim 128, 32/8 heads): TB/s of K and V read
+### Decode-like, the dense kernel (bf16, head dim 128, 32/8 heads): TB/s of K and V read
 {table(rows, "decode")}
-
-What was tried, predicted and measured: bench/NOTES.md.
-"""
+<!-- end of bench/make_report.py's part -->"""
+    # The engine and decode tables and the narrative come from other scripts: only this part is replaced.
+    begin_mark, end_mark = md.splitlines()[0], md.splitlines()[-1]
+    try:
+        old = open(args.md).read()
+    except FileNotFoundError:
+        old = ""
+    if begin_mark in old and end_mark in old:
+        md = old[:old.index(begin_mark)] + md + old[old.index(end_mark) + len(end_mark):]
+    else:
+        md = "# Benchmarks\n\n" + md + "\n"
     open(args.md, "w").write(md)
 
 
