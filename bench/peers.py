@@ -10,7 +10,7 @@ times three kernels two ways each:
   idle  = one call from an idle stream (CUDA events around the call: host cost included),
   graph = replay of a CUDA graph of 10 calls (kernel time);
 median of --reps (default 30) after warm-up, random normal inputs. Prints a table with ratios to cuDNN and to the
-FlashAttention-3 figures measured on this H200 (shared/baselines), and to those figures scaled by cuDNN's drift
+FlashAttention-3 figures measured on this H200 (bench/baselines/), and to those figures scaled by cuDNN's drift
 between that run and this one per cell (x fa3~, an estimate of FA3 in this run), writes JSON with --out.
 
   python3 bench/peers.py --lib build/libflashjit.so --out peers.json [--grid fa3|headline|gqa|decode|all]
@@ -163,8 +163,9 @@ def main():
     ap.add_argument("--order", choices=("fixed", "both"), default="fixed",
                     help="fixed: per cell ours, then cuDNN, then FA2; both: then again in the reverse order, "
                          "each reported as its mean over the two passes")
-    ap.add_argument("--baseline", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "baselines",
-                                                        "h200-fa3-vs-cudnn-2026-11-29.json"))
+    ap.add_argument("--baseline", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "baselines",
+                                                        "h200-fa3-vs-cudnn-2026-11-29.json"),
+                    help="FlashAttention-3's figures on the H200 with cuDNN's in the same run (default: bench/baselines/)")
     args = ap.parse_args()
     global torch, F, SDPBackend, sdpa_kernel
     import torch
