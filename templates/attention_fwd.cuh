@@ -268,8 +268,7 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
 // their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
 // the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
 // one warp then).
-// kv_load=cpasync: the K/V copies are the four warps' (copy_tile_by_threads), Q's and the walk the leader's.
-constexpr bool kWarpProducer = (kPaged && kCtasPerSm == 1) || kCpAsyncKV;
+constexpr bool kWarpProducer = kPaged && kCtasPerSm == 1;
 constexpr int kProducerWarps = kWarpProducer && !kDynamicSchedule ? 4 : 1;
 constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
 FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
@@ -277,7 +276,7 @@ FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >>
 FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
 // The warps that issue a block's paged loads (paged_producer_warps); the others leave at once (produce).
 FJ_DEVICE int producer_warps_in_use(const Params& p) {
-  if constexpr (kProducerWarps == 1 || !kPaged) return kProducerWarps;
+  if constexpr (kProducerWarps == 1) return 1;
   return paged_producer_warps(p.kv_rows_per_load, kBlockN, kProducerWarps);
 }
 FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
@@ -341,7 +340,7 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
 // tests check), spelled out: calling it in load_paged_tile changed the SASS of the GPU-tested
 // kernels, so that waits for a device run.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
-  if constexpr (!kWarpProducer || !kPaged) return 0;
+  if constexpr (!kWarpProducer) return 0;
   const int r = producer_load(p) * p.kv_rows_per_load;
   if (r >= kBlockN || kBlockN > producer_threads(p) * p.kv_rows_per_load) return -1;
   return page_of_key(p, seq, n * kBlockN + r);
@@ -405,31 +404,6 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
   }
 }
 
-// kv_load=cpasync: block n of K or V [kChunks][kBlockN][64] into a ring slot by the producer
-// warpgroup's 128 threads, 16 bytes a copy, laid out as TMA writes it (tile_layout.cuh: copy_unit);
-// consecutive threads take consecutive units of a row. Keys past the sequence's end and columns
-// past the head dim are zero-filled without reading the source (what TMA does past a map's bounds,
-// and the V rows clear_v_past_keys zeroes). Each thread then arrives on the full barrier once its
-// copies have landed; the barrier counts the 128 threads.
-template <int kChunks, int kCols>
-FJ_DEVICE void copy_tile_by_threads(const uint16_t* base, const int64_t (&strides)[3], uint32_t tile, uint32_t full, int n,
-                                    int kv_head, const SeqlenInfo& seq) {
-  constexpr int kUnitsPerRow = kChunks * 8;  // 16-byte units a row
-  // NOTES: four copies an iteration where the producer has 56 registers (one consumer warpgroup);
-  // with 40 or 32 (two or three) even two spilled 8 bytes at d64.
-  constexpr int kCopyUnroll = kConsumerWGs == 1 ? 4 : 1;
-  const uint16_t* const head_rows = base + (int64_t)seq.k_batch * strides[0] + (int64_t)kv_head * strides[2];
-#pragma unroll (kCopyUnroll)
-  for (int u = (int)threadIdx.x; u < kBlockN * kUnitsPerRow; u += kProducerThreads) {
-    const CopyUnit at = copy_unit(u, kChunks, kBlockN);
-    const int key = n * kBlockN + at.row;
-    const bool inside = key < seq.seqlen_k && at.col < kCols;
-    const uint16_t* src = head_rows + (int64_t)(seq.k_row0 + (inside ? key : 0)) * strides[1] + (inside ? at.col : 0);
-    cp_async_16(tile + at.offset, src, inside ? 16u : 0u);
-  }
-  cp_async_arrive_noinc(full);
-}
-
 // ================================================================ producer
 // K or V block `block` into the ring slot of ring position `pos` (positions run on across this
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
@@ -438,16 +412,14 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
                       int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  if constexpr (kCpAsyncKV) copy_tile_by_threads<kQKChunks, kHeadDim>(p.k_rows, p.k_strides, sm.k_stage(s), sm.full_k(s), block, kv_head, seq);
-  else load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
                       int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  if constexpr (kCpAsyncKV) copy_tile_by_threads<kVChunks, kHeadDimV>(p.v_rows, p.v_strides, sm.v_stage(s), sm.full_v(s), block, kv_head, seq);
-  else load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -574,9 +546,6 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     ++local;
   }
   if (kPublishTiles) publish_end(sm, local);
-  // NOTES (correctness): a thread's cp.async copies and their barrier arrivals are its own; it
-  // stays until they have landed rather than exit with them in flight.
-  if constexpr (kCpAsyncKV) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // ================================================================ consumer
@@ -819,13 +788,6 @@ struct Consumer {
   ScoreRule rule;
 
   FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
-  // A K or V slot is full. NOTES (correctness): with kv_load=cpasync the producer's threads wrote it
-  // through the generic proxy and the wgmma reads it through the async proxy: a proxy fence after
-  // the barrier's acquire (TMA's writes are async-proxy already).
-  FJ_DEVICE void wait_full(uint32_t bar, uint32_t parity) const {
-    mbar_wait(bar, parity);
-    if constexpr (kCpAsyncKV) fence_proxy_async_smem();
-  }
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -894,10 +856,10 @@ struct Consumer {
   // (right to left) and masked, so the unmasked loop does not see this. With two warpgroups both
   // zero the same rows (each before its own PV): the later one writes zeros over zeros.
   FJ_DEVICE void clear_v_past_keys(int it) const {
-    if constexpr (kDeviceLengths && !kCpAsyncKV) {  // cp.async zero-fills those rows itself
+    if constexpr (kDeviceLengths) {
       const int valid = rule.seqlen_k - block_of(it) * kBlockN;  // this block's keys in the sequence
       if (valid >= kBlockN) return;
-      wait_full(sm.full_v(stage(it)), phase(it));
+      mbar_wait(sm.full_v(stage(it)), phase(it));
       const uint32_t slot = sm.v_stage(stage(it));
       const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
 #pragma unroll 1
@@ -916,7 +878,7 @@ struct Consumer {
   template <bool kMasked>
   FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
-    wait_full(sm.full_k(stage(it)), phase(it));
+    mbar_wait(sm.full_k(stage(it)), phase(it));
     issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -941,10 +903,10 @@ struct Consumer {
     uint32_t prev_p[kBlockN / 16][4];
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
-    wait_full(sm.full_k(s), phase(it));
+    mbar_wait(sm.full_k(s), phase(it));
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
-    wait_full(sm.full_v(sv), phase(it - 1));
+    mbar_wait(sm.full_v(sv), phase(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
@@ -971,7 +933,7 @@ struct Consumer {
     pack_probs(prev_p, probs);
     rescale(o, pending);
     turn.take();
-    wait_full(sm.full_v(stage(it)), phase(it));
+    mbar_wait(sm.full_v(stage(it)), phase(it));
     issue_pv(o, prev_p, sm.v_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -986,7 +948,7 @@ struct Consumer {
     float scores[kBlockN / 2], correction[2];
     uint32_t a[kBlockN / 16][4];
     turn.take();
-    wait_full(sm.full_k(s), phase(it));
+    mbar_wait(sm.full_k(s), phase(it));
     issue_scores(scores, q, sm.k_stage(s));
     turn.pass();
     wgmma_wait<0>();
@@ -998,7 +960,7 @@ struct Consumer {
     rescale(o, correction);
     pack_probs(a, scores);
     turn.take();
-    wait_full(sm.full_v(s), phase(it));
+    mbar_wait(sm.full_v(s), phase(it));
     issue_pv(o, a, sm.v_stage(s));
     turn.pass();
     wgmma_wait<0>();
@@ -1369,8 +1331,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.empty_q(b), kConsumerWGs);
     }
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(sm.full_k(s), kCpAsyncKV ? kProducerThreads : 1);  // cp.async: each copying thread arrives
-      mbar_init(sm.full_v(s), kCpAsyncKV ? kProducerThreads : 1);
+      mbar_init(sm.full_k(s), 1);
+      mbar_init(sm.full_v(s), 1);
       mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
       mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
     }

@@ -355,41 +355,6 @@ TEST(AttentionEngineGpu, SplitKvInlineCombine) {
   run_all(cases);
 }
 
-// kv_load=cpasync on engine inputs: decode (every split count on one CTA a tile, GQA 1-16, 1-16
-// queries, dense and packed K/V, head dims 64/80/128/256, both dtypes, with either combine) and
-// ragged prefill batches; the K/V past each sequence's keys is NaN (nan_padding), which the
-// copies must zero-fill rather than read.
-TEST(AttentionEngineGpu, ThreadCopiedKv) {
-  std::mt19937_64 shapes(28);
-  std::vector<EngineCase> cases;
-  const std::string decode = std::string(kDecode) + ",kv_load=cpasync";
-  for (int splits : {1, 2, 3, 16})
-    for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
-      EngineProblem p = decode_batch(shapes, true, 128, splits % 2 == 1, 32, 8, kv, 16, 7, splits % 2 == 1 ? 4 : 1, 2500);
-      p.max_splits = splits;
-      cases.push_back({engine_spec(p, decode), p, 0});
-    }
-  const std::pair<int, int> groups[] = {{8, 8}, {12, 4}, {32, 8}, {16, 1}};
-  int i = 0;
-  for (auto [hq, hkv] : groups)
-    for (int queries : {1, 16}) {
-      const int dims[] = {64, 80, 128, 256};
-      EngineProblem p = decode_batch(shapes, i % 2 == 0, dims[i % 4], queries > 1, hq, hkv, i % 2 ? KvSource::kDense : KvSource::kPacked, 16,
-                                     5 + i % 4, queries, 1800);
-      p.max_splits = 8 + 8 * (i % 3);
-      p.inline_combine = i % 3 == 0;
-      cases.push_back({engine_spec(p, decode + (p.inline_combine ? ",combine=inline" : "")), p});
-      ++i;
-    }
-  for (bool causal : {false, true})
-    for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
-      EngineProblem p = ragged(shapes, !causal, causal ? 128 : 64, causal, 16, 4, kv, 16, 9, 900);
-      cases.push_back({engine_spec(p, "kv_load=cpasync"), p});
-      cases.push_back({engine_spec(p, "kv_load=cpasync,consumer_wgs=1"), p});
-    }
-  run_all(cases);
-}
-
 // flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
 // padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {

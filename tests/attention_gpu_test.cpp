@@ -128,24 +128,6 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
   run_all(cases);
 }
 
-// kv_load=cpasync: the producer warpgroup's threads copy K and V (cp.async, zero-filled past the
-// keys and the head dim) instead of TMA boxes: one and two consumer warpgroups, odd head dims,
-// lengths that are not block multiples, queries longer and shorter than keys.
-TEST(AttentionGpu, ThreadCopiedKv) {
-  FLASHJIT_REQUIRE_GPU(env);
-  std::vector<Case> cases;
-  int i = 0;
-  for (bool bf16 : {false, true})
-    for (int d : {64, 80, 128, 256})
-      for (bool causal : {false, true}) {
-        const std::string extra = std::string("kv_load=cpasync") + (i % 3 == 0 || d == 256 ? ",consumer_wgs=1" : "") +
-                                  (i % 4 == 1 ? ",stages=1" : "");
-        cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, i % 2 ? 700 : 1111, i % 2 ? 1111 : 333, 2, 4, 2)});
-        ++i;
-      }
-  run_all(cases);
-}
-
 // Two CTAs an SM (ctas_per_sm=2): one consumer warpgroup, the ring as deep as fits in 113 KB,
 // clusters too; more tiles than resident CTAs, so the persistent grid walks several each.
 TEST(AttentionGpu, TwoCtasAnSm) {

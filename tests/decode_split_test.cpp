@@ -207,40 +207,6 @@ TEST(DecodeSpec, CombineKernelIsTheDefaultAndInlineNeedsSplits) {
   EXPECT_NE(bad.error().message.find("kernel or inline"), std::string::npos) << bad.error().message;
 }
 
-// kv_load=tma (the default, not printed) or cpasync (the producer's threads copy K/V), refused
-// where the producer has no four free warps or K/V goes by TMA for another reason.
-TEST(DecodeSpec, KvLoadTmaIsTheDefaultAndCpAsyncNeedsTheProducersWarps) {
-  auto copied = parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync");
-  ASSERT_TRUE(copied.ok()) << copied.error().message;
-  EXPECT_TRUE(copied->kv_cpasync);
-  EXPECT_EQ(*parse_spec(to_string(*copied)), *copied);
-  EXPECT_EQ(*parse_spec("dtype=bf16,head_dim=128,kv_load=tma"), *parse_spec("dtype=bf16,head_dim=128"));
-  EXPECT_EQ(to_string(*parse_spec("dtype=bf16,head_dim=128,kv_load=tma")), "dtype=bf16,head_dim=128,causal=0");
-  const struct {
-    const char* spec;
-    const char* says;
-  } refused[] = {{"dtype=bf16,head_dim=128,varlen=1,paged=1,kv_load=cpasync", "with paged=1"},
-                 {"dtype=bf16,head_dim=128,cluster=2,kv_load=cpasync", "with cluster=2"},
-                 {"dtype=bf16,head_dim=128,scheduler=dynamic,kv_load=cpasync", "with scheduler=dynamic"},
-                 {"dtype=bf16,head_dim=128,ctas_per_sm=2,kv_load=cpasync", "with ctas_per_sm=2"},
-                 {"dtype=bf16,head_dim=128,kv_load=ldg", "tma or cpasync"}};
-  for (const auto& c : refused) {
-    auto parsed = parse_spec(c.spec);
-    ASSERT_FALSE(parsed.ok()) << c.spec;
-    EXPECT_EQ(parsed.error().field, "kv_load") << c.spec;
-    EXPECT_NE(parsed.error().message.find(c.says), std::string::npos) << parsed.error().message;
-  }
-  // The copying producer's registers: 56 beside one consumer warpgroup, 40 beside two.
-  auto one = make_config(*copied);
-  ASSERT_TRUE(one) << one.error().message;
-  EXPECT_EQ(one->producer_regs, 56);
-  auto two = make_config(*parse_spec("dtype=bf16,head_dim=128,causal=1,kv_load=cpasync"));
-  ASSERT_TRUE(two) << two.error().message;
-  EXPECT_EQ(two->spec.consumer_wgs, 2);
-  EXPECT_EQ(two->producer_regs, 40);
-  EXPECT_EQ(two->consumer_regs, 232);
-}
-
 // combine=inline's counting, as the kernel runs it (templates/visibility.cuh, compiled here): over
 // random ragged batches, every tile that has rows and a split below its sequence's count writes
 // partials only where the sequence has two splits or more, each of its warpgroups counts in at a

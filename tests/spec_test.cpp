@@ -68,6 +68,23 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
   }
 }
 
+// Keys and values whose kernel paths left the library are refused, naming the field and what is
+// allowed: kv_load (K/V blocks always come by TMA; copying them by the producer's threads measured
+// 0.86x on the H200).
+TEST(Spec, RemovedKeysAndValuesAreRefusedByName) {
+  const BadCase cases[] = {
+      {"head_dim=128,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync", "kv_load", "unknown spec field 'kv_load'"},
+      {"head_dim=128,kv_load=tma", "kv_load", "unknown spec field 'kv_load'"},
+  };
+  for (const BadCase& c : cases) {
+    auto spec = parse_spec(c.text);
+    ASSERT_FALSE(spec.ok()) << c.text;
+    EXPECT_EQ(spec.error().code, ErrorCode::kInvalidSpec) << c.text;
+    EXPECT_EQ(spec.error().field, c.field) << c.text;
+    EXPECT_NE(spec.error().message.find(c.needle), std::string::npos) << c.text << " -> " << spec.error().message;
+  }
+}
+
 // Leaving a key out is the only way to ask for the table's value: an explicit 0 is out of range
 // like any other value (it used to build the default silently).
 TEST(Spec, ExplicitZeroIsAnErrorNamingTheField) {

@@ -51,7 +51,6 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kSplitKV", s.split_kv);
   add_constant(out, "bool", "kDynamicSchedule", s.dynamic_schedule);
   add_constant(out, "bool", "kInlineCombine", s.inline_combine);
-  add_constant(out, "bool", "kCpAsyncKV", s.kv_cpasync);
   add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
   // library and the templates it embeds agree.
