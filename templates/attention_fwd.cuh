@@ -1,7 +1,7 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
 // (query block, head, batch); a persistent grid of kCtasPerSm CTAs per SM walks them (the host launches
 // one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
-// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong,
+// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kPingpong,
 // kVarlen, kPaged, ...), ptx.cuh, attention_params.cuh (Params), visibility.cuh (the mask rule and
 // block ranges), tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
 //
@@ -25,8 +25,8 @@
 //           tile while the consumers finish this one.
 // Math:     S = Q K^T (wgmma; K from shared memory, Q from registers up to head dim 128 with two
 //           warpgroups, else from shared memory); mask; online softmax in the exp2 domain;
-//           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
-//           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
+//           O += P V (wgmma, P from registers, V MN-major). The softmax of block j runs while
+//           the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
 //           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
 //           behind the others' GEMMs.
 // Epilogue: O / rowsum -> shared memory (this warpgroup's slice of the tile's Q buffer; with
@@ -268,7 +268,7 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
 // their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
 // the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
 // one warp then).
-constexpr bool kWarpProducer = kPaged && kCtasPerSm == 1;
+constexpr bool kWarpProducer = kPaged;
 constexpr int kProducerWarps = kWarpProducer && !kDynamicSchedule ? 4 : 1;
 constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
 FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
@@ -326,9 +326,7 @@ FJ_DEVICE void release_tile_counter(const Params& p) {
 // for a slot on its own, and none can fall a phase behind on an empty barrier: the slot is not
 // refilled, so not released again, until that warp's own load has landed.
 // Blocks of more loads than producer threads (one warp with the dynamic scheduler: pages of under
-// 4 keys) read theirs as they go, producer_threads a round trip. The two-CTA kernels keep one
-// thread (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
-constexpr int kPageBatch = 3;
+// 4 keys) read theirs as they go, producer_threads a round trip.
 
 FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
   if (key >= seq.seqlen_k) return -1;
@@ -359,28 +357,14 @@ template <int kChunks>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
-  if constexpr (kWarpProducer) {
-    if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
-      const int r = producer_load(p) * rows;
-      if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
-      return;
-    }
-#pragma unroll 1
-    for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-      load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
-    }
+  if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
+    const int r = producer_load(p) * rows;
+    if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
     return;
   }
 #pragma unroll 1
-  for (int r0 = 0; r0 < kBlockN; r0 += kPageBatch * rows) {
-    int page[kPageBatch];
-#pragma unroll
-    for (int i = 0; i < kPageBatch; ++i) page[i] = r0 + i * rows < kBlockN ? page_of_key(p, seq, n * kBlockN + r0 + i * rows) : -1;
-#pragma unroll
-    for (int i = 0; i < kPageBatch; ++i) {
-      if (r0 + i * rows >= kBlockN) break;
-      load_paged_rows<kChunks>(p, map, tile, full, n, r0 + i * rows, kv_head, page[i]);
-    }
+  for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
+    load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
   }
 }
 
@@ -940,33 +924,6 @@ struct Consumer {
     fence_registers(o);
     release_v(it);
   }
-
-  // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
-  template <bool kMasked>
-  FJ_DEVICE void serial_block(int it, float (&o)[kVCols / 2], SoftmaxState& st) {
-    const int s = stage(it);
-    float scores[kBlockN / 2], correction[2];
-    uint32_t a[kBlockN / 16][4];
-    turn.take();
-    mbar_wait(sm.full_k(s), phase(it));
-    issue_scores(scores, q, sm.k_stage(s));
-    turn.pass();
-    wgmma_wait<0>();
-    fence_registers(scores);
-    release_k(it);
-    release_q_after_scores(it);
-    scores_to_probs<kMasked>(scores, rule, f, block_of(it), st, p.scale_log2, correction);
-    if constexpr (kMasked) clear_v_past_keys(it);
-    rescale(o, correction);
-    pack_probs(a, scores);
-    turn.take();
-    mbar_wait(sm.full_v(s), phase(it));
-    issue_pv(o, a, sm.v_stage(s));
-    turn.pass();
-    wgmma_wait<0>();
-    fence_registers(o);
-    release_v(it);
-  }
 };
 
 // ================================================================ epilogue
@@ -1242,43 +1199,35 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // masked steps' state, live through the unmasked loop there, spilled 8 bytes, so that variant
     // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
     // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
-    if constexpr (kOverlap) {
-      constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
-      float probs[kBlockN / 2], pending[2];
-      int it = 0;
-      if constexpr (kShareLastPV) {
+    constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
+    float probs[kBlockN / 2], pending[2];
+    int it = 0;
+    if constexpr (kShareLastPV) {
 #pragma unroll 1
-        for (;;) {
-          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
-          else c.scores_alone<false>(it, probs, pending, st);
-          if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
-          ++it;
-          if (!kCausal || it >= range.n_masked) {
+      for (;;) {
+        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        else c.scores_alone<false>(it, probs, pending, st);
+        if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
+        ++it;
+        if (!kCausal || it >= range.n_masked) {
 #pragma unroll 1
-            for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
-          }
-          c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
-          if (!kCausal || it >= n_blocks) break;
+          for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
         }
-      } else {
-        const int masked_end = max(range.n_masked, 1);
-#pragma unroll 1
-        for (; it < masked_end; ++it) {
-          if (it > 0) c.pv_alone(it - 1, o, probs, pending);
-          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
-          else c.scores_alone<false>(it, probs, pending, st);
-          if (it == 0) pending[0] = pending[1] = 1.f;
-        }
-#pragma unroll 1
-        for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
-        c.pv_alone(n_blocks - 1, o, probs, pending);
+        c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
+        if (!kCausal || it >= n_blocks) break;
       }
     } else {
-      int it = 0;
+      const int masked_end = max(range.n_masked, 1);
 #pragma unroll 1
-      for (; it < range.n_masked; ++it) c.serial_block<true>(it, o, st);
+      for (; it < masked_end; ++it) {
+        if (it > 0) c.pv_alone(it - 1, o, probs, pending);
+        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        else c.scores_alone<false>(it, probs, pending, st);
+        if (it == 0) pending[0] = pending[1] = 1.f;
+      }
 #pragma unroll 1
-      for (; it < n_blocks; ++it) c.serial_block<false>(it, o, st);
+      for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      c.pv_alone(n_blocks - 1, o, probs, pending);
     }
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)

@@ -208,22 +208,22 @@ TEST(AttentionEngineGpu, SplitKvDecodeGroupsQueriesPagesAndHeadDims) {
 }
 
 // Two CTAs an SM (ctas_per_sm=2: half the shared memory and registers each, twice the resident
-// CTAs and splits): decode at three K/V block sizes, paged, packed and dense K/V, one and four
-// causal queries, and a prefill batch through the same key.
+// CTAs and splits): decode at three K/V block sizes, packed and dense K/V (not paged: refused),
+// one and four causal queries, and a prefill batch through the same key.
 TEST(AttentionEngineGpu, TwoCtasAnSm) {
   std::mt19937_64 shapes(25);
   std::vector<EngineCase> cases;
   int i = 0;
   for (const char* tiles : {"ctas_per_sm=2", "ctas_per_sm=2,block_n=64", "ctas_per_sm=2,block_n=48"})
     for (int d : {64, 128}) {
-      const KvSource kv = i % 3 == 0 ? KvSource::kPaged : i % 3 == 1 ? KvSource::kPacked : KvSource::kDense;
+      const KvSource kv = i % 2 == 0 ? KvSource::kPacked : KvSource::kDense;
       const int queries = i % 2 == 0 ? 1 : 4;
       EngineProblem p = decode_batch(shapes, i % 2 == 0, d, queries > 1, 32, 8, kv, i % 4 == 0 ? 16 : 64, 3 + i % 5, queries, 3000);
       p.max_splits = 32;
       cases.push_back({engine_spec(p, std::string(kDecode) + "," + tiles), p});
       ++i;
     }
-  for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+  for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
     EngineProblem p = ragged(shapes, true, 128, true, 8, 2, kv, 16, 6, 700);
     cases.push_back({engine_spec(p, "ctas_per_sm=2"), p});
   }

@@ -117,11 +117,10 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
       for (bool causal : {false, true})
         for (int wgs : {1, 2})
           for (int stages : {1, 2, 3, 4}) {
-            // Every pipeline variant: cluster 1/2, overlap and pingpong on and off.
+            // Every pipeline variant: cluster 1/2, pingpong on and off.
             const int variant = stages - 1;
             const std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(stages) +
                                       (d == 128 && stages > 2 ? ",block_n=64" : "") + ",cluster=" + std::to_string(1 + (variant & 1)) +
-                                      ",overlap=" + std::to_string((variant >> 1) & 1) +
                                       ",pingpong=" + std::to_string(wgs == 2 ? (variant + causal) & 1 : 0);
             cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, 700, 1111, 2, 4, 2)});
           }
@@ -159,18 +158,18 @@ TEST(AttentionGpu, ThreeConsumerWarpgroups) {
 
 // The persistent grid: any number of CTAs covers every tile exactly once (outputs are poisoned
 // first), with the K/V ring, the two Q buffers and the pingpong turn (rings of two and three
-// warpgroups, overlapped and serial) running on across tiles of different lengths, including
+// warpgroups, with and without pingpong) running on across tiles of different lengths, including
 // tiles with no visible key (causal, seqlen_q > seqlen_k) and causal pairs over an odd number of
 // query blocks (300 rows). One Q buffer (head dims 192 and 256, d128 with 3 stages) stages O in
 // the last K/V block's slots and frees Q early (after the last Q K^T, or the first with Q in
-// registers), overlapped and serial, one and two consumer warpgroups. Clusters launch one CTA
+// registers), with and without pingpong, one and two consumer warpgroups. Clusters launch one CTA
 // per tile whatever the CTA limit.
 TEST(AttentionGpu, PersistentGridOfAnySize) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "overlap=0"},
+  const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "pingpong=0"},
                                                   {128, "cluster=2"}, {128, "stages=3"}, {192, ""},      {256, ""},
-                                                  {256, "overlap=0"}, {256, "consumer_wgs=1"}, {192, "cluster=2"},
+                                                  {256, "pingpong=0"}, {256, "consumer_wgs=1"}, {192, "cluster=2"},
                                                   {256, "cluster=2"}};
   for (auto [d, extra] : variants)
     for (bool causal : {false, true})
@@ -290,7 +289,7 @@ TEST(AttentionGpu, RandomSpecsAndShapes) {
     const bool causal = pick(0, 1);
     const int wgs = d <= 96 ? pick(1, 3) : pick(1, 2);  // three warpgroups spill above 96
     std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(pick(1, 4)) +
-                        ",cluster=" + std::to_string(pick(1, 2)) + ",overlap=" + std::to_string(pick(0, 1)) +
+                        ",cluster=" + std::to_string(pick(1, 2)) +
                         ",pingpong=" + std::to_string(wgs >= 2 ? pick(0, 1) : 0);
     if (pick(0, 2) == 0) extra += ",block_n=" + std::to_string(16 * pick(1, d <= 128 ? 8 : 5));
     const std::string spec = spec_text(bf16, d, causal, extra);

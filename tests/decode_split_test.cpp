@@ -125,7 +125,7 @@ TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
 // Two CTAs an SM: half the shared memory each (the ring as deep as fits in 113 KB), 128 registers
 // at entry split 24 + 232, and the splits and the persistent grid counted in resident CTAs.
 TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
-  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2,block_n=64"));
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,ctas_per_sm=2,block_n=64"));
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->spec.consumer_wgs, 1);
   EXPECT_EQ(config->spec.stages, 2);  // 3 x 32 KB of K/V + two 16 KB Q buffers exceed 113 KB
@@ -137,7 +137,7 @@ TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
   EXPECT_EQ(resident_ctas(*config, 132), 264);
   EXPECT_EQ(tile_geometry(*config, a, 132).splits, 4);  // 64 tiles x 4 fill 264 slots
   EXPECT_EQ(attention_launch_shape(*config, decode_args(*config, 64, 32768, 32, 8, 64), 132).grid_x, 264u);
-  auto one = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=64"));
+  auto one = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,block_n=64"));
   ASSERT_TRUE(one);
   EXPECT_EQ(one->spec.ctas_per_sm, 1);
   EXPECT_EQ(tile_geometry(*one, a, 132).splits, 2);
@@ -156,7 +156,6 @@ TEST(DecodeSpec, PagedDecodeTakesTheContiguousDecodeTiles) {
     EXPECT_NE(tiles.find("ctas_per_sm=1"), std::string::npos) << tiles;
   }
   EXPECT_NE(resolved("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1").find("block_n=128"), std::string::npos);
-  EXPECT_NE(resolved("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2").find("ctas_per_sm=2"), std::string::npos);
 }
 
 TEST(DecodeSpec, TwoCtasAnSmNeedOneConsumerWarpgroupAndFitHalfTheSharedMemory) {

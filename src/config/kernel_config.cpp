@@ -128,7 +128,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // it two CTAs an SM with 64-key blocks, against one producer thread waiting out the block
   // table's reads; with the warp producer (version 62) one CTA with 128-key blocks is 9 % faster at
   // batch 1 and 1.5 % in geomean over the ten paged d128 cells (3 % slower at 8 x 4k).
-  // ctas_per_sm=2 stays a key.
+  // ctas_per_sm=2 stays a key for contiguous K/V; with paged=1 it is refused (spec/).
   // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
   if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;

@@ -42,7 +42,6 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
   add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
   add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
-  add_constant(out, "bool", "kOverlap", s.overlap);
   add_constant(out, "int", "kCluster", s.cluster);
   add_constant(out, "bool", "kPingpong", s.pingpong);
   add_constant(out, "bool", "kVarlen", s.varlen);

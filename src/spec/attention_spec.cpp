@@ -231,6 +231,15 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.ctas_per_sm == 2 && s.head_dim > 192) {
     return fail("ctas_per_sm", 2, "1 above head_dim 192 (two CTAs an SM leave 128 registers a thread at entry, too few for its O)");
   }
+  // NOTES: two CTAs an SM leave the producer 24 registers, too few for the paged producer's warps
+  // (each thread holds a block's page, read ahead); the one-thread producer they had instead lost
+  // to one CTA with the warps by 1.5 % in geomean over ten paged decode cells, 9 % at batch 1
+  // (bench/NOTES.md, version 62b), and no default used it since.
+  if (s.ctas_per_sm == 2 && s.paged) return fail("ctas_per_sm", 2, "1 with paged=1 (two CTAs an SM leave the paged producer too few registers)");
+  // NOTES: the softmax always overlaps the previous block's PV GEMM (FlashAttention-3); the serial
+  // step (S, softmax, PV one block at a time) won at no shape the tuner timed (bench/NOTES.md,
+  // version 32) and left the kernel.
+  if (s.overlap == 0) return fail("overlap", 0, "1 (the softmax always overlaps the previous block's PV GEMM)");
   if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two or more consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
