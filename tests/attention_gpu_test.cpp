@@ -1,10 +1,15 @@
 // The attention forward on the GPU against the float64 reference: every head dim and dtype, causal
 // or not, lengths that are not tile multiples, fully masked rows, GQA/MQA, packed QKV and other
-// strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run.
+// strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run
+// (FLASHJIT_TEST_SEED replays a run's draw).
 // Skips with the reason where no Hopper GPU is present.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
@@ -21,10 +26,20 @@ Problem problem(bool bf16, int d, bool causal, int sq, int sk, int batch = 1, in
   return make_problem(bf16, d, causal, batch, sq, sk, hq, hkv);
 }
 
+// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
 std::mt19937_64 fresh_rng() {
-  std::random_device rd;
-  const uint64_t seed = (uint64_t(rd()) << 32) ^ rd();
-  std::printf("random seed %llu\n", (unsigned long long)seed);
+  uint64_t seed = 0;
+  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
+    const char* end = text + std::strlen(text);
+    const auto [stop, ec] = std::from_chars(text, end, seed);
+    if (ec != std::errc() || stop != end) {
+      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
+    }
+  } else {
+    std::random_device rd;
+    seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
   return std::mt19937_64(seed);
 }
 
@@ -49,6 +64,22 @@ void run_all(const std::vector<Case>& cases) {
     EXPECT_LE(r.lse_error, kLseErrorBound);
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);
+}
+
+// A random test's seed comes from FLASHJIT_TEST_SEED when set, so that a failure can be replayed;
+// a value that is not a decimal number fails the test naming the variable. Needs no GPU.
+TEST(RandomSeed, FlashjitTestSeedReplaysARun) {
+  const char* before = std::getenv("FLASHJIT_TEST_SEED");
+  const std::string saved = before ? before : "";
+  setenv("FLASHJIT_TEST_SEED", "18446744073709551557", 1);
+  std::mt19937_64 replayed = fresh_rng(), expected(18446744073709551557ull);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(replayed(), expected());
+  setenv("FLASHJIT_TEST_SEED", "12x", 1);
+  EXPECT_NONFATAL_FAILURE(fresh_rng(), "FLASHJIT_TEST_SEED: '12x' is not allowed");
+  setenv("FLASHJIT_TEST_SEED", "-1", 1);
+  EXPECT_NONFATAL_FAILURE(fresh_rng(), "FLASHJIT_TEST_SEED: '-1' is not allowed");
+  if (before) setenv("FLASHJIT_TEST_SEED", saved.c_str(), 1);
+  else unsetenv("FLASHJIT_TEST_SEED");
 }
 
 TEST(AttentionGpu, ReferenceKernelMatchesCpuReference) {
@@ -277,7 +308,7 @@ TEST(AttentionGpu, EveryBlockRaisesTheRunningMax) {
   run_all(cases);
 }
 
-// Random specs and shapes, drawn fresh each run.
+// Random specs and shapes, drawn fresh each run (the seed is printed; FLASHJIT_TEST_SEED replays it).
 TEST(AttentionGpu, RandomSpecsAndShapes) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
