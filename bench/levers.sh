@@ -14,15 +14,11 @@ d128="--batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16"
 d256="--batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8"
 d64="--batch 1 --seqlen-q 16384 --seqlen-k 16384 --heads-q 32"
 if [ "$SET" = all ] || [ "$SET" = pipeline ]; then
-  for o in 0 1; do for pp in 0 1; do
-    run "d128 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=128,overlap=$o,pingpong=$pp $d128
-  done; done
-  for o in 0 1; do for pp in 0 1; do
-    run "d256 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=256,overlap=$o,pingpong=$pp $d256
-  done; done
-  for o in 0 1; do for pp in 0 1; do
-    run "d64 overlap=$o pingpong=$pp" --spec dtype=bf16,head_dim=64,overlap=$o,pingpong=$pp $d64
-  done; done
+  for pp in 0 1; do
+    run "d128 pingpong=$pp" --spec dtype=bf16,head_dim=128,pingpong=$pp $d128
+    run "d256 pingpong=$pp" --spec dtype=bf16,head_dim=256,pingpong=$pp $d256
+    run "d64 pingpong=$pp" --spec dtype=bf16,head_dim=64,pingpong=$pp $d64
+  done
 fi
 if [ "$SET" = all ] || [ "$SET" = tiles ]; then
   for bn in 64 96 128 144 160 176 192; do run "d128 block_n=$bn" --spec dtype=bf16,head_dim=128,block_n=$bn $d128; done

@@ -61,6 +61,16 @@ struct Ring {
   __device__ uint32_t empty(int s) const { return bars + 8u * (kMaxStages + s); }
 };
 
+// 16 bytes global -> shared through L2 (.cg) with a 256-byte L2 fetch, as the TMA maps' L2 promotion.
+__device__ void cp_async_16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+}
+// An arrival on bar once this thread's earlier cp.async copies have landed (.noinc: the barrier is
+// initialised with one arrival per copying thread).
+__device__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
+
 template <bool kTma>
 __global__ void __launch_bounds__(256, 1) stream_kernel(const __grid_constant__ ProbeArgs a) {
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -97,8 +107,8 @@ __global__ void __launch_bounds__(256, 1) stream_kernel(const __grid_constant__ 
         const int pieces = a.block * (kDim * 2 / 16);
         for (int i = tid; i < pieces; i += 128) {
           const long long at = ((row + i / 16) * a.heads + head) * kDim + (i % 16) * 8;
-          cp_async_16(ring.k(s, a) + 16u * i, a.k_ptr + at, 16);  // templates/ptx.cuh: the kernel's copy
-          cp_async_16(ring.v(s, a) + 16u * i, a.v_ptr + at, 16);
+          cp_async_16(ring.k(s, a) + 16u * i, a.k_ptr + at);
+          cp_async_16(ring.v(s, a) + 16u * i, a.v_ptr + at);
         }
         cp_async_arrive_noinc(ring.full(s));
       }

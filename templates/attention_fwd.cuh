@@ -1,7 +1,7 @@
 // attention_fwd.cuh: warp-specialised attention forward (FlashAttention-3 design). Tiles are
 // (query block, head, batch); a persistent grid of kCtasPerSm CTAs per SM walks them (the host launches
 // one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
-// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kOverlap, kPingpong,
+// generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kPingpong,
 // kVarlen, kPaged, ...), ptx.cuh, attention_params.cuh (Params), visibility.cuh (the mask rule and
 // block ranges), tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
 //
@@ -25,8 +25,8 @@
 //           tile while the consumers finish this one.
 // Math:     S = Q K^T (wgmma; K from shared memory, Q from registers up to head dim 128 with two
 //           warpgroups, else from shared memory); mask; online softmax in the exp2 domain;
-//           O += P V (wgmma, P from registers, V MN-major). With kOverlap the softmax of block j
-//           runs while the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
+//           O += P V (wgmma, P from registers, V MN-major). The softmax of block j runs while
+//           the tensor cores do P(j-1) V(j-1); with kPingpong the consumer warpgroups
 //           take turns issuing their GEMMs (named barriers, a ring), so one's softmax hides
 //           behind the others' GEMMs.
 // Epilogue: O / rowsum -> shared memory (this warpgroup's slice of the tile's Q buffer; with
@@ -268,8 +268,7 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
 // their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
 // the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
 // one warp then).
-// kv_load=cpasync: the K/V copies are the four warps' (copy_tile_by_threads), Q's and the walk the leader's.
-constexpr bool kWarpProducer = (kPaged && kCtasPerSm == 1) || kCpAsyncKV;
+constexpr bool kWarpProducer = kPaged;
 constexpr int kProducerWarps = kWarpProducer && !kDynamicSchedule ? 4 : 1;
 constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
 FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
@@ -277,7 +276,7 @@ FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >>
 FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
 // The warps that issue a block's paged loads (paged_producer_warps); the others leave at once (produce).
 FJ_DEVICE int producer_warps_in_use(const Params& p) {
-  if constexpr (kProducerWarps == 1 || !kPaged) return kProducerWarps;
+  if constexpr (kProducerWarps == 1) return 1;
   return paged_producer_warps(p.kv_rows_per_load, kBlockN, kProducerWarps);
 }
 FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
@@ -327,9 +326,7 @@ FJ_DEVICE void release_tile_counter(const Params& p) {
 // for a slot on its own, and none can fall a phase behind on an empty barrier: the slot is not
 // refilled, so not released again, until that warp's own load has landed.
 // Blocks of more loads than producer threads (one warp with the dynamic scheduler: pages of under
-// 4 keys) read theirs as they go, producer_threads a round trip. The two-CTA kernels keep one
-// thread (kPageBatch indices a round trip): their producer has 24 registers and no slack to take more.
-constexpr int kPageBatch = 3;
+// 4 keys) read theirs as they go, producer_threads a round trip.
 
 FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
   if (key >= seq.seqlen_k) return -1;
@@ -341,7 +338,7 @@ FJ_DEVICE int page_of_key(const Params& p, const SeqlenInfo& seq, int key) {
 // tests check), spelled out: calling it in load_paged_tile changed the SASS of the GPU-tested
 // kernels, so that waits until the new SASS has run on a GPU.
 FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
-  if constexpr (!kWarpProducer || !kPaged) return 0;
+  if constexpr (!kWarpProducer) return 0;
   const int r = producer_load(p) * p.kv_rows_per_load;
   if (r >= kBlockN || kBlockN > producer_threads(p) * p.kv_rows_per_load) return -1;
   return page_of_key(p, seq, n * kBlockN + r);
@@ -360,28 +357,14 @@ template <int kChunks>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq, int lane_page) {
   const int rows = p.kv_rows_per_load;
-  if constexpr (kWarpProducer) {
-    if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
-      const int r = producer_load(p) * rows;
-      if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
-      return;
-    }
-#pragma unroll 1
-    for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-      load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
-    }
+  if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
+    const int r = producer_load(p) * rows;
+    if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
     return;
   }
 #pragma unroll 1
-  for (int r0 = 0; r0 < kBlockN; r0 += kPageBatch * rows) {
-    int page[kPageBatch];
-#pragma unroll
-    for (int i = 0; i < kPageBatch; ++i) page[i] = r0 + i * rows < kBlockN ? page_of_key(p, seq, n * kBlockN + r0 + i * rows) : -1;
-#pragma unroll
-    for (int i = 0; i < kPageBatch; ++i) {
-      if (r0 + i * rows >= kBlockN) break;
-      load_paged_rows<kChunks>(p, map, tile, full, n, r0 + i * rows, kv_head, page[i]);
-    }
+  for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
+    load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
   }
 }
 
@@ -405,31 +388,6 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
   }
 }
 
-// kv_load=cpasync: block n of K or V [kChunks][kBlockN][64] into a ring slot by the producer
-// warpgroup's 128 threads, 16 bytes a copy, laid out as TMA writes it (tile_layout.cuh: copy_unit);
-// consecutive threads take consecutive units of a row. Keys past the sequence's end and columns
-// past the head dim are zero-filled without reading the source (what TMA does past a map's bounds,
-// and the V rows clear_v_past_keys zeroes). Each thread then arrives on the full barrier once its
-// copies have landed; the barrier counts the 128 threads.
-template <int kChunks, int kCols>
-FJ_DEVICE void copy_tile_by_threads(const uint16_t* base, const int64_t (&strides)[3], uint32_t tile, uint32_t full, int n,
-                                    int kv_head, const SeqlenInfo& seq) {
-  constexpr int kUnitsPerRow = kChunks * 8;  // 16-byte units a row
-  // NOTES: four copies an iteration where the producer has 56 registers (one consumer warpgroup);
-  // with 40 or 32 (two or three) even two spilled 8 bytes at d64.
-  constexpr int kCopyUnroll = kConsumerWGs == 1 ? 4 : 1;
-  const uint16_t* const head_rows = base + (int64_t)seq.k_batch * strides[0] + (int64_t)kv_head * strides[2];
-#pragma unroll (kCopyUnroll)
-  for (int u = (int)threadIdx.x; u < kBlockN * kUnitsPerRow; u += kProducerThreads) {
-    const CopyUnit at = copy_unit(u, kChunks, kBlockN);
-    const int key = n * kBlockN + at.row;
-    const bool inside = key < seq.seqlen_k && at.col < kCols;
-    const uint16_t* src = head_rows + (int64_t)(seq.k_row0 + (inside ? key : 0)) * strides[1] + (inside ? at.col : 0);
-    cp_async_16(tile + at.offset, src, inside ? 16u : 0u);
-  }
-  cp_async_arrive_noinc(full);
-}
-
 // ================================================================ producer
 // K or V block `block` into the ring slot of ring position `pos` (positions run on across this
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
@@ -438,16 +396,14 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
                       int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  if constexpr (kCpAsyncKV) copy_tile_by_threads<kQKChunks, kHeadDim>(p.k_rows, p.k_strides, sm.k_stage(s), sm.full_k(s), block, kv_head, seq);
-  else load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
                       int lane_page) {
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  if constexpr (kCpAsyncKV) copy_tile_by_threads<kVChunks, kHeadDimV>(p.v_rows, p.v_strides, sm.v_stage(s), sm.full_v(s), block, kv_head, seq);
-  else load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -574,9 +530,6 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     ++local;
   }
   if (kPublishTiles) publish_end(sm, local);
-  // NOTES (correctness): a thread's cp.async copies and their barrier arrivals are its own; it
-  // stays until they have landed rather than exit with them in flight.
-  if constexpr (kCpAsyncKV) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // ================================================================ consumer
@@ -819,13 +772,6 @@ struct Consumer {
   ScoreRule rule;
 
   FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
-  // A K or V slot is full. NOTES (correctness): with kv_load=cpasync the producer's threads wrote it
-  // through the generic proxy and the wgmma reads it through the async proxy: a proxy fence after
-  // the barrier's acquire (TMA's writes are async-proxy already).
-  FJ_DEVICE void wait_full(uint32_t bar, uint32_t parity) const {
-    mbar_wait(bar, parity);
-    if constexpr (kCpAsyncKV) fence_proxy_async_smem();
-  }
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -894,10 +840,10 @@ struct Consumer {
   // (right to left) and masked, so the unmasked loop does not see this. With two warpgroups both
   // zero the same rows (each before its own PV): the later one writes zeros over zeros.
   FJ_DEVICE void clear_v_past_keys(int it) const {
-    if constexpr (kDeviceLengths && !kCpAsyncKV) {  // cp.async zero-fills those rows itself
+    if constexpr (kDeviceLengths) {
       const int valid = rule.seqlen_k - block_of(it) * kBlockN;  // this block's keys in the sequence
       if (valid >= kBlockN) return;
-      wait_full(sm.full_v(stage(it)), phase(it));
+      mbar_wait(sm.full_v(stage(it)), phase(it));
       const uint32_t slot = sm.v_stage(stage(it));
       const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
 #pragma unroll 1
@@ -916,7 +862,7 @@ struct Consumer {
   template <bool kMasked>
   FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
-    wait_full(sm.full_k(stage(it)), phase(it));
+    mbar_wait(sm.full_k(stage(it)), phase(it));
     issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -941,10 +887,10 @@ struct Consumer {
     uint32_t prev_p[kBlockN / 16][4];
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
-    wait_full(sm.full_k(s), phase(it));
+    mbar_wait(sm.full_k(s), phase(it));
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
-    wait_full(sm.full_v(sv), phase(it - 1));
+    mbar_wait(sm.full_v(sv), phase(it - 1));
     issue_pv(o, prev_p, sm.v_stage(sv));
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
@@ -971,35 +917,8 @@ struct Consumer {
     pack_probs(prev_p, probs);
     rescale(o, pending);
     turn.take();
-    wait_full(sm.full_v(stage(it)), phase(it));
+    mbar_wait(sm.full_v(stage(it)), phase(it));
     issue_pv(o, prev_p, sm.v_stage(stage(it)));
-    turn.pass();
-    wgmma_wait<0>();
-    fence_registers(o);
-    release_v(it);
-  }
-
-  // Without overlap: S, softmax, PV, one block at a time (kept to measure what overlap buys).
-  template <bool kMasked>
-  FJ_DEVICE void serial_block(int it, float (&o)[kVCols / 2], SoftmaxState& st) {
-    const int s = stage(it);
-    float scores[kBlockN / 2], correction[2];
-    uint32_t a[kBlockN / 16][4];
-    turn.take();
-    wait_full(sm.full_k(s), phase(it));
-    issue_scores(scores, q, sm.k_stage(s));
-    turn.pass();
-    wgmma_wait<0>();
-    fence_registers(scores);
-    release_k(it);
-    release_q_after_scores(it);
-    scores_to_probs<kMasked>(scores, rule, f, block_of(it), st, p.scale_log2, correction);
-    if constexpr (kMasked) clear_v_past_keys(it);
-    rescale(o, correction);
-    pack_probs(a, scores);
-    turn.take();
-    wait_full(sm.full_v(s), phase(it));
-    issue_pv(o, a, sm.v_stage(s));
     turn.pass();
     wgmma_wait<0>();
     fence_registers(o);
@@ -1280,43 +1199,35 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // masked steps' state, live through the unmasked loop there, spilled 8 bytes, so that variant
     // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
     // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
-    if constexpr (kOverlap) {
-      constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
-      float probs[kBlockN / 2], pending[2];
-      int it = 0;
-      if constexpr (kShareLastPV) {
+    constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
+    float probs[kBlockN / 2], pending[2];
+    int it = 0;
+    if constexpr (kShareLastPV) {
 #pragma unroll 1
-        for (;;) {
-          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
-          else c.scores_alone<false>(it, probs, pending, st);
-          if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
-          ++it;
-          if (!kCausal || it >= range.n_masked) {
+      for (;;) {
+        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        else c.scores_alone<false>(it, probs, pending, st);
+        if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
+        ++it;
+        if (!kCausal || it >= range.n_masked) {
 #pragma unroll 1
-            for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
-          }
-          c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
-          if (!kCausal || it >= n_blocks) break;
+          for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
         }
-      } else {
-        const int masked_end = max(range.n_masked, 1);
-#pragma unroll 1
-        for (; it < masked_end; ++it) {
-          if (it > 0) c.pv_alone(it - 1, o, probs, pending);
-          if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
-          else c.scores_alone<false>(it, probs, pending, st);
-          if (it == 0) pending[0] = pending[1] = 1.f;
-        }
-#pragma unroll 1
-        for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
-        c.pv_alone(n_blocks - 1, o, probs, pending);
+        c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
+        if (!kCausal || it >= n_blocks) break;
       }
     } else {
-      int it = 0;
+      const int masked_end = max(range.n_masked, 1);
 #pragma unroll 1
-      for (; it < range.n_masked; ++it) c.serial_block<true>(it, o, st);
+      for (; it < masked_end; ++it) {
+        if (it > 0) c.pv_alone(it - 1, o, probs, pending);
+        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        else c.scores_alone<false>(it, probs, pending, st);
+        if (it == 0) pending[0] = pending[1] = 1.f;
+      }
 #pragma unroll 1
-      for (; it < n_blocks; ++it) c.serial_block<false>(it, o, st);
+      for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      c.pv_alone(n_blocks - 1, o, probs, pending);
     }
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
@@ -1369,8 +1280,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.empty_q(b), kConsumerWGs);
     }
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(sm.full_k(s), kCpAsyncKV ? kProducerThreads : 1);  // cp.async: each copying thread arrives
-      mbar_init(sm.full_v(s), kCpAsyncKV ? kProducerThreads : 1);
+      mbar_init(sm.full_k(s), 1);
+      mbar_init(sm.full_v(s), 1);
       mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
       mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
     }

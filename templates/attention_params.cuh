@@ -58,11 +58,6 @@ struct Params {
   // one), zero between launches: each warpgroup's rows count their splits in, and the last one
   // merges the partials and puts its counter back to zero (attention_fwd.cuh: merge_if_last_split).
   uint32_t* merge_counters;
-  // kv_load=cpasync: K and V as the threads copy them, element strides (batch, row, head), laid out
-  // as the K/V maps' dense or packed tensors (not paged).
-  const uint16_t* k_rows;
-  const uint16_t* v_rows;
-  int64_t k_strides[3], v_strides[3];
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

@@ -137,18 +137,6 @@ FJ_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.re
 // Generic-proxy shared-memory writes -> visible to the async proxy (TMA store, wgmma operands).
 FJ_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// ---------------------------------------------------------------- cp.async (kv_load=cpasync)
-// 16 bytes global -> shared through L2 (.cg), src_bytes of them read, the rest zero-filled (0: all
-// zeros, the source not read); a 256-byte L2 fetch, as the TMA maps' L2 promotion.
-FJ_DEVICE void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// An arrival on bar once this thread's earlier cp.async copies have landed, counted against the
-// barrier's expected arrivals (.noinc: the barrier is initialised with one per copying thread).
-FJ_DEVICE void cp_async_arrive_noinc(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
-}
-
 // ---------------------------------------------------------------- warpgroup sync and registers
 FJ_DEVICE void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");

@@ -1,10 +1,15 @@
 // The attention forward on the GPU against the float64 reference: every head dim and dtype, causal
 // or not, lengths that are not tile multiples, fully masked rows, GQA/MQA, packed QKV and other
-// strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run.
+// strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run
+// (FLASHJIT_TEST_SEED replays a run's draw).
 // Skips with the reason where no Hopper GPU is present.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
@@ -21,10 +26,20 @@ Problem problem(bool bf16, int d, bool causal, int sq, int sk, int batch = 1, in
   return make_problem(bf16, d, causal, batch, sq, sk, hq, hkv);
 }
 
+// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
 std::mt19937_64 fresh_rng() {
-  std::random_device rd;
-  const uint64_t seed = (uint64_t(rd()) << 32) ^ rd();
-  std::printf("random seed %llu\n", (unsigned long long)seed);
+  uint64_t seed = 0;
+  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
+    const char* end = text + std::strlen(text);
+    const auto [stop, ec] = std::from_chars(text, end, seed);
+    if (ec != std::errc() || stop != end) {
+      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
+    }
+  } else {
+    std::random_device rd;
+    seed = (uint64_t(rd()) << 32) ^ rd();
+  }
+  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
   return std::mt19937_64(seed);
 }
 
@@ -49,6 +64,22 @@ void run_all(const std::vector<Case>& cases) {
     EXPECT_LE(r.lse_error, kLseErrorBound);
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);
+}
+
+// A random test's seed comes from FLASHJIT_TEST_SEED when set, so that a failure can be replayed;
+// a value that is not a decimal number fails the test naming the variable. Needs no GPU.
+TEST(RandomSeed, FlashjitTestSeedReplaysARun) {
+  const char* before = std::getenv("FLASHJIT_TEST_SEED");
+  const std::string saved = before ? before : "";
+  setenv("FLASHJIT_TEST_SEED", "18446744073709551557", 1);
+  std::mt19937_64 replayed = fresh_rng(), expected(18446744073709551557ull);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(replayed(), expected());
+  setenv("FLASHJIT_TEST_SEED", "12x", 1);
+  EXPECT_NONFATAL_FAILURE(fresh_rng(), "FLASHJIT_TEST_SEED: '12x' is not allowed");
+  setenv("FLASHJIT_TEST_SEED", "-1", 1);
+  EXPECT_NONFATAL_FAILURE(fresh_rng(), "FLASHJIT_TEST_SEED: '-1' is not allowed");
+  if (before) setenv("FLASHJIT_TEST_SEED", saved.c_str(), 1);
+  else unsetenv("FLASHJIT_TEST_SEED");
 }
 
 TEST(AttentionGpu, ReferenceKernelMatchesCpuReference) {
@@ -117,32 +148,13 @@ TEST(AttentionGpu, ConsumerWarpgroupsStagesAndTiles) {
       for (bool causal : {false, true})
         for (int wgs : {1, 2})
           for (int stages : {1, 2, 3, 4}) {
-            // Every pipeline variant: cluster 1/2, overlap and pingpong on and off.
+            // Every pipeline variant: cluster 1/2, pingpong on and off.
             const int variant = stages - 1;
             const std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(stages) +
                                       (d == 128 && stages > 2 ? ",block_n=64" : "") + ",cluster=" + std::to_string(1 + (variant & 1)) +
-                                      ",overlap=" + std::to_string((variant >> 1) & 1) +
                                       ",pingpong=" + std::to_string(wgs == 2 ? (variant + causal) & 1 : 0);
             cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, 700, 1111, 2, 4, 2)});
           }
-  run_all(cases);
-}
-
-// kv_load=cpasync: the producer warpgroup's threads copy K and V (cp.async, zero-filled past the
-// keys and the head dim) instead of TMA boxes: one and two consumer warpgroups, odd head dims,
-// lengths that are not block multiples, queries longer and shorter than keys.
-TEST(AttentionGpu, ThreadCopiedKv) {
-  FLASHJIT_REQUIRE_GPU(env);
-  std::vector<Case> cases;
-  int i = 0;
-  for (bool bf16 : {false, true})
-    for (int d : {64, 80, 128, 256})
-      for (bool causal : {false, true}) {
-        const std::string extra = std::string("kv_load=cpasync") + (i % 3 == 0 || d == 256 ? ",consumer_wgs=1" : "") +
-                                  (i % 4 == 1 ? ",stages=1" : "");
-        cases.push_back({spec_text(bf16, d, causal, extra), problem(bf16, d, causal, i % 2 ? 700 : 1111, i % 2 ? 1111 : 333, 2, 4, 2)});
-        ++i;
-      }
   run_all(cases);
 }
 
@@ -177,18 +189,18 @@ TEST(AttentionGpu, ThreeConsumerWarpgroups) {
 
 // The persistent grid: any number of CTAs covers every tile exactly once (outputs are poisoned
 // first), with the K/V ring, the two Q buffers and the pingpong turn (rings of two and three
-// warpgroups, overlapped and serial) running on across tiles of different lengths, including
+// warpgroups, with and without pingpong) running on across tiles of different lengths, including
 // tiles with no visible key (causal, seqlen_q > seqlen_k) and causal pairs over an odd number of
 // query blocks (300 rows). One Q buffer (head dims 192 and 256, d128 with 3 stages) stages O in
 // the last K/V block's slots and frees Q early (after the last Q K^T, or the first with Q in
-// registers), overlapped and serial, one and two consumer warpgroups. Clusters launch one CTA
+// registers), with and without pingpong, one and two consumer warpgroups. Clusters launch one CTA
 // per tile whatever the CTA limit.
 TEST(AttentionGpu, PersistentGridOfAnySize) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "overlap=0"},
+  const std::pair<int, const char*> variants[] = {{64, ""},           {96, ""},        {128, ""},        {128, "pingpong=0"},
                                                   {128, "cluster=2"}, {128, "stages=3"}, {192, ""},      {256, ""},
-                                                  {256, "overlap=0"}, {256, "consumer_wgs=1"}, {192, "cluster=2"},
+                                                  {256, "pingpong=0"}, {256, "consumer_wgs=1"}, {192, "cluster=2"},
                                                   {256, "cluster=2"}};
   for (auto [d, extra] : variants)
     for (bool causal : {false, true})
@@ -296,7 +308,7 @@ TEST(AttentionGpu, EveryBlockRaisesTheRunningMax) {
   run_all(cases);
 }
 
-// Random specs and shapes, drawn fresh each run.
+// Random specs and shapes, drawn fresh each run (the seed is printed; FLASHJIT_TEST_SEED replays it).
 TEST(AttentionGpu, RandomSpecsAndShapes) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
@@ -308,7 +320,7 @@ TEST(AttentionGpu, RandomSpecsAndShapes) {
     const bool causal = pick(0, 1);
     const int wgs = d <= 96 ? pick(1, 3) : pick(1, 2);  // three warpgroups spill above 96
     std::string extra = "consumer_wgs=" + std::to_string(wgs) + ",stages=" + std::to_string(pick(1, 4)) +
-                        ",cluster=" + std::to_string(pick(1, 2)) + ",overlap=" + std::to_string(pick(0, 1)) +
+                        ",cluster=" + std::to_string(pick(1, 2)) +
                         ",pingpong=" + std::to_string(wgs >= 2 ? pick(0, 1) : 0);
     if (pick(0, 2) == 0) extra += ",block_n=" + std::to_string(16 * pick(1, d <= 128 ? 8 : 5));
     const std::string spec = spec_text(bf16, d, causal, extra);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -125,7 +128,7 @@ TEST(DecodeGeometry, PackedHeadsAndSplitsFillTheSMs) {
 // Two CTAs an SM: half the shared memory each (the ring as deep as fits in 113 KB), 128 registers
 // at entry split 24 + 232, and the splits and the persistent grid counted in resident CTAs.
 TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
-  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2,block_n=64"));
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,ctas_per_sm=2,block_n=64"));
   ASSERT_TRUE(config) << config.error().message;
   EXPECT_EQ(config->spec.consumer_wgs, 1);
   EXPECT_EQ(config->spec.stages, 2);  // 3 x 32 KB of K/V + two 16 KB Q buffers exceed 113 KB
@@ -137,7 +140,7 @@ TEST(DecodeGeometry, TwoCtasAnSmHalveTheBudgetAndDoubleTheSlots) {
   EXPECT_EQ(resident_ctas(*config, 132), 264);
   EXPECT_EQ(tile_geometry(*config, a, 132).splits, 4);  // 64 tiles x 4 fill 264 slots
   EXPECT_EQ(attention_launch_shape(*config, decode_args(*config, 64, 32768, 32, 8, 64), 132).grid_x, 264u);
-  auto one = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=64"));
+  auto one = make_config(*parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,block_n=64"));
   ASSERT_TRUE(one);
   EXPECT_EQ(one->spec.ctas_per_sm, 1);
   EXPECT_EQ(tile_geometry(*one, a, 132).splits, 2);
@@ -156,7 +159,6 @@ TEST(DecodeSpec, PagedDecodeTakesTheContiguousDecodeTiles) {
     EXPECT_NE(tiles.find("ctas_per_sm=1"), std::string::npos) << tiles;
   }
   EXPECT_NE(resolved("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1").find("block_n=128"), std::string::npos);
-  EXPECT_NE(resolved("dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2").find("ctas_per_sm=2"), std::string::npos);
 }
 
 TEST(DecodeSpec, TwoCtasAnSmNeedOneConsumerWarpgroupAndFitHalfTheSharedMemory) {
@@ -207,45 +209,31 @@ TEST(DecodeSpec, CombineKernelIsTheDefaultAndInlineNeedsSplits) {
   EXPECT_NE(bad.error().message.find("kernel or inline"), std::string::npos) << bad.error().message;
 }
 
-// kv_load=tma (the default, not printed) or cpasync (the producer's threads copy K/V), refused
-// where the producer has no four free warps or K/V goes by TMA for another reason.
-TEST(DecodeSpec, KvLoadTmaIsTheDefaultAndCpAsyncNeedsTheProducersWarps) {
-  auto copied = parse_spec("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync");
-  ASSERT_TRUE(copied.ok()) << copied.error().message;
-  EXPECT_TRUE(copied->kv_cpasync);
-  EXPECT_EQ(*parse_spec(to_string(*copied)), *copied);
-  EXPECT_EQ(*parse_spec("dtype=bf16,head_dim=128,kv_load=tma"), *parse_spec("dtype=bf16,head_dim=128"));
-  EXPECT_EQ(to_string(*parse_spec("dtype=bf16,head_dim=128,kv_load=tma")), "dtype=bf16,head_dim=128,causal=0");
-  const struct {
-    const char* spec;
-    const char* says;
-  } refused[] = {{"dtype=bf16,head_dim=128,varlen=1,paged=1,kv_load=cpasync", "with paged=1"},
-                 {"dtype=bf16,head_dim=128,cluster=2,kv_load=cpasync", "with cluster=2"},
-                 {"dtype=bf16,head_dim=128,scheduler=dynamic,kv_load=cpasync", "with scheduler=dynamic"},
-                 {"dtype=bf16,head_dim=128,ctas_per_sm=2,kv_load=cpasync", "with ctas_per_sm=2"},
-                 {"dtype=bf16,head_dim=128,kv_load=ldg", "tma or cpasync"}};
-  for (const auto& c : refused) {
-    auto parsed = parse_spec(c.spec);
-    ASSERT_FALSE(parsed.ok()) << c.spec;
-    EXPECT_EQ(parsed.error().field, "kv_load") << c.spec;
-    EXPECT_NE(parsed.error().message.find(c.says), std::string::npos) << parsed.error().message;
-  }
-  // The copying producer's registers: 56 beside one consumer warpgroup, 40 beside two.
-  auto one = make_config(*copied);
-  ASSERT_TRUE(one) << one.error().message;
-  EXPECT_EQ(one->producer_regs, 56);
-  auto two = make_config(*parse_spec("dtype=bf16,head_dim=128,causal=1,kv_load=cpasync"));
-  ASSERT_TRUE(two) << two.error().message;
-  EXPECT_EQ(two->spec.consumer_wgs, 2);
-  EXPECT_EQ(two->producer_regs, 40);
-  EXPECT_EQ(two->consumer_regs, 232);
+// combine=inline's counters, stated from the header's definitions (DECODE in flashjit.h) by
+// enumerating keys and query rows, against the counting the kernel does (the tile walk's
+// conditions and merge_counter_index from templates/visibility.cuh, compiled here).
+// The definitions: a sequence's keys are cut into runs of whole K/V blocks, split_keys keys each
+// when given, else ceil(blocks / S) blocks each (S the launch's split count); its splits are the
+// runs that hold a key (one for a sequence without keys), and only a sequence of two or more, in a
+// launch of two or more, writes partials. A packed row is token x pack_heads + the head's place in
+// its group of pack_heads consecutive query heads (pack_heads: the largest power of two dividing
+// heads_q / heads_kv, at most block_m); block_m packed rows make a query block, 64 a warpgroup.
+// Every warpgroup of a query block that holds a row of a sequence with partials counts in once per
+// split, at a counter of its own; every other counter gets nothing.
+int pack_heads_by_definition(const AttentionSpec& s, int heads_q, int heads_kv) {
+  int heads = 1;
+  while (s.pack_gqa && heads * 2 <= s.block_m && (heads_q / heads_kv) % (heads * 2) == 0) heads *= 2;
+  return heads;
 }
 
-// combine=inline's counting, as the kernel runs it (templates/visibility.cuh, compiled here): over
-// random ragged batches, every tile that has rows and a split below its sequence's count writes
-// partials only where the sequence has two splits or more, each of its warpgroups counts in at a
-// counter no other rows share, inside the launch's counter words, and each counter gets exactly
-// the sequence's split count of arrivals: the last one merges and leaves it at zero.
+int splits_by_enumeration(int keys, int block_n, int launch_splits, int split_keys) {
+  const int blocks = (keys + block_n - 1) / block_n;
+  const int run_keys = split_keys > 0 ? split_keys : block_n * std::max(1, (blocks + launch_splits - 1) / launch_splits);
+  std::set<int> runs;
+  for (int key = 0; key < keys; ++key) runs.insert(key / run_keys);
+  return std::max<int>(1, int(runs.size()));
+}
+
 TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
   std::mt19937 rng(31);
   for (const char* spec : {"dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline",
@@ -254,7 +242,7 @@ TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
     SCOPED_TRACE(spec);
     auto config = make_config(*parse_spec(spec));
     ASSERT_TRUE(config) << config.error().message;
-    const int block_n = config->spec.block_n, wgs = config->spec.consumer_wgs;
+    const int block_n = config->spec.block_n, block_m = config->spec.block_m, wgs = config->spec.consumer_wgs;
     int64_t merged = 0;  // warpgroups' rows merged in all trials: the test covers many
     for (int trial = 0; trial < 300; ++trial) {
       const int batch = 1 + int(rng() % 12), hkv = 1 << (rng() % 3), hq = hkv * (1 + int(rng() % 8));
@@ -268,10 +256,30 @@ TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
       a.decode.max_splits = 1 + int(rng() % 40);
       a.decode.split_keys = rng() % 4 == 0 ? block_n * (1 + int(rng() % 20)) : 0;
       const TileGeometry g = tile_geometry(*config, a, rng() % 2 ? 132 : 0);  // 0: max_splits, one CTA a tile
+      // The contract with split_keys: a sequence's keys fit the launch's splits.
+      if (a.decode.split_keys > 0)
+        for (int& keys : seqlen_k) keys = std::min(keys, g.splits * a.decode.split_keys);
+      const int pack = pack_heads_by_definition(config->spec, hq, hkv);
+      ASSERT_EQ(g.pack_heads, pack);
       const int m_blocks = int(attention_query_blocks(*config, a));
       const int64_t words = merge_counter_words(*config, a);
-      ASSERT_EQ(words, merge_counter_count(batch, g.tile_heads, m_blocks, wgs));
-      std::vector<int> arrivals(size_t(words), 0), owner(size_t(words), -1);
+      ASSERT_EQ(words, int64_t(batch) * (hq / pack) * m_blocks * wgs);  // a word per sequence, head group, query block, warpgroup
+
+      // What the header says each counter gets, keyed by (sequence, head group, query block, warpgroup).
+      std::map<std::array<int, 4>, int> expected;
+      for (int b = 0; b < batch; ++b) {
+        const int splits = splits_by_enumeration(seqlen_k[b], block_n, g.splits, a.decode.split_keys);
+        if (g.splits < 2 || splits < 2) continue;
+        for (int token = 0; token < seqlen_q[b]; ++token)
+          for (int head = 0; head < hq; ++head) {
+            const int row = token * pack + head % pack;
+            for (int wg = 0; wg < wgs; ++wg) expected[{b, head / pack, row / block_m, wg}] = splits;
+          }
+      }
+      // What the kernel's walk does: each tile it runs (a split below the sequence's count, a query
+      // block with rows) that writes partials counts each warpgroup in at its counter.
+      std::vector<int> arrivals(size_t(words), 0);
+      std::map<int64_t, std::array<int, 4>> owner;
       for (int b = 0; b < batch; ++b) {
         const int splits = key_split(seqlen_k[b], block_n, g.splits, a.decode.split_keys / block_n).splits;
         for (int head = 0; head < g.tile_heads; ++head)
@@ -283,21 +291,20 @@ TEST(InlineCombine, EachRowsCounterGetsItsSequencesSplitCountOnce) {
                 const int64_t at = merge_counter_index(b, head, m, wg, g.tile_heads, m_blocks, wgs);
                 ASSERT_GE(at, 0);
                 ASSERT_LT(at, words);
-                const int rows = ((b * g.tile_heads + head) * m_blocks + m) * wgs + wg;
-                ASSERT_TRUE(owner[size_t(at)] == -1 || owner[size_t(at)] == rows) << "two warpgroups' rows share counter " << at;
-                owner[size_t(at)] = rows;
+                const std::array<int, 4> rows = {b, head, m, wg};
+                auto [it, inserted] = owner.emplace(at, rows);
+                ASSERT_TRUE(inserted || it->second == rows) << "two warpgroups' rows share counter " << at;
                 ++arrivals[size_t(at)];
               }
             }
-        for (int head = 0; head < g.tile_heads; ++head)
-          for (int m = 0; m < m_blocks; ++m)
-            for (int wg = 0; wg < wgs; ++wg) {
-              const int got = arrivals[size_t(merge_counter_index(b, head, m, wg, g.tile_heads, m_blocks, wgs))];
-              const bool counted = split_writes_partials(g.splits, splits) && query_block_has_rows(m, g.tokens_per_tile, seqlen_q[b]);
-              ASSERT_EQ(got, counted ? splits : 0) << "sequence " << b << " head " << head << " block " << m;
-              merged += counted ? 1 : 0;
-            }
       }
+      for (const auto& [rows, splits] : expected) {
+        const int64_t at = merge_counter_index(rows[0], rows[1], rows[2], rows[3], g.tile_heads, m_blocks, wgs);
+        ASSERT_EQ(arrivals[size_t(at)], splits) << "sequence " << rows[0] << " head group " << rows[1] << " block " << rows[2] << " warpgroup " << rows[3];
+        arrivals[size_t(at)] = 0;
+        ++merged;
+      }
+      for (int64_t at = 0; at < words; ++at) ASSERT_EQ(arrivals[size_t(at)], 0) << "counter " << at << " counted rows the header gives none";
     }
     EXPECT_GT(merged, 1000);
   }

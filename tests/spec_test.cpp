@@ -68,6 +68,34 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
   }
 }
 
+// Keys and values whose kernel paths left the library are refused, naming the field and what is
+// allowed: kv_load (K/V blocks always come by TMA; copying them by the producer's threads measured
+// 0.86x on the H200), overlap=0 (the serial step), and ctas_per_sm=2 with paged=1 (its one-thread
+// paged producer). The same spec without them is accepted.
+TEST(Spec, RemovedKeysAndValuesAreRefusedByName) {
+  const BadCase cases[] = {
+      {"head_dim=128,varlen=1,pack_gqa=1,split_kv=1,kv_load=cpasync", "kv_load", "unknown spec field 'kv_load'"},
+      {"head_dim=128,kv_load=tma", "kv_load", "unknown spec field 'kv_load'"},
+      {"head_dim=128,overlap=0", "overlap", "value 0 is not allowed; allowed: 1"},
+      {"head_dim=64,overlap=false,pingpong=0", "overlap", "value 0 is not allowed; allowed: 1"},
+      {"head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=2", "ctas_per_sm", "allowed: 1 with paged=1"},
+      {"head_dim=64,causal=1,paged=1,ctas_per_sm=2,block_n=64", "ctas_per_sm", "allowed: 1 with paged=1"},
+  };
+  for (const BadCase& c : cases) {
+    auto spec = parse_spec(c.text);
+    ASSERT_FALSE(spec.ok()) << c.text;
+    EXPECT_EQ(spec.error().code, ErrorCode::kInvalidSpec) << c.text;
+    EXPECT_EQ(spec.error().field, c.field) << c.text;
+    EXPECT_NE(spec.error().message.find(c.needle), std::string::npos) << c.text << " -> " << spec.error().message;
+  }
+  for (const char* kept : {"head_dim=128,overlap=1", "head_dim=128,varlen=1,pack_gqa=1,split_kv=1,ctas_per_sm=2",
+                           "head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,ctas_per_sm=1"}) {
+    auto spec = parse_spec(kept);
+    ASSERT_TRUE(spec.ok()) << kept << ": " << spec.error().message;
+    EXPECT_TRUE(make_config(*spec).ok()) << kept;
+  }
+}
+
 // Leaving a key out is the only way to ask for the table's value: an explicit 0 is out of range
 // like any other value (it used to build the default silently).
 TEST(Spec, ExplicitZeroIsAnErrorNamingTheField) {
@@ -119,16 +147,19 @@ TEST(Spec, ErrorsQuoteAShortPrefixOfLongUserText) {
 }
 
 // Every bool key takes 0/1 and the words true/false in any case, and its error says exactly that
-// (it said "allowed: 0 or 1" while accepting "true").
+// (it said "allowed: 0 or 1" while accepting "true"). overlap reads them too but allows only 1
+// (Spec.RemovedKeysAndValuesAreRefusedByName).
 TEST(Spec, BoolKeysTakeZeroOneAndTrueFalseInAnyCase) {
   for (const char* key : {"causal", "overlap", "pingpong", "hang_trap"}) {
     SCOPED_TRACE(key);
+    const bool false_allowed = std::string(key) != "overlap";
     for (const char* word : {"1", "true", "TRUE", "True"}) {
       auto spec = parse_spec(std::string("head_dim=64,") + key + "=" + word);
       ASSERT_TRUE(spec.ok()) << word << ": " << spec.error().message;
       EXPECT_EQ(*spec, *parse_spec(std::string("head_dim=64,") + key + "=1")) << word;
     }
     for (const char* word : {"0", "false", "FALSE", "False"}) {
+      if (!false_allowed) break;
       auto spec = parse_spec(std::string("head_dim=64,") + key + "=" + word);
       ASSERT_TRUE(spec.ok()) << word << ": " << spec.error().message;
       EXPECT_EQ(*spec, *parse_spec(std::string("head_dim=64,") + key + "=0")) << word;
@@ -156,7 +187,7 @@ TEST(Config, DefaultsFromTableAndSharedMemoryFits) {
       EXPECT_EQ(config->spec.head_dim_v, d);
       // Every field resolved: nothing left at auto.
       EXPECT_TRUE(config->spec.cluster == 1 || config->spec.cluster == 2) << config->spec.cluster;
-      EXPECT_TRUE(config->spec.overlap == 0 || config->spec.overlap == 1);
+      EXPECT_EQ(config->spec.overlap, 1);
       EXPECT_TRUE(config->spec.pingpong == 0 || config->spec.pingpong == 1);
       EXPECT_GE(config->spec.stages, 1);
       EXPECT_EQ(config->v_cols % 64, 0);

@@ -709,7 +709,7 @@ TEST(Tool, SourceTakesJsonAndCacheDir) {
 
   // A tuning record for the spec: source shows the winner's kernel, as prepare() would compile it.
   const AttentionSpec base = *parse_spec(kSmallSpec);
-  const std::string winner = "dtype=fp16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=0,pingpong=0";
+  const std::string winner = "dtype=fp16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=1,pingpong=0";
   ASSERT_TRUE(save_tuning_record(cache.path(), base, {to_string(base), winner, 1.0, "b=1"}).ok());
   ToolRun tuned = run_tool({"source", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
   ASSERT_EQ(tuned.exit_code, 0) << tuned;

@@ -36,7 +36,7 @@ TEST(Tuning, AutoTilesAreThoseTuneMayChoose) {
   EXPECT_TRUE(has_auto_tiles(spec("dtype=bf16,head_dim=128,causal=1")));
   EXPECT_TRUE(has_auto_tiles(spec("dtype=bf16,head_dim=128,hang_trap=1")));
   for (const char* text : {"head_dim=128,block_n=64", "head_dim=128,stages=3", "head_dim=128,cluster=1",
-                           "head_dim=128,overlap=0", "head_dim=128,pingpong=0", "head_dim=128,consumer_wgs=1"}) {
+                           "head_dim=128,overlap=1", "head_dim=128,pingpong=0", "head_dim=128,consumer_wgs=1"}) {
     EXPECT_FALSE(has_auto_tiles(spec(text))) << text;
   }
 }
@@ -44,13 +44,13 @@ TEST(Tuning, AutoTilesAreThoseTuneMayChoose) {
 TEST(Tuning, RecordedWinnerIsUsedForTheAutoSpecOnly) {
   TempCache cache;
   const AttentionSpec base = spec("dtype=bf16,head_dim=64,causal=0");
-  const std::string winner = "dtype=bf16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=0,pingpong=0";
+  const std::string winner = "dtype=bf16,head_dim=64,causal=0,stages=2,consumer_wgs=2,block_m=128,block_n=64,cluster=1,ctas_per_sm=1,overlap=1,pingpong=0";
   ASSERT_TRUE(save_tuning_record(cache.path, base, {to_string(base), winner, 123.0, "b=1"}).ok());
   // The auto spec resolves to the winner.
   auto tuned = engine_at(cache.path).prepare(base);
   ASSERT_TRUE(tuned.ok()) << tuned.error().message;
   EXPECT_EQ(tuned->config.spec.block_n, 64);
-  EXPECT_EQ(tuned->config.spec.overlap, 0);
+  EXPECT_EQ(tuned->config.spec.overlap, 1);
   EXPECT_EQ(tuned->config.spec.pingpong, 0);
   EXPECT_EQ(tuned->config.spec, *parse_spec(winner + ",head_dim_v=64"));
   // Not with tuning off, and not for a spec that set a field itself, nor for another problem.

@@ -56,10 +56,6 @@ struct RegisterSplit {
 };
 RegisterSplit register_split(const AttentionSpec& s) {
   if (s.ctas_per_sm == 2) return {24, 232};
-  // kv_load=cpasync: each of the producer's 128 threads computes its copies' addresses (at 24 the
-  // two-warpgroup producer spilled 56-72 bytes; at 40 + 2 x 232, d256 causal spills in the consumers:
-  // an experiment for decode's one consumer warpgroup, not a default).
-  if (s.kv_cpasync) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.consumer_wgs == 2 ? RegisterSplit{40, 232} : RegisterSplit{32, 160};
   if (s.dynamic_schedule) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.paged ? RegisterSplit{56, 224} : RegisterSplit{40, 232};
   if (s.consumer_wgs == 1) return {40, 240};
   if (s.consumer_wgs == 2) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
@@ -132,7 +128,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // it two CTAs an SM with 64-key blocks, against one producer thread waiting out the block
   // table's reads; with the warp producer (version 62) one CTA with 128-key blocks is 9 % faster at
   // batch 1 and 1.5 % in geomean over the ten paged d128 cells (3 % slower at 8 x 4k).
-  // ctas_per_sm=2 stays a key.
+  // ctas_per_sm=2 stays a key for contiguous K/V; with paged=1 it is refused (spec/).
   // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
   if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;

@@ -79,14 +79,6 @@ void set_engine_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.o_rows = reinterpret_cast<uint16_t*>(a.o);
   p.o_row_stride = a.o_strides.row;
   p.o_head_stride = a.o_strides.head;
-  if (c.spec.kv_cpasync) {  // packed K/V: rows from cu_seqlens_k, batch 0 (the kernel's SeqlenInfo)
-    p.k_rows = reinterpret_cast<const uint16_t*>(a.k);
-    p.v_rows = reinterpret_cast<const uint16_t*>(a.v);
-    const TensorStrides& ks = a.k_strides;
-    const TensorStrides& vs = a.v_strides;
-    p.k_strides[0] = ks.batch, p.k_strides[1] = ks.row, p.k_strides[2] = ks.head;
-    p.v_strides[0] = vs.batch, p.v_strides[1] = vs.row, p.v_strides[2] = vs.head;
-  }
 }
 
 // Packed heads and key splits (the geometry) and the workspace's two parts.

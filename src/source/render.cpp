@@ -42,7 +42,6 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
   add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
   add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
-  add_constant(out, "bool", "kOverlap", s.overlap);
   add_constant(out, "int", "kCluster", s.cluster);
   add_constant(out, "bool", "kPingpong", s.pingpong);
   add_constant(out, "bool", "kVarlen", s.varlen);
@@ -51,7 +50,6 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kSplitKV", s.split_kv);
   add_constant(out, "bool", "kDynamicSchedule", s.dynamic_schedule);
   add_constant(out, "bool", "kInlineCombine", s.inline_combine);
-  add_constant(out, "bool", "kCpAsyncKV", s.kv_cpasync);
   add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the
   // library and the templates it embeds agree.

@@ -155,13 +155,6 @@ const std::vector<Field>& fields() {
          return bad_value("combine", v, "kernel or inline");
        },
        [](const AttentionSpec& s) { return s.inline_combine ? std::string("inline") : std::string(); }},
-      // Printed only when cpasync: TMA is the default and keeps every earlier spec's text.
-      {"kv_load", "tma or cpasync",
-       [](AttentionSpec& s, std::string_view v) -> Status {
-         if (v == "tma" || v == "cpasync") { s.kv_cpasync = v == "cpasync"; return {}; }
-         return bad_value("kv_load", v, "tma or cpasync");
-       },
-       [](const AttentionSpec& s) { return s.kv_cpasync ? std::string("cpasync") : std::string(); }},
   };
   return table;
 }
@@ -238,6 +231,15 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.ctas_per_sm == 2 && s.head_dim > 192) {
     return fail("ctas_per_sm", 2, "1 above head_dim 192 (two CTAs an SM leave 128 registers a thread at entry, too few for its O)");
   }
+  // NOTES: two CTAs an SM leave the producer 24 registers, too few for the paged producer's warps
+  // (each thread holds a block's page, read ahead); the one-thread producer they had instead lost
+  // to one CTA with the warps by 1.5 % in geomean over ten paged decode cells, 9 % at batch 1
+  // (bench/NOTES.md, version 62b), and no default used it since.
+  if (s.ctas_per_sm == 2 && s.paged) return fail("ctas_per_sm", 2, "1 with paged=1 (two CTAs an SM leave the paged producer too few registers)");
+  // NOTES: the softmax always overlaps the previous block's PV GEMM (FlashAttention-3); the serial
+  // step (S, softmax, PV one block at a time) won at no shape the tuner timed (bench/NOTES.md,
+  // version 32) and left the kernel.
+  if (s.overlap == 0) return fail("overlap", 0, "1 (the softmax always overlaps the previous block's PV GEMM)");
   if (s.pingpong == 1 && s.consumer_wgs == 1) return fail("pingpong", 1, "0 with consumer_wgs=1 (pingpong needs two or more consumer warpgroups)");
   if (s.block_n != 0 && (s.block_n < 16 || s.block_n > 256 || s.block_n % 16 != 0)) {
     return fail("block_n", s.block_n, "a multiple of 16 in 16..256");
@@ -251,18 +253,6 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.split_kv && !s.varlen) return fail("split_kv", 1, "0 without varlen=1 (split partials need packed queries)");
   if (s.inline_combine && !s.split_kv) {
     return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed; allowed: kernel without split_kv=1 (there are no splits to merge)");
-  }
-  // NOTES: kv_load=cpasync gives the producer warpgroup's four warps the K/V copies: the paged
-  // cache already has its warps (page loads), a cluster multicasts by TMA, the dynamic scheduler's
-  // producer is one warp, and two CTAs an SM leave it 24 registers.
-  if (s.kv_cpasync) {
-    auto fail_load = [](const char* why) {
-      return Error::invalid_spec("kv_load", std::string("spec field 'kv_load': value cpasync is not allowed; allowed: tma ") + why);
-    };
-    if (s.paged) return fail_load("with paged=1 (the paged producer loads pages by TMA)");
-    if (s.cluster == 2) return fail_load("with cluster=2 (K/V multicast by TMA)");
-    if (s.dynamic_schedule) return fail_load("with scheduler=dynamic (its producer is one warp)");
-    if (s.ctas_per_sm == 2) return fail_load("with ctas_per_sm=2 (no registers for the copying producer)");
   }
   // NOTES: the dynamic scheduler's producer takes each tile from the counter and publishes it
   // beside Q; it needs more registers than the static deal's 24-32 (config/: register_split), which

@@ -36,8 +36,6 @@ struct AttentionSpec {
                                   // heaviest first, instead of the static deal (scheduler=static)
   bool inline_combine = false;    // combine=inline (split_kv): the last split of each tile merges the partials in the
                                   // attention kernel (counters in the caller's workspace), no second kernel
-  bool kv_cpasync = false;        // kv_load=cpasync: K/V blocks copied by the producer warpgroup's 128 threads
-                                  // (cp.async, 16 bytes each) instead of TMA boxes (kv_load=tma); an experiment
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool operator==(const AttentionSpec&) const = default;

@@ -33,7 +33,7 @@ namespace {
 
 constexpr size_t kConfirmed = 3;  // candidates timed again before the winner is chosen
 
-// The candidates: the table's own choice, then block_n x (overlap, pingpong) with two consumer
+// The candidates: the table's own choice, then block_n x pingpong on and off with two consumer
 // warpgroups (and three up to head dim 96, where they fit in 160 registers), two stages and no
 // cluster; whatever does not fit shared memory is dropped, spills are dropped after compiling.
 std::vector<AttentionSpec> candidates(const AttentionSpec& base) {
@@ -47,10 +47,10 @@ std::vector<AttentionSpec> candidates(const AttentionSpec& base) {
   for (int wgs : {2, 3}) {
     if (wgs == 3 && base.head_dim > 96) break;
     for (int block_n : {64, 80, 96, 112, 128, 144, 160, 176, 192})
-      for (auto [overlap, pingpong] : {std::pair{1, 1}, {1, 0}, {0, 0}}) {
+      for (int pingpong : {1, 0}) {
         AttentionSpec s = base;
         s.block_n = block_n;
-        s.overlap = overlap;
+        s.overlap = 1;
         s.pingpong = pingpong;
         s.consumer_wgs = wgs;
         s.stages = 2;
