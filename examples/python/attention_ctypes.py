@@ -654,7 +654,7 @@ def main():
         print(f"skipped: PyTorch is not installed ({e})")
         return 0
     if not torch.cuda.is_available():
-        print("no GPU: torch.cuda.is_available() is False")
+        print("skipped: no GPU (torch.cuda.is_available() is False)")
         return 0
     torch.cuda.init()
     fj = Flashjit(args.lib, torch.cuda.current_device())

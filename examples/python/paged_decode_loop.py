@@ -23,11 +23,15 @@ def main():
     if args.lib:
         sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
         os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
-    import torch
-    import flashjit
-    if not torch.cuda.is_available():
-        print("no GPU: torch.cuda.is_available() is False")
+    try:
+        import torch
+    except ImportError as e:
+        print(f"skipped: PyTorch is not installed ({e})")
         return 0
+    if not torch.cuda.is_available():
+        print("skipped: no GPU (torch.cuda.is_available() is False)")
+        return 0
+    import flashjit
     rng = random.Random(7)
     bf16, dev = torch.bfloat16, "cuda"
     # 1. The engine's buffers, sized for the largest step (what the graph keeps: addresses and bounds).

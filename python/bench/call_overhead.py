@@ -13,7 +13,8 @@ and the C API. Each round synchronises, puts a GPU spin (torch.cuda._sleep) long
 stream, then times with perf_counter_ns only the loop enqueueing `calls` calls; the median of `rounds`
 rounds, per call. The four paths take their rounds in turn, and pkg-C is the median of the package's round
 minus the C API's next round: the host's speed moves during a run (the C API read 6.6-12.0 us across three
-runs on 2026-12-04), and so taken the difference moves less with it. The spin keeps the GPU from running any of the timed calls, so the loop never waits on
+runs on 2026-12-04), and so taken the difference moves less with it. The spin keeps the GPU from running any
+of the timed calls, so the loop never waits on
 the GPU: the launch queue only holds `calls` x (1-2 launches), far below its ~1000 entries, and the kernels'
 size does not matter (the cells keep the graph cells' shapes, so the same plans and code paths, split-KV
 workspace included). A loop that still outlasts the spin waited on the GPU (a synchronising call, or a
@@ -136,7 +137,7 @@ def c_api_call(flashjit, torch, q_rows, kc, vc, out_rows, cu, used, table, max_q
     from flashjit import _capi, _plan, _torch_backend as tb
     dev = tb.device(torch.cuda.current_device())
     spec, max_splits = _plan.plan(dev.sm_count, "bf16", q_rows.shape[-1], causal, True, True, cu.shape[0] - 1, max_q,
-                                  max_k, q_rows.shape[1], kc.shape[2], num_splits, pack)
+                                  q_rows.shape[1], kc.shape[2], num_splits, pack)
     handle = dev.kernel(spec)
     a = _capi.new_args()
     a.q, a.k, a.v, a.o = q_rows.data_ptr(), kc.data_ptr(), vc.data_ptr(), out_rows.data_ptr()
@@ -151,7 +152,7 @@ def c_api_call(flashjit, torch, q_rows, kc, vc, out_rows, cu, used, table, max_q
     keep = [a]
     if max_splits:
         nbytes = dev.lib.workspace_size(spec, a)
-        ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")  # combine=inline's counters start at zero
+        ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")  # any counters the kernel keeps start at zero
         keep.append(ws)
         a.workspace, a.workspace_bytes = ws.data_ptr(), nbytes
     fwd, ref, raw = dev.lib.forward, ctypes.byref(a), torch._C._cuda_getCurrentRawStream
@@ -168,8 +169,6 @@ def main():
     parser.add_argument("--calls", type=int, default=200,
                         help="calls enqueued per timed round (keep well below the launch queue's ~1000 entries)")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per path (the median is reported)")
-    parser.add_argument("--combine", choices=("kernel", "inline"), default="kernel",
-                        help="how split launches merge their splits (the package's _plan.COMBINE; inline: one launch)")
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.lib:
@@ -177,8 +176,6 @@ def main():
         os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(args.lib)
     import torch
     import flashjit
-    from flashjit import _plan
-    _plan.COMBINE = args.combine
     op = torch.ops.flashjit.fwd.default  # the overload, as torch.compile's generated code calls it
     rng = random.Random(3)
     rows = []

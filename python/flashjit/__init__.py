@@ -7,21 +7,35 @@
 The attention functions need torch (any 2.x with CUDA) and a Hopper GPU; supported() and prewarm() need
 neither (build hosts). python/README.md has the details."""
 from ._capi import FlashjitError, load_library, library
-from ._interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+from ._interface import (flash_attn_combine, flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache,
+                         get_scheduler_metadata)
 from . import _interface
 
 try:
     from ._version import version as __version__  # written by python/build_wheel.py
 except ImportError:  # the source tree
     __version__ = "0+source"
-__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "supported", "prewarm",
-           "loaded_specs", "load_library", "library", "FlashjitError", "__version__"]
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_combine",
+           "get_scheduler_metadata", "supported", "prewarm", "loaded_specs", "load_library", "library", "FlashjitError",
+           "__version__"]
 
 
 def supported(spec):
     """None when flashjit can build a kernel for spec (e.g. "dtype=bf16,head_dim=128,causal=1"), else the
-    reason (starting with the field). Compiles nothing; no GPU."""
-    return library().supported(spec)
+    reason (starting with the field: "head_dim: value 65 is not allowed; ..."). Compiles nothing; no GPU."""
+    if not isinstance(spec, str):
+        raise TypeError(f"flashjit.supported: spec: expected a str such as 'dtype=bf16,head_dim=128,causal=1', got "
+                        f"{type(spec).__name__}")
+    reason = library().supported(spec)
+    return None if reason is None else _said_once(reason)
+
+
+def _said_once(reason):
+    """The library's reason with its field named once: "head_dim: spec field 'head_dim': value ..." reads
+    "head_dim: value ..."."""
+    field, sep, rest = reason.partition(": ")
+    repeat = f"spec field '{field}': "
+    return field + sep + rest[len(repeat):] if sep and rest.startswith(repeat) else reason
 
 
 def prewarm(specs, cache_dir=None, load=None):

@@ -14,6 +14,8 @@ DEVICE_NONE = -1            # FLASHJIT_DEVICE_NONE: a context without a GPU (che
 WORKSPACE_ALIGN = 256       # args.workspace: 256-byte aligned
 STATUS_INVALID_SPEC = 2
 STATUS_NOT_COMPILED = 3
+MERGE_FLOAT32_STATES = 1    # FLASHJIT_MERGE_FLAG_FLOAT32_STATES
+MERGE_FLOAT32_OUT = 2       # FLASHJIT_MERGE_FLAG_FLOAT32_OUT
 NVRTC_SONAME = "libnvrtc.so.13"
 
 
@@ -59,6 +61,14 @@ class KernelInfo(ctypes.Structure):  # the 0.2 layout (the library fills what th
                [("long_seqlen_spec", ctypes.c_char_p), ("long_seqlen_min", ctypes.c_int64),
                 ("long_seqlen_min_uneven", ctypes.c_int64), ("long_uneven_use_percent", ctypes.c_int32),
                 ("reserved1", ctypes.c_int32)]
+
+
+class MergeArgs(ctypes.Structure):  # flashjit_merge_args_t
+    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32)] + \
+               [(name, ctypes.c_uint64) for name in ("o_a", "lse_a", "o_b", "lse_b", "o_out", "lse_out")] + \
+               [(name, ctypes.c_int64) for name in ("rows", "heads", "a_row_stride", "a_head_stride", "b_row_stride",
+                                                    "b_head_stride", "out_row_stride", "out_head_stride",
+                                                    "lse_head_stride")]
 
 
 assert ctypes.sizeof(AttentionArgs) == 304 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
@@ -222,6 +232,7 @@ class Library:
         _prototype(L, "flashjit_kernel_describe", i32, [vp, ctypes.POINTER(KernelInfo)])
         _prototype(L, "flashjit_check_engine_metadata", i32, [vp, args_p])
         self.forward = _prototype(L, "flashjit_attention_forward", i32, [vp, args_p, vp])
+        self.merge = _prototype(L, "flashjit_merge_attention_states", i32, [vp, ctypes.POINTER(MergeArgs), vp])
         # The same function taking the arguments' address as an int (the fast path's persistent buffers):
         # a second function object, so that forward keeps its typed pointer argument.
         self.forward_at = L["flashjit_attention_forward"]

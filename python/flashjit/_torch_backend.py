@@ -15,7 +15,7 @@ import torch
 
 from . import _capi, _plan
 from ._capi import FlashjitError
-from ._plan import SPLIT_MIN_KEYS, plan
+from ._plan import plan
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 _PACK = _capi.ARGS_PACKER.pack_into
@@ -57,6 +57,7 @@ class _Device:
         self.context = lib.create_context(index)
         self.sm_count = torch.cuda.get_device_properties(index).multi_processor_count
         self.kernels = {}      # spec -> handle
+        self.resolved = {}     # spec -> the library's resolved spec of its kernel (what it defaults to, spelled out)
         self.plans = {}        # launch key -> (handle, spec, max_splits)
         self.workspaces = {}   # slot -> uint8 tensor: a raw stream (the largest asked for on that stream), or
                                # (stream, layout) for a workspace with counters (zeroed, its own per layout)
@@ -76,7 +77,8 @@ class _Device:
                 f"before capturing, or flashjit.prewarm(['{spec}']) on this device first.")
         with self.lock:
             if spec not in self.kernels:
-                self.kernels[spec] = self.lib.kernel_get(self.context, spec)[0]
+                handle, self.resolved[spec] = self.lib.kernel_get(self.context, spec)
+                self.kernels[spec] = handle
         return self.kernels[spec]
 
 
@@ -104,10 +106,12 @@ def _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q):
     return nbytes
 
 
-def _workspace_layout(spec, max_splits, total_q, heads_q, batch, seqlen_q):
+def _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q):
     """None for a plain split workspace (any launch on the stream may use it), else what the layout of its
-    counters and partials depends on (combine=inline: launches share it only with the same layout)."""
-    return (spec, max_splits, total_q, heads_q, batch, seqlen_q) if _plan.workspace_has_counters(spec) else None
+    counters and partials depends on (a kernel whose resolved spec keeps counters there: launches share it only
+    with the same layout)."""
+    counters = _plan.workspace_has_counters(dev.resolved.get(spec, spec))
+    return (spec, max_splits, total_q, heads_q, batch, seqlen_q) if counters else None
 
 
 def _stream_workspace(dev, stream, nbytes, layout=None):
@@ -169,14 +173,15 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     else:
         seqlen_k = k.shape[1]
         ks, vs = k.stride()[:3], v.stride()[:3]
-    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k >= SPLIT_MIN_KEYS, heads_q, heads_kv,
-           num_splits, pack_gqa)
+    if batch == 0 or seqlen_q == 0 or seqlen_k == 0 or q.shape[0] == 0:
+        return _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse)
+    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
-        spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, seqlen_k,
-                                heads_q, heads_kv, num_splits, pack_gqa)
+        spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, heads_q,
+                                heads_kv, num_splits, pack_gqa)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
     handle, spec, max_splits = planned
     lse = None
@@ -192,7 +197,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           cu_seqlens_q.data_ptr() if varlen else 0, cu_seqlens_k.data_ptr() if cu_seqlens_k is not None else 0,
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0)
-    layout = _workspace_layout(spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
+    layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
     if record is not None:
         record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q),
                                   layout))
@@ -200,9 +205,32 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout)
     status = dev.lib.forward(handle, _byref(args), stream)
     if status != 0:
-        err = dev.lib.error(status, f"attention_forward({spec})")
-        raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
+        raise library_error(dev.lib, status, f"attention_forward({spec})")
     return lse
+
+
+def library_error(lib, status, what):
+    """The library's last error on this thread as a FlashjitError that names the argument once: "flashjit: q:
+    pointer 0x... is not 16-byte aligned (...) [attention_forward(spec): FLASHJIT_ERROR_INVALID_ARGUMENT]"."""
+    err = lib.error(status, what)  # reads the status name, the message and the field
+    message = lib.lib.flashjit_last_error_message().decode()
+    if not err.field:
+        return err
+    message = message[len(err.field) + 2:] if message.startswith(err.field + ": ") else message
+    return FlashjitError(f"flashjit: {_python_name(err.field)}: {message} [{what}: {err.status}]", status=err.status,
+                         field=err.field)
+
+
+def _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse):
+    """A call with nothing to launch, as FA3 answers it: no key (seqlen_k 0) gives O = 0 and LSE = -inf for
+    every row; no query (or no sequence) writes nothing. Device operations only: capturable, no
+    synchronisation. Returns the LSE as forward does."""
+    if seqlen_k == 0:
+        out.zero_()
+    if not return_lse:
+        return None
+    shape = (heads_q, total_q) if varlen else (batch, heads_q, seqlen_q)
+    return torch.full(shape, float("-inf"), dtype=torch.float32, device=q.device)
 
 
 # ---- the fast path -------------------------------------------------------------------------------
@@ -214,7 +242,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
 # trace, nor for calls that return the LSE (they take the full path); inside a capture only plans without a
 # split workspace (remembered). NOTES: the keys read each tensor's shape, strides, dtype and device inline:
 # a function call and a nested tuple per tensor cost about 1 us of the key's 4 (eight tensors) on an H200
-# host (python/bench/fast_path_parts.py).
+# host.
 _fast = {}
 _ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
 _PACK_IO = struct.Struct("<QQQQQ").pack_into       # q, k, v, o, lse at offset 8
@@ -273,8 +301,7 @@ class _FastLaunch:
                     self.workspace = self.dev.workspaces.get(slot)
         status = self.forward(self.handle, at, stream)
         if status != 0:
-            err = self.dev.lib.error(status, f"attention_forward({self.spec})")
-            raise FlashjitError(f"flashjit: {_python_name(err.field)}: {err}", status=err.status, field=err.field)
+            raise library_error(self.dev.lib, status, f"attention_forward({self.spec})")
 
 
 def remember(key, record, keep=None):
@@ -422,11 +449,11 @@ def _cu_seqlens_dense(batch, seqlen, dev):
     """int32 [batch + 1] offsets 0, seqlen, 2 seqlen, ...: dense queries as packed ones. Cached outside
     captures and compiles (inside, a fresh one: the graph owns it)."""
     if _compiling() or torch.cuda.is_current_stream_capturing():
-        return torch.arange(0, (batch + 1) * seqlen, seqlen, dtype=torch.int32, device=dev)
+        return torch.arange(batch + 1, dtype=torch.int32, device=dev) * seqlen
     key = (dev, batch, seqlen)
     t = _dense_cu_seqlens.get(key)
     if t is None:
-        t = _dense_cu_seqlens[key] = torch.arange(0, (batch + 1) * seqlen, seqlen, dtype=torch.int32, device=dev)
+        t = _dense_cu_seqlens[key] = torch.arange(batch + 1, dtype=torch.int32, device=dev) * seqlen
     return t
 
 
@@ -449,6 +476,8 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
     if k.shape[0] != q.shape[0]:
         _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    if q.shape[-1] % 8:
+        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse), q.shape[-1], None, return_lse)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     record = [] if fast else None
     lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record)
@@ -461,9 +490,9 @@ def _wants_grad(q, k, v):
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, softmax_scale,
-                           causal, num_splits, pack_gqa, block_table, out, return_lse):
-    fast = not return_lse and fast_path_open()
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
+                           softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse):
+    fast = not return_lse and seqused_q is None and fast_path_open()
     if fast:
         try:
             key = (1, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
@@ -511,12 +540,21 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                        "without cu_seqlens_k)")
     if seqused_k is not None:
         check_metadata(fn, seqused_k, "seqused_k", 1, index, batch)
+    if seqused_q is not None:
+        check_metadata(fn, seqused_q, "seqused_q", 1, index, batch)
+    if out is not None:
+        check_out(fn, out, q.shape, q)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    if q.shape[-1] % 8:
+        return _unpadded(flash_attn_varlen_func(*_padded(q, k, v), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                seqused_q, seqused_k, scale, causal, num_splits, pack_gqa, block_table,
+                                                None, return_lse), q.shape[-1], out, return_lse)
+    if seqused_q is not None and batch > 0:
+        return _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
+                                    seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    else:
-        check_out(fn, out, q.shape, q)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
               num_splits, _pack_code(pack_gqa), return_lse, record)
@@ -577,7 +615,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
         check_metadata(fn, cache_seqlens, "cache_seqlens", 1, index, batch)
     if out is not None:
         check_out(fn, out, q.shape, q)
-    else:
+    if q.shape[-1] % 8:
+        scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+        return _unpadded(flash_attn_with_kvcache(*_padded(q, k_cache, v_cache), cache_seqlens, page_table, cu_seqlens_q,
+                                                 max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse),
+                         q.shape[-1], out, return_lse)
+    if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
     # packed heads, what decode needs, are varlen kernels.
@@ -618,3 +661,152 @@ def _as_rows(t, out_of=None):
 
 def _pack_code(pack_gqa):
     return -1 if pack_gqa is None else int(bool(pack_gqa))
+
+
+# ---- what FA3 does that the kernels do not take as it comes ------------------------------------------
+def _padded(*tensors):
+    """Q, K, V with their head dim padded with zeros to the next multiple of 8 (the kernels' head dims; as FA2's
+    interface pads): zero columns add nothing to Q K^T, and O's extra columns are dropped (_unpadded). A copy
+    of each, every call."""
+    d = tensors[0].shape[-1]
+    return tuple(torch.nn.functional.pad(t, (0, -d % 8)) for t in tensors)
+
+
+def _unpadded(result, head_dim, out, return_lse):
+    """A padded call's result with O cut back to head_dim columns (into out when given)."""
+    o, lse = result if return_lse else (result, None)
+    o = o[..., :head_dim]
+    if out is not None:
+        out.copy_(o)
+        o = out
+    else:
+        o = o.contiguous()
+    return (o, lse) if return_lse else o
+
+
+def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, scale,
+                         causal, num_splits, pack_gqa, block_table, out, return_lse):
+    """seqused_q as FA3 reads it: sequence b's queries are rows cu_seqlens_q[b] .. + seqused_q[b] (the rest of
+    its rows are neither read nor written), its causal mask aligned to seqused_q[b] queries. The used rows are
+    gathered into a packed Q (offsets: the running sum of seqused_q), run, and their O rows put back; rows not
+    used keep out's values (zeros when out is None). Device operations only: capturable, no synchronisation."""
+    total, batch, dev = q.shape[0], cu_seqlens_q.shape[0] - 1, q.device
+    counts = torch.minimum(seqused_q, cu_seqlens_q[1:] - cu_seqlens_q[:-1]).clamp_(min=0)
+    cu_used = torch.zeros(batch + 1, dtype=torch.int32, device=dev)
+    cu_used[1:] = torch.cumsum(counts, 0, dtype=torch.int32)
+    rows = torch.arange(total, dtype=torch.int32, device=dev)
+    # Packed row r belongs to the sequence whose used rows hold it; its query is that sequence's row r - cu_used[b].
+    seq = torch.searchsorted(cu_used[1:], rows, right=True).clamp_(max=batch - 1)
+    source = torch.where(rows < cu_used[-1], cu_seqlens_q[seq] + rows - cu_used[seq], 0).clamp_(0, max(total - 1, 0))
+    result = flash_attn_varlen_func(q.index_select(0, source), k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                    None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse)
+    o_used, lse_used = result if return_lse else (result, None)
+    # Row r of sequence b (position p = r - cu_seqlens_q[b]) is used when p < counts[b]; its O is packed row
+    # cu_used[b] + p.
+    seq = torch.searchsorted(cu_seqlens_q[1:], rows, right=True).clamp_(max=batch - 1)
+    position = rows - cu_seqlens_q[seq]
+    used = (position >= 0) & (position < counts[seq]) & (rows < cu_seqlens_q[-1])
+    packed = torch.where(used, cu_used[seq] + position, 0).clamp_(0, max(total - 1, 0))
+    kept = out if out is not None else torch.zeros_like(q)
+    o = torch.where(used.view(-1, 1, 1), o_used.index_select(0, packed), kept)
+    if out is not None:
+        out.copy_(o)
+        o = out
+    if not return_lse:
+        return o
+    return o, torch.where(used.view(1, -1), lse_used.index_select(1, packed), float("-inf"))
+
+
+def flash_attn_combine(out_partial, lse_partial, out, out_dtype):
+    """FA3's fwd_combine on flashjit's merge of two states (flashjit_merge_attention_states): the splits folded
+    in one after another, in float32, the last merge writing out_dtype. Device operations only."""
+    fn = "flash_attn_combine"
+    for t, name, dims in ((out_partial, "out_partial", 5), (lse_partial, "lse_partial", 4)):
+        if not isinstance(t, torch.Tensor):
+            _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
+        if t.dtype != torch.float32:
+            _fail(fn, name, f"dtype {t.dtype}; expected torch.float32 (FA3's combine takes float32 partials)", TypeError)
+        if not t.is_cuda:
+            _fail(fn, name, f"is on {t.device}; flashjit runs on CUDA devices")
+        if t.dim() != dims:
+            _fail(fn, name, f"expected {dims} dimensions, got shape {tuple(t.shape)}")
+    splits, batch, seqlen, heads, head_dim = out_partial.shape
+    if tuple(lse_partial.shape) != (splits, batch, seqlen, heads):
+        _fail(fn, "lse_partial", f"shape {tuple(lse_partial.shape)}; expected {(splits, batch, seqlen, heads)} "
+                                 "(out_partial's without the head dim)")
+    if lse_partial.device != out_partial.device:
+        _fail(fn, "lse_partial", f"is on {lse_partial.device}, out_partial on {out_partial.device}")
+    out_dtype = torch.float32 if out_dtype is None else out_dtype
+    if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        _fail(fn, "out_dtype", f"{out_dtype}; expected torch.float32, torch.float16 or torch.bfloat16", TypeError)
+    padded_dim = head_dim + (-head_dim % 8)
+    if padded_dim > 256:
+        raise NotImplementedError(f"flashjit.{fn}: out_partial: head dim {head_dim} is not supported; flashjit's "
+                                  "kernels take head dims up to 256")
+    if out is not None:
+        check_out(fn, out, (batch, seqlen, heads, head_dim), out_partial.new_empty(0, dtype=out_dtype))
+    rows = batch * seqlen
+    lse = torch.empty(batch, heads, seqlen, dtype=torch.float32, device=out_partial.device)
+    result = torch.empty(rows, heads, padded_dim, dtype=out_dtype, device=out_partial.device)
+    if rows and heads:
+        if splits == 0:
+            result.zero_()
+            lse.fill_(float("-inf"))
+        else:
+            _merge_splits(out_partial, lse_partial, result, lse, padded_dim)
+    o = result.view(batch, seqlen, heads, padded_dim)[..., :head_dim]
+    if out is not None:
+        out.copy_(o)
+        o = out
+    elif padded_dim != head_dim:
+        o = o.contiguous()
+    return o, lse.transpose(1, 2)
+
+
+def _merge_splits(out_partial, lse_partial, result, lse, padded_dim):
+    """Folds the splits into result [rows, heads, padded_dim] and lse [batch, heads, seqlen]: state = merge(state,
+    split i), float32 in between."""
+    splits, batch, seqlen, heads, head_dim = out_partial.shape
+    rows, index = batch * seqlen, out_partial.get_device()
+    dev = device(index)
+    # The states as the merge takes them: O [rows, heads, padded_dim] (element strides multiples of 8), LSE
+    # [heads, rows].
+    parts = torch.nn.functional.pad(out_partial, (0, padded_dim - head_dim)).reshape(splits, rows, heads, padded_dim)
+    lses = lse_partial.permute(0, 3, 1, 2).reshape(splits, heads, rows).contiguous()
+    lse_rows = lse.view(batch, heads, seqlen).permute(1, 0, 2)  # [heads, batch, seqlen]: merged LSE, row-major
+    if splits == 1:  # nothing to merge; a row with LSE -inf saw no key: O = 0, as the merge gives it
+        result.copy_(parts[0].masked_fill((lses[0] == float("-inf")).t().unsqueeze(-1), 0.0))
+        lse_rows.copy_(lses[0].view(heads, batch, seqlen))
+        return
+    dtype_name = _DTYPES.get(result.dtype, "bf16")  # the kernel's 16-bit dtype (unused for float32 output)
+    handle = dev.kernel(f"dtype={dtype_name},head_dim={padded_dim},causal=0,varlen=1,split_kv=1")
+    states = [torch.empty(rows, heads, padded_dim, dtype=torch.float32, device=out_partial.device) for _ in range(2)]
+    state_lses = [torch.empty(heads, rows, dtype=torch.float32, device=out_partial.device) for _ in range(2)]
+    merged_lse = torch.empty(heads, rows, dtype=torch.float32, device=out_partial.device)
+    o_a, lse_a = parts[0], lses[0]
+    stream = _raw_stream(index)
+    for i in range(1, splits):
+        last = i == splits - 1
+        o_out = result if last else states[i % 2]
+        lse_out = merged_lse if last else state_lses[i % 2]
+        flags = _capi.MERGE_FLOAT32_STATES | (_capi.MERGE_FLOAT32_OUT if o_out.dtype == torch.float32 else 0)
+        args = _capi.MergeArgs(struct_size=ctypes.sizeof(_capi.MergeArgs), flags=flags, o_a=o_a.data_ptr(),
+                               lse_a=lse_a.data_ptr(), o_b=parts[i].data_ptr(), lse_b=lses[i].data_ptr(),
+                               o_out=o_out.data_ptr(), lse_out=lse_out.data_ptr(), rows=rows, heads=heads,
+                               a_row_stride=heads * padded_dim, a_head_stride=padded_dim,
+                               b_row_stride=heads * padded_dim, b_head_stride=padded_dim,
+                               out_row_stride=heads * padded_dim, out_head_stride=padded_dim, lse_head_stride=rows)
+        status = dev.lib.merge(handle, _byref(args), stream)
+        if status != 0:
+            raise library_error(dev.lib, status, "merge_attention_states")
+        o_a, lse_a = o_out, lse_out
+    lse_rows.copy_(merged_lse.view(heads, batch, seqlen))
+
+
+def scheduler_metadata(cache_seqlens):
+    """get_scheduler_metadata's value: flashjit has no per-step schedule to share, so an empty int32 tensor on
+    cache_seqlens' device (what scheduler_metadata accepts)."""
+    if not isinstance(cache_seqlens, torch.Tensor):
+        _fail("get_scheduler_metadata", "cache_seqlens", f"expected an int32 torch.Tensor, got "
+                                                         f"{type(cache_seqlens).__name__}", TypeError)
+    return torch.empty(0, dtype=torch.int32, device=cache_seqlens.device)

@@ -429,30 +429,6 @@ def case_graph_replay():
         check_kvcache(f"CUDA graph replay {i}: new lengths/table/data", q, cache, out, lse, False)
 
 
-def case_inline_combine():
-    """The split cases again with the package's split launches merged in the attention kernel (_plan.COMBINE =
-    "inline": one launch a call, counters in a zeroed workspace per layout): eager, speculative, graph replay."""
-    global suffix
-    from flashjit import _plan, _torch_backend
-
-    def forget_plans():
-        for dev in _torch_backend._devices.values():
-            dev.plans.clear()
-        _torch_backend._fast.clear()
-    saved, _plan.COMBINE, suffix = _plan.COMBINE, "inline", " [combine=inline]"
-    forget_plans()
-    try:
-        case_kvcache_paged(0)
-        case_kvcache_paged(0)  # again: the fast path, the same zeroed workspace
-        case_kvcache_varlen_q()
-        case_graph_replay()
-        inline = [s for s in flashjit.loaded_specs() if s.endswith(",combine=inline")]
-        report("inline combine: its kernels ran", bool(inline), ", ".join(inline)[:70])
-    finally:
-        _plan.COMBINE, suffix = saved, ""
-        forget_plans()
-
-
 def case_capture_without_warmup_raises():
     """A kernel never fetched, asked for inside a capture: a clear error, and the capture ends cleanly."""
     gen = torch.Generator(device="cuda").manual_seed(70)
@@ -570,6 +546,203 @@ def expect_raises(name, cases):
             report(name.format(label), re.search(pattern, str(e)) is not None, str(e)[:100])
 
 
+def case_fa3_arguments_ignored():
+    """Arguments FA3 ignores when their feature is off change nothing (bitwise): the descales on bf16 tensors,
+    rotary_seqlens / rotary_interleaved without rotary tensors, cu_seqlens_k_new without k, scheduler_metadata,
+    softcap 0; window_size=(-1, 0) is causal, a window wider than the keys is none."""
+    q, cache = kvcache_decode_inputs(100, 16, [900, 33, 2000], queries=3)
+    base = dict(cache_seqlens=cache.seqused, page_table=cache.table)
+    want = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, causal=True, **base)
+    ones = torch.ones(3, 8, dtype=torch.float32, device="cuda")
+    got = flashjit.flash_attn_with_kvcache(
+        q, cache.k, cache.v, rotary_seqlens=cache.seqused, rotary_interleaved=False,
+        cu_seqlens_k_new=torch.zeros(4, dtype=torch.int32, device="cuda"), q_descale=ones, k_descale=ones,
+        v_descale=ones, scheduler_metadata=torch.zeros(7, dtype=torch.int32, device="cuda"), window_size=(-1, 0),
+        **base)
+    wide = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, causal=True,
+                                           window_size=(cache.max_pages * 16, 5), **base)
+    torch.cuda.synchronize()
+    report("FA3's ignored arguments change nothing (bitwise)", torch.equal(got, want) and torch.equal(wide, want))
+
+
+def expect_not_implemented(name, cases):
+    """Each (label, call, pattern): the call raises NotImplementedError itself (not ValueError, TypeError or
+    FlashjitError) whose text matches the pattern."""
+    import re
+    for label, call, pattern in cases:
+        try:
+            call()
+            report(name.format(label), False, "no error")
+        except Exception as e:  # noqa: BLE001 - the type is what is checked
+            ok = type(e) is NotImplementedError and re.search(pattern, str(e)) is not None
+            report(name.format(label), ok, f"{type(e).__name__}: {e}"[:100])
+
+
+def case_fa3_not_implemented():
+    gen = torch.Generator(device="cuda").manual_seed(101)
+    q, k = rand(gen, 2, 16, 8, 128, dtype=torch.bfloat16), rand(gen, 2, 32, 2, 128, dtype=torch.bfloat16)
+    cases = [("an FP8 q, k, v", lambda: flashjit.flash_attn_func(*(t.to(torch.float8_e4m3fn) for t in (q, k, k))),
+              r"q: dtype torch.float8_e4m3fn \(FP8\)"),
+             ("an FP8 k_cache", lambda: flashjit.flash_attn_with_kvcache(q, k.to(torch.float8_e4m3fn),
+                                                                         k.to(torch.float8_e4m3fn), cache_seqlens=9),
+              r"k_cache: dtype torch.float8_e4m3fn"),
+             ("V head dim 64", lambda: flashjit.flash_attn_func(q, k, k[..., :64]), r"v: head dim 64 apart from q's 128"),
+             ("head dim 288", lambda: flashjit.flash_attn_func(*(rand(gen, 1, 8, 2, 288, dtype=torch.bfloat16),) * 3),
+              r"head dim 288"),
+             ("a sliding window", lambda: flashjit.flash_attn_func(q, k, k, window_size=(8, 0)), "window_size=")]
+    expect_not_implemented("not implemented: {}", cases)
+
+
+def case_seqused_q():
+    """seqused_q: sequence b's first seqused_q[b] query rows are its queries (causal bottom-right on that count),
+    the rest of its rows untouched; paged K/V; against float64, eager and in a graph replay."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(102), random.Random(102)
+    counts, used_counts, keys = [5, 1, 40, 0, 9], [3, 1, 17, 0, 9], [300, 64, 700, 20, 9]
+    cuq_h, cuq = cu_of(counts)
+    cache = Paged(gen, rng, keys, 16, 4, 128, torch.bfloat16)
+    q = rand(gen, cuq_h[-1] + 2, 16, 128, dtype=torch.bfloat16)
+    used = torch.tensor(used_counts, dtype=torch.int32, device="cuda")
+    ok_all, detail = True, ""
+    for mode in ("eager", "graph"):
+        out = torch.full_like(q, float("nan"))
+
+        def call():
+            return flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 40, cache.max_pages * 16,
+                                                   seqused_q=used, seqused_k=cache.seqused, causal=True,
+                                                   block_table=cache.table, out=out, return_softmax_lse=True)
+        if mode == "eager":
+            o, lse = call()
+        else:
+            call()
+            torch.cuda.synchronize()
+            out.fill_(float("nan"))
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                o, lse = call()
+            out.fill_(float("nan"))
+            graph.replay()
+        torch.cuda.synchronize()
+        errs, untouched = Errors("bf16"), True
+        for b, (n, u) in enumerate(zip(counts, used_counts)):
+            r = slice(cuq_h[b], cuq_h[b] + u)
+            kb, vb = cache.seq(b)
+            errs.add(out[r], q[r], kb, vb, True, 128 ** -0.5, lse[:, r].transpose(0, 1))
+            untouched &= bool(torch.isnan(out[cuq_h[b] + u:cuq_h[b + 1]]).all())
+        untouched &= bool(torch.isnan(out[cuq_h[-1]:]).all())
+        ok, detail = errs.result()
+        ok_all &= ok and untouched and o is out
+        report(f"varlen_func: seqused_q, paged 16, {mode}", ok and untouched and o is out,
+               detail + ("" if untouched else "  rows past seqused_q were written"))
+
+
+def case_zero_keys():
+    """max_seqlen_k = 0 (no sequence has keys), a dense K of no keys, a page table of no pages: O = 0 and
+    LSE = -inf (FA3's answer), eager and captured in a graph."""
+    gen = torch.Generator(device="cuda").manual_seed(103)
+    q = rand(gen, 7, 8, 64, dtype=torch.bfloat16)
+    cuq = torch.tensor([0, 3, 7], dtype=torch.int32, device="cuda")
+    cuk = torch.zeros(3, dtype=torch.int32, device="cuda")
+    k0 = torch.empty(0, 2, 64, dtype=torch.bfloat16, device="cuda")
+    qd = rand(gen, 2, 5, 8, 64, dtype=torch.bfloat16)
+    kd = torch.empty(2, 0, 2, 64, dtype=torch.bfloat16, device="cuda")
+    pool = rand(gen, 4, 16, 2, 64, dtype=torch.bfloat16)
+    no_pages = torch.empty(2, 0, dtype=torch.int32, device="cuda")
+
+    def calls():
+        out = torch.full_like(q, float("nan"))
+        a = flashjit.flash_attn_varlen_func(q, k0, k0, cuq, cuk, 4, 0, causal=True, out=out, return_softmax_lse=True)
+        b = flashjit.flash_attn_func(qd, kd, kd, return_attn_probs=True)
+        c = flashjit.flash_attn_with_kvcache(qd, pool, pool, cache_seqlens=0, page_table=no_pages,
+                                             return_softmax_lse=True)
+        return a, b, c
+
+    def zero(results):
+        return all(bool((o == 0).all()) and bool((lse == float("-inf")).all()) for o, lse in results)
+    eager = calls()
+    torch.cuda.synchronize()
+    report("max_seqlen_k = 0: O = 0, LSE = -inf", zero(eager))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = calls()
+    for o, lse in captured:
+        o.fill_(float("nan"))
+        lse.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    report("max_seqlen_k = 0 in a graph replay", zero(captured))
+
+
+def case_head_dim_padded():
+    """Head dims that are not a multiple of 8 (FA3's interface pads them): 36, 65 and 100 through the three
+    entry points, against float64 with scale 1/sqrt(the true head dim)."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(104), random.Random(104)
+    for d in (36, 65, 100):
+        q, k, v = (rand(gen, 2, 130, 4, d, dtype=torch.bfloat16) for _ in range(3))
+        out, lse = flashjit.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for i in range(2):
+            errs.add(out[i], q[i], k[i], v[i], True, d ** -0.5, lse[i].transpose(0, 1))
+        ok, detail = errs.result()
+        report(f"func: head dim {d} (padded)", ok and out.shape == q.shape, detail)
+    d, keys = 65, [300, 17]
+    cache = Paged(gen, rng, keys, 16, 2, d, torch.bfloat16)
+    qd = rand(gen, 2, 1, 8, d, dtype=torch.bfloat16)
+    out = torch.full_like(qd, float("nan"))
+    o = flashjit.flash_attn_with_kvcache(qd, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table,
+                                         out=out)
+    check_kvcache("with_kvcache: head dim 65 (padded), out given", qd, cache, out, None, False)
+    report("with_kvcache: head dim 65 writes out in place", o is out)
+
+
+def case_scheduler_metadata():
+    """vLLM's FA3 path: get_scheduler_metadata once a step, passed to every layer's varlen call; the same
+    results as without it (bitwise)."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(105), random.Random(105)
+    seqs = [(1, 1000), (4, 517), (1, 37)]
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cache = Paged(gen, rng, [k for _, k in seqs], 16, 8, 128, torch.bfloat16)
+    metadata = flashjit.get_scheduler_metadata(len(seqs), 4, cache.max_pages * 16, 32, 8, 128, cache.seqused,
+                                               qkv_dtype=torch.bfloat16, cu_seqlens_q=cuq, page_size=16, causal=True,
+                                               num_splits=0)
+    same = isinstance(metadata, torch.Tensor) and metadata.dtype == torch.int32
+    for layer in range(3):
+        q = rand(gen, cuq_h[-1], 32, 128, dtype=torch.bfloat16)
+        args = (q, cache.k, cache.v, cuq, None, 4, cache.max_pages * 16)
+        kw = dict(seqused_k=cache.seqused, causal=True, block_table=cache.table, num_splits=0)
+        with_md = flashjit.flash_attn_varlen_func(*args, scheduler_metadata=metadata, **kw)
+        without = flashjit.flash_attn_varlen_func(*args, **kw)
+        torch.cuda.synchronize()
+        same &= torch.equal(with_md, without)
+    report("get_scheduler_metadata: each layer's result unchanged", same)
+
+
+def case_combine():
+    """flash_attn_combine against the merge in float64: splits 1, 2 and 5, rows whose every split is empty
+    (LSE -inf), out_dtype float32 and bf16, head dims 64 and 100 (padded), out given."""
+    gen = torch.Generator(device="cuda").manual_seed(106)
+    for splits, d, dtype in ((1, 64, torch.float32), (2, 64, torch.bfloat16), (5, 100, torch.float32),
+                             (5, 128, torch.bfloat16)):
+        b, l, h = 3, 7, 4
+        o_part = torch.randn(splits, b, l, h, d, generator=gen, device="cuda")
+        lse_part = torch.randn(splits, b, l, h, generator=gen, device="cuda") * 3
+        lse_part[:, 0, 0, :] = float("-inf")                 # a row no split saw a key for
+        lse_part[0, 1, :, 0] = float("-inf")                 # a split with no keys for some rows
+        out = torch.full((b, l, h, d), float("nan"), dtype=dtype, device="cuda") if splits == 5 else None
+        o, lse = flashjit.flash_attn_combine(o_part, lse_part, out=out, out_dtype=dtype)
+        torch.cuda.synchronize()
+        ld = lse_part.double()
+        want_lse = torch.logsumexp(ld, 0)
+        w = torch.nan_to_num(torch.exp(ld - want_lse), nan=0.0)
+        want_o = torch.nan_to_num((w.unsqueeze(-1) * o_part.double()).sum(0), nan=0.0)
+        finite = torch.isfinite(want_lse)
+        o_err = float((o.double() - want_o).abs().max())
+        lse_ok = bool(torch.equal(torch.isfinite(lse), finite)) and float((lse.double() - want_lse)[finite].abs().max()) < 1e-4
+        bound = 1e-4 if dtype == torch.float32 else 3e-2
+        ok = o_err < bound and lse_ok and o.dtype == dtype and (out is None or o is out) and lse.shape == (b, l, h)
+        report(f"flash_attn_combine: {splits} splits, d{d}, {str(dtype)[6:]}", ok, f"O err {o_err:.1e}")
+
+
 def case_wrong_inputs():
     gen = torch.Generator(device="cuda").manual_seed(80)
     bf = torch.bfloat16
@@ -585,7 +758,6 @@ def case_wrong_inputs():
         ("q on the CPU", lambda: fa(q.cpu(), k, k), r"q: is on cpu"),
         ("q float32", lambda: fa(q.float(), k, k), r"q: dtype torch.float32 is not supported"),
         ("k fp16 with q bf16", lambda: fa(q, k.half(), k), r"k: dtype torch.float16 differs"),
-        ("v head dim 64", lambda: fa(q, k, k[..., :64]), r"v: head_dim 64 differs"),
         ("q head_dim not contiguous", lambda: fa(q.transpose(1, 3).contiguous().transpose(1, 3), k, k),
          r"q: the last dimension \(head_dim\) must be contiguous"),
         ("q 3-D in flash_attn_func", lambda: fa(q[0], k, k), r"q: expected 4 dimensions"),
@@ -628,7 +800,13 @@ CASES = [
     ("prewarm capture", case_prewarm_then_capture),
     ("wrong inputs", case_wrong_inputs),
     ("fast path", case_fast_path),
-    ("inline combine", case_inline_combine),
+    ("fa3 ignored arguments", case_fa3_arguments_ignored),
+    ("fa3 not implemented", case_fa3_not_implemented),
+    ("seqused_q", case_seqused_q),
+    ("zero keys", case_zero_keys),
+    ("head dim padded", case_head_dim_padded),
+    ("scheduler metadata", case_scheduler_metadata),
+    ("combine", case_combine),
 ]
 
 
