@@ -283,14 +283,14 @@ fi
 # wheel (neither may skip), the decode loop example, host cost per call and graph time against the C API,
 # and where the fast path's host time goes. FLASHJIT_PYTHON=host: the host cost alone.
 if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
-  FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout 300 python3 python/tests/test_gpu.py --lib "$LIB" >"$OUT/python_gpu.txt" 2>&1 &&
+  FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout "${FLASHJIT_PYTHON_TIMEOUT:-300}" python3 python/tests/test_gpu.py --lib "$LIB" >"$OUT/python_gpu.txt" 2>&1 &&
     row "python/tests/test_gpu.py" pass "$(tail -2 "$OUT/python_gpu.txt" | head -1 | cut -c1-60)" || row "python/tests/test_gpu.py" FAIL "$(grep -m1 ^FAIL "$OUT/python_gpu.txt" | cut -c1-80)"
-  timeout 300 bash python/tests/wheel_check.sh "${BIN:-build-gpu}" --gpu >"$OUT/python_wheel_gpu.txt" 2>&1 &&
+  timeout "${FLASHJIT_PYTHON_TIMEOUT:-300}" bash python/tests/wheel_check.sh "${BIN:-build-gpu}" --gpu >"$OUT/python_wheel_gpu.txt" 2>&1 &&
     row "python/tests/wheel_check.sh --gpu" pass "" || row "python/tests/wheel_check.sh --gpu" FAIL "$(tail -1 "$OUT/python_wheel_gpu.txt" | cut -c1-80)"
   PYTHONUNBUFFERED=1 timeout 120 python3 examples/python/paged_decode_loop.py --lib "$LIB" >"$OUT/python_decode_loop.txt" 2>&1 &&
     row "examples/python/paged_decode_loop.py" pass "" || row "examples/python/paged_decode_loop.py" FAIL "$(tail -1 "$OUT/python_decode_loop.txt" | cut -c1-80)"
 fi
-if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" != 0 ]; then
+if [ -f "$LIB" ] && { [ "${FLASHJIT_PYTHON:-0}" = host ] || { [ "${FLASHJIT_PYTHON:-0}" = 1 ] && [ -z "${FLASHJIT_PART:-}" ]; }; }; then
   PYTHONUNBUFFERED=1 timeout 200 python3 python/bench/call_overhead.py --lib "$LIB" --json "$OUT/call_overhead.json" >"$OUT/call_overhead.txt" 2>&1
   row "python/bench/call_overhead.py (report)" "$([ $? = 0 ] && echo met || echo miss)" "$(tail -1 "$OUT/call_overhead.txt" | cut -c1-80)"
   tail -6 "$OUT/call_overhead.txt"
