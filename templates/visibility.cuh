@@ -1,14 +1,21 @@
 // visibility.cuh: which keys a query row sees, and which K/V blocks a query block visits. The one
 // statement of the rule: rendered into every kernel (before the kernel), and compiled on the host
 // by the float64 reference (src/verify/reference.cpp), the tile deal's cost model
-// (src/launch/tile_schedule.cpp) and the tests (tests/visibility_test.cpp), so the three cannot
-// disagree. Lengths are one sequence's (the kernel takes them from its SeqlenInfo).
+// (src/launch/tile_schedule.cpp) and the tests (tests/visibility_test.cpp,
+// tests/mask_rule_test.cpp), so they cannot disagree. Lengths are one sequence's (the kernel takes
+// them from its SeqlenInfo). It holds the causal rule and its block ranges (what the kernel calls
+// today), the paged-load and split rules, and the general rule (MaskRule: sliding windows and
+// attention chunks, issue 38) with its block ranges, key splits and block walks.
 //
 // The rule (NOTES, correctness): key `key` of a sequence with seqlen_k keys is visible to query row
 // `row` of its seqlen_q queries when 0 <= key < seqlen_k and, with the causal mask, key <= row +
 // seqlen_k - seqlen_q: the mask is aligned to the bottom-right corner, so the last query sees every
 // key and a chunk of new queries against a cached prefix sees the prefix. A row that sees no key
 // (causal with seqlen_q > seqlen_k, or seqlen_k = 0) gives O = 0 and LSE = -inf.
+// NOTES (correctness) guarding the rest: packed O's TMA boxes stay inside a sequence
+// (rows_inside_sequence); the paged producer's read-ahead follows paged_load_per_thread; a
+// MaskRule's visible keys are one run per row whose ends never move left (MaskRule below), which
+// the block ranges, the key splits and the walks rest on.
 
 #ifndef FJ_DEVICE
 #define FJ_DEVICE inline
@@ -146,3 +153,164 @@ FJ_DEVICE BlockRange split_block_range(const BlockRange& r, const KeySplit& ks, 
   s.n_masked = fj_max(0, s.n_max - fj_max(s.n_min, r.n_max - r.n_masked));
   return s;
 }
+
+// ---- the general rule: sliding windows and attention chunks (issue 38)
+// A mask rule holds every way a key is hidden from a query row. Positions are bottom-right
+// aligned per sequence: row `row` of seqlen_q queries sits at key position p = row + seqlen_k -
+// seqlen_q, and sees key j (0 <= j < seqlen_k) when
+//   window: p - window_left <= j <= p + window_right (bounds inclusive; -1: that side unbounded,
+//           even when the other side is bounded, as FA3's kernel reads it);
+//   causal: j <= p, i.e. window_right = 0 whatever window_right says; it composes with any left
+//           bound (FA3's causal window is (left, 0));
+//   chunk:  chunk > 0: j / chunk == p / chunk, floor division (Llama 4's attention chunks). A row
+//           at p < 0 (seqlen_q > seqlen_k) is in a chunk below key 0 and sees no key.
+// Every part bounds j by a non-decreasing function of p, so a row's visible keys are one run
+// [first_visible_key, last_visible_key] (empty when first > last) whose ends never move left as the
+// row grows: the block ranges below rest on that (NOTES, correctness: a rule that breaks it, a
+// tree mask, needs a block list, not a range). Rows that see no key lie only before the rows that
+// do (p < 0), or past the sequence's queries (a tile's padding rows).
+// With window_left = window_right = -1 and chunk = 0 the rule is the causal flag alone, and every
+// function below returns what its causal-only namesake above returns (tests/mask_rule_test.cpp
+// checks that exhaustively over small shapes).
+struct MaskRule {
+  bool causal;
+  int window_left;   // keys left of the diagonal a row sees; -1: unbounded
+  int window_right;  // keys right of it; -1: unbounded (causal: 0)
+  int chunk;         // keys per attention chunk; 0: no chunks
+};
+FJ_DEVICE MaskRule causal_only_rule(bool causal) { return {causal, -1, -1, 0}; }
+FJ_DEVICE bool rule_has_window_or_chunk(const MaskRule& rule) {
+  return rule.window_left >= 0 || rule.window_right >= 0 || rule.chunk > 0;
+}
+
+// floor(a / b) for b > 0 (C++ division truncates toward zero: -1 / 4 is 0, floor is -1).
+FJ_DEVICE int fj_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The row's position on the key axis (bottom-right alignment).
+FJ_DEVICE int key_position(int row, int seqlen_q, int seqlen_k) { return row + seqlen_k - seqlen_q; }
+
+// The first key row `row` sees (0 when no left bound applies). The comparisons keep every
+// intermediate within int for lengths below 2^31 (no p + window overflow).
+FJ_DEVICE int first_visible_key(const MaskRule& rule, int row, int seqlen_q, int seqlen_k) {
+  const int p = key_position(row, seqlen_q, seqlen_k);
+  int first = rule.window_left >= 0 && rule.window_left < p ? p - rule.window_left : 0;
+  if (rule.chunk > 0 && p >= 0) first = fj_max(first, p / rule.chunk * rule.chunk);
+  return first;
+}
+
+// The last key row `row` sees; below first_visible_key when it sees none (with the causal flag
+// alone exactly last_visible_key(causal, ...): min(seqlen_k - 1, p), which may be below -1).
+FJ_DEVICE int last_visible_key(const MaskRule& rule, int row, int seqlen_q, int seqlen_k) {
+  const int p = key_position(row, seqlen_q, seqlen_k);
+  const int right = rule.causal ? 0 : rule.window_right;
+  // p + right <= seqlen_k - 1 written as right <= seqlen_q - 1 - row.
+  int last = right >= 0 && right <= seqlen_q - 1 - row ? p + right : seqlen_k - 1;
+  if (rule.chunk > 0) {
+    if (p < 0) return fj_min(last, -1);  // its chunk lies below key 0
+    const int chunk_first = p / rule.chunk * rule.chunk;
+    if (rule.chunk - 1 < last - chunk_first) last = chunk_first + rule.chunk - 1;
+  }
+  return last;
+}
+
+FJ_DEVICE bool key_visible(const MaskRule& rule, int row, int key, int seqlen_q, int seqlen_k) {
+  return key >= first_visible_key(rule, row, seqlen_q, seqlen_k) && key <= last_visible_key(rule, row, seqlen_q, seqlen_k) &&
+         key >= 0 && key < seqlen_k;
+}
+
+// How many keys row `row` sees (first_visible_key .. last_visible_key).
+FJ_DEVICE int visible_key_count(const MaskRule& rule, int row, int seqlen_q, int seqlen_k) {
+  return fj_max(0, last_visible_key(rule, row, seqlen_q, seqlen_k) - first_visible_key(rule, row, seqlen_q, seqlen_k) + 1);
+}
+
+// The K/V blocks query block m_block (block_m queries: with packed heads, tokens_per_tile) visits
+// under a rule: [n_min, n_max), with the blocks that need the mask at both ends. Walked right to
+// left as kv_block_range's: the first n_masked_right steps (n_max - 1 down) and the last
+// n_masked_left (n_min + n_masked_left - 1 down to n_min) need the mask; a block between them is
+// visible whole to every row of the query block. The rows are the block's queries inside the
+// sequence (a block past the sequence's queries, a cluster's padding CTA, counts all its rows).
+// A block no row sees is never visited, on either side: a window of w keys visits about
+// w / block_n + 1 blocks a row at any length.
+struct MaskBlockRange {
+  int n_min, n_max;
+  int n_masked_right;  // top blocks that need the mask
+  int n_masked_left;   // bottom blocks that need the mask
+  FJ_DEVICE int count() const { return n_max - n_min; }
+  FJ_DEVICE bool needs_mask(int n) const { return n >= n_max - n_masked_right || n < n_min + n_masked_left; }
+};
+
+FJ_DEVICE MaskBlockRange mask_block_range(const MaskRule& rule, int m_block, int block_m, int block_n, int seqlen_q, int seqlen_k) {
+  const int first_row = m_block * block_m;
+  const int last_row = first_row < seqlen_q ? fj_min((m_block + 1) * block_m, seqlen_q) - 1 : (m_block + 1) * block_m - 1;
+  // The run of visible keys grows with the row at both ends (above): the block's first row has the
+  // lowest first and last keys, its last row the highest. Rows that see nothing lead (p < 0, first
+  // key 0: they never pull the range below its lowest visible key) or trail (padding rows past the
+  // keys, last key seqlen_k - 1: a block of them alone may see nothing, lowest > highest).
+  const int lowest = first_visible_key(rule, first_row, seqlen_q, seqlen_k);
+  const int highest = fj_min(seqlen_k - 1, last_visible_key(rule, last_row, seqlen_q, seqlen_k));
+  MaskBlockRange r;
+  r.n_max = lowest <= highest ? (highest + block_n) / block_n : 0;  // highest + 1 keys, rounded up
+  r.n_min = fj_min(lowest / block_n, r.n_max);
+  // A block is whole for every row when it lies inside the last row's first key and the first row's
+  // last key (and below the key-length tail): blocks [whole_lo, whole_hi).
+  const int whole_first = first_visible_key(rule, last_row, seqlen_q, seqlen_k);
+  const int whole_last = fj_min(last_visible_key(rule, first_row, seqlen_q, seqlen_k), seqlen_k - 1);
+  const int whole_lo = fj_min(fj_max((whole_first + block_n - 1) / block_n, r.n_min), r.n_max);
+  const int whole_hi = fj_min(fj_max((whole_last + 1) / block_n, whole_lo), r.n_max);
+  r.n_masked_right = r.n_max - whole_hi;
+  r.n_masked_left = whole_hi > whole_lo ? whole_lo - r.n_min : r.count() - r.n_masked_right;
+  return r;
+}
+
+// Key splits under a rule: a sequence's splits cut only the blocks its rows see, from its first
+// row's first visible key (the lowest of any row) to its last key (the last row always sees key
+// seqlen_k - 1), so the split count and each split's blocks follow the visible keys: a decode
+// step with a window of w keys splits w keys at any length. Split s holds blocks n_begin + s x
+// blocks_per_split onward; the count is key_split's over those blocks (split_blocks and
+// num_splits as there). A sequence without queries keeps key_split's (its splits write nothing).
+struct VisibleKeySplit {
+  int n_begin;  // the sequence's lowest visible block
+  int blocks_per_split, splits;
+};
+
+FJ_DEVICE VisibleKeySplit visible_key_split(const MaskRule& rule, int seqlen_q, int seqlen_k, int block_n, int num_splits,
+                                            int split_blocks) {
+  const int blocks = (seqlen_k + block_n - 1) / block_n;
+  const int n_begin = seqlen_q > 0 ? fj_min(first_visible_key(rule, 0, seqlen_q, seqlen_k) / block_n, blocks) : 0;
+  const KeySplit ks = key_split(seqlen_k - n_begin * block_n, block_n, num_splits, split_blocks);
+  return {n_begin, ks.blocks_per_split, ks.splits};
+}
+
+// The part of a tile's range in split `split`: each end's masked blocks stay masked.
+FJ_DEVICE MaskBlockRange split_block_range(const MaskBlockRange& r, const VisibleKeySplit& ks, int split) {
+  const int lo = ks.n_begin + split * ks.blocks_per_split, hi = lo + ks.blocks_per_split;
+  MaskBlockRange s;
+  s.n_min = fj_max(r.n_min, lo);
+  s.n_max = fj_max(s.n_min, fj_min(r.n_max, hi));
+  s.n_masked_right = fj_max(0, s.n_max - fj_max(s.n_min, r.n_max - r.n_masked_right));
+  s.n_masked_left = fj_max(0, fj_min(s.n_max, r.n_min + r.n_masked_left) - s.n_min);
+  return s;
+}
+
+// The walk over a tile's blocks, one description for the producer (which loads block(i) at step
+// i) and the consumers (which also mask where needs_mask(i)): right to left as today, the masked
+// steps first ([0, unmasked_begin): the right edge), then the unmasked ones, then the masked
+// left edge ([unmasked_end, steps)). The consumers can keep one loop per part, each with its mask
+// fixed at compile time. A block list (block sparsity) walks the same way: BlockListWalk.
+struct BlockWalk {
+  int n_top;  // the first step's block (n_max - 1)
+  int steps, unmasked_begin, unmasked_end;
+  FJ_DEVICE int block(int i) const { return n_top - i; }
+  FJ_DEVICE bool needs_mask(int i) const { return i < unmasked_begin || i >= unmasked_end; }
+};
+FJ_DEVICE BlockWalk block_walk(const MaskBlockRange& r) {
+  return {r.n_max - 1, r.count(), r.n_masked_right, r.count() - r.n_masked_left};
+}
+
+// A list of blocks in walk order, the ones that need the mask at either end as in BlockWalk.
+struct BlockListWalk {
+  const int* blocks;
+  int steps, unmasked_begin, unmasked_end;
+  FJ_DEVICE int block(int i) const { return blocks[i]; }
+  FJ_DEVICE bool needs_mask(int i) const { return i < unmasked_begin || i >= unmasked_end; }
+};
