@@ -1,9 +1,12 @@
 // The CPU reference is the definition the kernels are judged by: check it against cases whose
-// answer is known in closed form.
+// answer is known in closed form, and its issue 38 features against a direct evaluation.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
+#include "support/test_seed.hpp"
 #include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
 
@@ -62,6 +65,167 @@ TEST(Reference, FullyMaskedRowsGiveZeroAndMinusInfinity) {
     for (int c = 0; c < 8; ++c) EXPECT_EQ(ref.o[row * 8 + c], 0.0);
   }
   for (int c = 0; c < 8; ++c) EXPECT_NEAR(ref.o[3 * 8 + c], half_bits_to_float(v[c], true), 1e-12);
+}
+
+// Issue 38's features, each and together, against a direct evaluation written out here: every key
+// of the row through the definition of the mask (bottom-right aligned window, causal, floor-division
+// chunk), the scaled score capped and biased, and a softmax over the visible keys and the sink column.
+bool visible_by_definition(const Problem& p, int row, int key) {
+  const int64_t pos = int64_t(row) + p.seqlen_k - p.seqlen_q;
+  const AttentionFeatures& f = p.features;
+  const int64_t right = p.causal ? 0 : f.window_right;
+  if (right >= 0 && key > pos + right) return false;
+  if (f.window_left >= 0 && key < pos - f.window_left) return false;
+  if (f.chunk > 0 && std::floor(double(key) / f.chunk) != std::floor(double(pos) / f.chunk)) return false;
+  return true;
+}
+
+Reference naive_reference(const Problem& p, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
+  const int d = p.head_dim, group = p.heads_q / p.heads_kv;
+  const double scale = p.effective_scale();
+  auto at = [&](const std::vector<uint16_t>& t, int b, int row, int h, int heads, int seqlen, int c) {
+    return double(half_bits_to_float(t[((size_t(b) * seqlen + row) * heads + h) * d + c], p.bf16));
+  };
+  Reference ref;
+  ref.o.assign(size_t(p.batch) * p.seqlen_q * p.heads_q * d, 0.0);
+  ref.lse.assign(size_t(p.batch) * p.heads_q * p.seqlen_q, 0.0);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int row = 0; row < p.seqlen_q; ++row) {
+        const int64_t pos = int64_t(row) + p.seqlen_k - p.seqlen_q;
+        const double slope = p.features.alibi_slopes.empty() ? 0.0
+                             : p.features.alibi_slopes.size() == size_t(p.heads_q) ? p.features.alibi_slopes[size_t(h)]
+                                                                                  : p.features.alibi_slopes[size_t(b) * p.heads_q + h];
+        std::vector<int> keys;
+        std::vector<double> logits;  // the visible keys', then the sink's
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          if (!visible_by_definition(p, row, j)) continue;
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += at(q, b, row, h, p.heads_q, p.seqlen_q, c) * at(k, b, j, h / group, p.heads_kv, p.seqlen_k, c);
+          double x = dot * scale;
+          if (p.features.softcap > 0) x = p.features.softcap * std::tanh(x / p.features.softcap);
+          x -= slope * std::fabs(double(pos - j));
+          keys.push_back(j);
+          logits.push_back(x);
+        }
+        if (!p.features.sinks.empty()) logits.push_back(p.features.sinks[size_t(h)]);
+        double* o = &ref.o[((size_t(b) * p.seqlen_q + row) * p.heads_q + h) * d];
+        double& lse = ref.lse[(size_t(b) * p.heads_q + h) * p.seqlen_q + row];
+        if (logits.empty()) {
+          lse = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        const double top = *std::max_element(logits.begin(), logits.end());
+        double denominator = 0;
+        for (double x : logits) denominator += std::exp(x - top);
+        for (size_t i = 0; i < keys.size(); ++i)
+          for (int c = 0; c < d; ++c) o[c] += std::exp(logits[i] - top) / denominator * at(v, b, keys[i], h / group, p.heads_kv, p.seqlen_k, c);
+        lse = top + std::log(denominator);
+      }
+  return ref;
+}
+
+TEST(Reference, FeaturesMatchADirectEvaluation) {
+  std::mt19937_64 rng(testing::test_seed());
+  const int windows[] = {-1, -1, 0, 1, 3, 7, 127, 128, 129, 4096};
+  const int chunks[] = {0, 0, 1, 2, 5, 16, 5000};
+  const double sinks[] = {-1e4, -80.0, -3.0, 0.0, 2.0, 40.0, 1e4};
+  int with_empty_rows = 0;
+  for (int trial = 0; trial < 250; ++trial) {
+    Problem p;
+    p.bf16 = rng() % 2;
+    p.batch = 1 + int(rng() % 3);
+    p.heads_kv = 1 + int(rng() % 2);
+    p.heads_q = p.heads_kv * (1 + int(rng() % 3));
+    p.head_dim = 8 * (1 + int(rng() % 2));
+    p.seqlen_q = 1 + int(rng() % 30);
+    p.seqlen_k = int(rng() % 40);
+    p.causal = rng() % 2;
+    p.scale = rng() % 3 == 0 ? 8.0 : 0.0;  // large logits, where the cap bites
+    AttentionFeatures& f = p.features;
+    f.window_left = windows[rng() % 10];
+    f.window_right = windows[rng() % 10];
+    f.chunk = chunks[rng() % 7];
+    f.softcap = rng() % 3 == 0 ? 30.0 : rng() % 2 ? 50.0 : 0.0;
+    if (rng() % 2)
+      for (int h = 0; h < p.heads_q; ++h) f.sinks.push_back(sinks[rng() % 7]);
+    const int slopes = rng() % 3 == 0 ? 0 : rng() % 2 ? p.heads_q : p.batch * p.heads_q;
+    for (int i = 0; i < slopes; ++i) f.alibi_slopes.push_back(std::ldexp(1.0, -int(rng() % 9)));
+    ASSERT_EQ(f.error(p.batch, p.heads_q), "");
+    std::vector<uint16_t> q(size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim);
+    std::vector<uint16_t> k(size_t(p.batch) * p.seqlen_k * p.heads_kv * p.head_dim), v(k.size());
+    fill_random(q, p.bf16, rng);
+    fill_random(k, p.bf16, rng);
+    fill_random(v, p.bf16, rng);
+    const Strides qs = contiguous_strides(p.seqlen_q, p.heads_q, p.head_dim), ks = contiguous_strides(p.seqlen_k, p.heads_kv, p.head_dim);
+    const Reference got = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
+    const Reference want = naive_reference(p, q, k, v);
+    ASSERT_EQ(got.o.size(), want.o.size());
+    for (size_t i = 0; i < want.o.size(); ++i) ASSERT_NEAR(got.o[i], want.o[i], 1e-10) << p.describe() << " element " << i;
+    for (size_t i = 0; i < want.lse.size(); ++i) {
+      if (std::isinf(want.lse[i])) {
+        ++with_empty_rows;
+        ASSERT_EQ(got.lse[i], want.lse[i]) << p.describe() << " row " << i;
+      } else {
+        ASSERT_NEAR(got.lse[i], want.lse[i], 1e-10 * std::max(1.0, std::fabs(want.lse[i]))) << p.describe() << " row " << i;
+      }
+    }
+  }
+  EXPECT_GT(with_empty_rows, 0);  // the draws include rows that see no key
+}
+
+// A row that sees no key: O = 0 and LSE -inf, or the sink's logit with a sink; its neighbours still
+// see theirs.
+TEST(Reference, RowWithNoVisibleKeyWithAndWithoutASink) {
+  Problem p;
+  p.seqlen_q = 6;
+  p.seqlen_k = 4;
+  p.head_dim = 8;
+  p.heads_q = 2;
+  p.heads_kv = 1;
+  p.features.chunk = 2;  // rows 0 and 1 sit at p = -2, -1: a chunk below key 0
+  std::mt19937_64 rng(7);
+  std::vector<uint16_t> q(6 * 2 * 8), k(4 * 8), v(4 * 8);
+  fill_random(q, true, rng);
+  fill_random(k, true, rng);
+  fill_random(v, true, rng);
+  const Strides qs = contiguous_strides(6, 2, 8), ks = contiguous_strides(4, 1, 8);
+  for (bool with_sinks : {false, true}) {
+    p.features.sinks = with_sinks ? std::vector<double>{-1.5, 25.0} : std::vector<double>{};
+    const Reference ref = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
+    for (int h = 0; h < 2; ++h) {
+      for (int row = 0; row < 2; ++row) {
+        const double lse = ref.lse[size_t(h) * 6 + row];
+        if (with_sinks) EXPECT_EQ(lse, p.features.sinks[size_t(h)]);
+        else EXPECT_TRUE(std::isinf(lse) && lse < 0);
+        for (int c = 0; c < 8; ++c) EXPECT_EQ(ref.o[(size_t(row) * 2 + h) * 8 + c], 0.0);
+      }
+      for (int row = 2; row < 6; ++row) EXPECT_TRUE(std::isfinite(ref.lse[size_t(h) * 6 + row]));
+    }
+  }
+}
+
+TEST(Reference, FeatureErrorsNameTheField) {
+  AttentionFeatures f;
+  EXPECT_EQ(f.error(2, 4), "");
+  f.window_left = -2;
+  EXPECT_EQ(f.error(2, 4).rfind("window_left:", 0), 0u);
+  f = {};
+  f.chunk = -1;
+  EXPECT_EQ(f.error(2, 4).rfind("chunk:", 0), 0u);
+  f = {};
+  f.softcap = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(f.error(2, 4).rfind("softcap:", 0), 0u);
+  f = {};
+  f.sinks.assign(3, 0.0);
+  EXPECT_EQ(f.error(2, 4).rfind("sinks:", 0), 0u);
+  f = {};
+  f.alibi_slopes.assign(4, 0.5);
+  EXPECT_EQ(f.error(2, 4), "");
+  f.alibi_slopes.assign(8, 0.5);
+  EXPECT_EQ(f.error(2, 4), "");
+  f.alibi_slopes.assign(6, 0.5);
+  EXPECT_EQ(f.error(2, 4).rfind("alibi_slopes:", 0), 0u);
 }
 
 TEST(Reference, RelativeErrorCatchesNaN) {

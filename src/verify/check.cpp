@@ -156,6 +156,7 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
                         Strides ks, CUdeviceptr v, Strides vs, std::string* error) {
   const DriverApi& api = *device.api;
   Reference ref;
+  if (std::string bad = p.features.error(p.batch, p.heads_q); !bad.empty()) { *error = bad; return ref; }
   auto loaded = reference_kernel(p.bf16).load(api, device.context);
   if (!loaded) { *error = "reference kernel: " + loaded.error().message + "\n" + loaded.error().log; return ref; }
   const size_t o_count = size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim;
@@ -172,6 +173,20 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   rp.head_dim = p.head_dim; rp.causal = p.causal;
   // The kernel takes the scale as a float: the reference uses the same rounded value.
   rp.scale = double(float(p.effective_scale()));
+  // Issue 38's features: the sinks and slopes as double arrays beside the inputs.
+  const AttentionFeatures& f = p.features;
+  rp.window_left = f.window_left, rp.window_right = f.window_right, rp.chunk = f.chunk, rp.softcap = f.softcap;
+  std::optional<DeviceBuffer> sinks, slopes;
+  if (!f.sinks.empty()) {
+    sinks.emplace(api, f.sinks.size() * 8);
+    sinks->upload(f.sinks.data(), f.sinks.size() * 8);
+    rp.has_sinks = 1, rp.sinks = sinks->ptr();
+  }
+  if (!f.alibi_slopes.empty()) {
+    slopes.emplace(api, f.alibi_slopes.size() * 8);
+    slopes->upload(f.alibi_slopes.data(), f.alibi_slopes.size() * 8);
+    rp.alibi_slopes = slopes->ptr(), rp.alibi_batch_stride = int64_t(f.alibi_slopes.size()) == p.heads_q ? 0 : p.heads_q;
+  }
   void* ref_args[] = {&rp};
   LaunchShape shape;
   shape.grid_x = p.seqlen_q; shape.grid_y = p.heads_q; shape.grid_z = p.batch; shape.block_x = 128;

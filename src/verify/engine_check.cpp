@@ -10,7 +10,7 @@
 
 #include "driver/launch.hpp"
 
-// The visibility rule the kernels mask by.
+// The visibility rule the kernels mask by (visible_pairs; the reference's is attend_row's).
 #include "../../templates/visibility.cuh"
 
 namespace flashjit {
@@ -93,31 +93,26 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
     }
   }
   auto work = [&](size_t first, size_t step) {
-    std::vector<double> s;
+    RowAttention row_attention;
     for (size_t i = first; i < tasks.size(); i += step) {
       const auto [b, row, h] = tasks[i];
-      const int visible = visible_key_count(p.causal, row, p.seqlen_q[b], p.seqlen_k[b]);
-      if (visible == 0) continue;  // O stays 0, LSE -inf
       const int kvh = h / group;
       const int64_t qi = at.q_index(b, row, h);
-      s.assign(size_t(visible), 0.0);
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j < visible; ++j) {
+      auto dot = [&](int j) {
         const int64_t ki = at.kv_index(b, j, kvh);
-        double dot = 0;
-        for (int c = 0; c < d; ++c) dot += load(q, qi + c) * load(k, ki + c);
-        s[j] = dot * scale;
-        mx = std::max(mx, s[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j < visible; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        double sum = 0;
+        for (int c = 0; c < d; ++c) sum += load(q, qi + c) * load(k, ki + c);
+        return sum;
+      };
+      const double* sink = p.features.sinks.empty() ? nullptr : &p.features.sinks[size_t(h)];
+      attend_row(p.features, p.causal, scale, p.features.slope(b, h, p.heads_q), sink, row, p.seqlen_q[b], p.seqlen_k[b], dot,
+                 &row_attention);
       double* out = &ref.o[size_t(at.cu_q[b] + row) * p.heads_q * d + size_t(h) * d];
-      for (int j = 0; j < visible; ++j) {
-        const int64_t vi = at.kv_index(b, j, kvh);
-        for (int c = 0; c < d; ++c) out[c] += s[j] * load(v, vi + c);
+      for (size_t w = 0; w < row_attention.weight.size(); ++w) {
+        const int64_t vi = at.kv_index(b, row_attention.first_key + int(w), kvh);
+        for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * load(v, vi + c);
       }
-      for (int c = 0; c < d; ++c) out[c] /= sum;
-      ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = mx + std::log(sum);
+      ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = row_attention.lse;
     }
   };
   const size_t threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
@@ -198,7 +193,7 @@ std::string EngineProblem::describe() const {
   }
   if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
                              (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
-  return text + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
+  return text + features.describe() + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
 }
 
 std::vector<int> checked_rows_of(int rows, int limit) {
@@ -232,9 +227,10 @@ bool parse_engine_lengths(const std::string& text, std::vector<int>* seqlen_q, s
 }
 
 double visible_pairs(const EngineProblem& p) {
+  const MaskRule rule{p.causal, p.features.window_left, p.features.window_right, p.features.chunk};
   double pairs = 0;
   for (size_t b = 0; b < p.seqlen_q.size(); ++b)
-    for (int row = 0; row < p.seqlen_q[b]; ++row) pairs += visible_key_count(p.causal, row, p.seqlen_q[b], p.seqlen_k[b]);
+    for (int row = 0; row < p.seqlen_q[b]; ++row) pairs += visible_key_count(rule, row, p.seqlen_q[b], p.seqlen_k[b]);
   return pairs;
 }
 
@@ -369,6 +365,10 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   const DriverApi& api = *device.api;
   const EngineCapacity& cap = buffers.capacity();
   const int batch = int(p.seqlen_q.size());
+  if (std::string bad = p.features.error(batch, p.heads_q); !bad.empty()) {
+    result.error = bad;
+    return outcome;
+  }
   if (batch > cap.batch || total(p.seqlen_q) + 1 > cap.total_q || longest(p.seqlen_q) > cap.max_seqlen_q ||
       longest(p.seqlen_k) > cap.max_seqlen_k) {
     result.error = "problem does not fit the buffers' capacity";

@@ -59,6 +59,8 @@ struct EngineProblem {
   // (checked_rows_of), for the timing tool's large cells; the rest are only checked for being
   // written. 0: every row.
   int reference_rows = 0;
+  // Issue 38's features for the float64 reference (alibi_slopes [batch, heads_q] per sequence).
+  AttentionFeatures features;
   std::string describe() const;
 };
 

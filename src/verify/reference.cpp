@@ -2,16 +2,53 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
 
 #include "source/render.hpp"
 
-// The visibility rule the kernels mask by (key_visible, visible_key_count).
+// The visibility rule the kernels mask by (MaskRule, first_visible_key, last_visible_key), and the
+// score path's rules and finalize step (modified_logit, finalize_row).
 #include "../../templates/visibility.cuh"
+#include "../../templates/score_mod.cuh"
 
 namespace flashjit {
+
+bool AttentionFeatures::any() const {
+  return window_left != -1 || window_right != -1 || chunk != 0 || softcap != 0 || !sinks.empty() || !alibi_slopes.empty();
+}
+
+std::string AttentionFeatures::describe() const {
+  std::string out;
+  if (window_left != -1 || window_right != -1) out += " window=" + std::to_string(window_left) + "," + std::to_string(window_right);
+  if (chunk != 0) out += " chunk=" + std::to_string(chunk);
+  if (softcap != 0) out += " softcap=" + std::to_string(softcap);
+  if (!sinks.empty()) out += " sinks";
+  if (!alibi_slopes.empty()) out += " alibi";
+  return out;
+}
+
+std::string AttentionFeatures::error(int batch, int heads_q) const {
+  if (window_left < -1) return "window_left: " + std::to_string(window_left) + " is not allowed; allowed: -1 (unbounded) or 0 and up";
+  if (window_right < -1) return "window_right: " + std::to_string(window_right) + " is not allowed; allowed: -1 (unbounded) or 0 and up";
+  if (chunk < 0) return "chunk: " + std::to_string(chunk) + " is not allowed; allowed: 0 (none) or 1 and up";
+  if (!(softcap >= 0) || std::isinf(softcap)) return "softcap: " + std::to_string(softcap) + " is not allowed; allowed: 0 (off) or a finite positive value";
+  if (!sinks.empty() && int64_t(sinks.size()) != heads_q)
+    return "sinks: " + std::to_string(sinks.size()) + " values; allowed: none or heads_q (" + std::to_string(heads_q) + ")";
+  if (!alibi_slopes.empty() && int64_t(alibi_slopes.size()) != heads_q && int64_t(alibi_slopes.size()) != int64_t(batch) * heads_q)
+    return "alibi_slopes: " + std::to_string(alibi_slopes.size()) + " values; allowed: none, heads_q (" + std::to_string(heads_q) +
+           ") or batch x heads_q (" + std::to_string(int64_t(batch) * heads_q) + ")";
+  return "";
+}
+
+double AttentionFeatures::slope(int batch_index, int head, int heads_q) const {
+  if (alibi_slopes.empty()) return 0;
+  const int64_t batch_stride = int64_t(alibi_slopes.size()) == heads_q ? 0 : heads_q;
+  return alibi_slopes[size_t(alibi_slope_index(batch_index, head, batch_stride))];
+}
 
 double Problem::effective_scale() const { return scale != 0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
 
@@ -19,7 +56,7 @@ std::string Problem::describe() const {
   return std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
          " b=" + std::to_string(batch) + " sq=" + std::to_string(seqlen_q) + " sk=" + std::to_string(seqlen_k) +
          " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) +
-         (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "");
+         (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "") + features.describe();
 }
 
 Strides contiguous_strides(int seqlen, int heads, int head_dim) {
@@ -86,8 +123,32 @@ void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng) {
   for (uint16_t& x : data) x = float_to_half_bits(normal(rng), bf16);
 }
 
+void attend_row(const AttentionFeatures& features, bool causal, double scale, double slope, const double* sink, int row,
+                int seqlen_q, int seqlen_k, const std::function<double(int key)>& dot, RowAttention* out) {
+  const MaskRule rule{causal, features.window_left, features.window_right, features.chunk};
+  const int first = first_visible_key(rule, row, seqlen_q, seqlen_k), last = last_visible_key(rule, row, seqlen_q, seqlen_k);
+  const int p = key_position(row, seqlen_q, seqlen_k);
+  out->first_key = first;
+  out->weight.assign(size_t(std::max(0, last - first + 1)), 0.0);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < out->weight.size(); ++i) {
+    const int j = first + int(i);
+    out->weight[i] = modified_logit(dot(j), scale, features.softcap, slope, p, j);
+    mx = std::max(mx, out->weight[i]);
+  }
+  double sum = 0;
+  for (double& w : out->weight) sum += (w = std::exp(w - mx));
+  const RowNormaliser<double> fin = finalize_row(mx * kFjLog2E, sum, sink != nullptr, sink != nullptr ? *sink : 0.0);
+  for (double& w : out->weight) w *= fin.o_scale;
+  out->lse = fin.lse;
+}
+
 Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const uint16_t* k, Strides ks,
                         const uint16_t* v, Strides vs) {
+  if (const std::string bad = p.features.error(p.batch, p.heads_q); !bad.empty()) {
+    std::fprintf(stderr, "cpu_reference: %s\n", bad.c_str());
+    std::abort();
+  }
   Reference ref;
   const int d = p.head_dim;
   ref.o.assign(size_t(p.batch) * p.seqlen_q * p.heads_q * d, 0.0);
@@ -96,28 +157,28 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
   const int group = p.heads_q / p.heads_kv;
   auto load = [&](const uint16_t* base, int64_t index) { return double(half_bits_to_float(base[index], p.bf16)); };
   auto work = [&](int first, int step) {
-    std::vector<double> s(p.seqlen_k), qrow(d);
+    std::vector<double> qrow(d);
+    RowAttention row_attention;
     for (int task = first; task < p.batch * p.heads_q * p.seqlen_q; task += step) {
       const int row = task % p.seqlen_q, h = (task / p.seqlen_q) % p.heads_q, b = task / (p.seqlen_q * p.heads_q);
       const int kvh = h / group;
-      // A row sees keys 0 .. visible - 1 (visibility.cuh: bottom-right aligned causal).
-      const int visible = visible_key_count(p.causal, row, p.seqlen_q, p.seqlen_k);
-      if (visible == 0) continue;
       for (int c = 0; c < d; ++c) qrow[c] = load(q, b * qs.batch + row * qs.row + h * qs.head + c);
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j < visible; ++j) {
-        double dot = 0;
-        for (int c = 0; c < d; ++c) dot += qrow[c] * load(k, b * ks.batch + j * ks.row + kvh * ks.head + c);
-        s[j] = dot * scale;
-        mx = std::max(mx, s[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j < visible; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      auto dot = [&](int j) {
+        double sum = 0;
+        for (int c = 0; c < d; ++c) sum += qrow[c] * load(k, b * ks.batch + j * ks.row + kvh * ks.head + c);
+        return sum;
+      };
+      // The keys the row sees (visibility.cuh), their weights and the LSE (score_mod.cuh).
+      const double* sink = p.features.sinks.empty() ? nullptr : &p.features.sinks[size_t(h)];
+      attend_row(p.features, p.causal, scale, p.features.slope(b, h, p.heads_q), sink, row, p.seqlen_q, p.seqlen_k, dot,
+                 &row_attention);
       double* out = &ref.o[((size_t(b) * p.seqlen_q + row) * p.heads_q + h) * d];
-      for (int j = 0; j < visible; ++j)
-        for (int c = 0; c < d; ++c) out[c] += s[j] * load(v, b * vs.batch + j * vs.row + kvh * vs.head + c);
-      for (int c = 0; c < d; ++c) out[c] /= sum;
-      ref.lse[(size_t(b) * p.heads_q + h) * p.seqlen_q + row] = mx + std::log(sum);
+      for (size_t i = 0; i < row_attention.weight.size(); ++i) {
+        const int64_t j = row_attention.first_key + int64_t(i);
+        const double w = row_attention.weight[i];
+        for (int c = 0; c < d; ++c) out[c] += w * load(v, b * vs.batch + j * vs.row + kvh * vs.head + c);
+      }
+      ref.lse[(size_t(b) * p.heads_q + h) * p.seqlen_q + row] = row_attention.lse;
     }
   };
   const int threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
@@ -131,6 +192,7 @@ std::string reference_kernel_source(bool bf16) {
   std::string src = bf16 ? "#define REF_BF16 1\n" : "";
   src += "#define FJ_DEVICE __device__ inline\n";
   src += embedded_template("visibility.cuh");  // the rule the kernels mask by
+  src += embedded_template("score_mod.cuh");   // the score path and the finalize step
   src += R"CUDA(
 typedef unsigned short u16;
 typedef long long i64;
@@ -138,6 +200,8 @@ typedef unsigned long long u64;
 struct RefParams {
   u64 q, k, v; i64 qs[3], ks[3], vs[3]; u64 o, lse;
   int seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal; double scale;
+  int window_left, window_right, chunk, has_sinks; double softcap;
+  u64 sinks, alibi_slopes; i64 alibi_batch_stride;
 };
 __device__ double load(u64 base, i64 index) {
   const u16 bits = reinterpret_cast<const u16*>(base)[index];
@@ -158,39 +222,46 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
   __shared__ double q_row[256], probs[128], red[128];
   const int row = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, d = p.head_dim;
   const int kvh = h / (p.heads_q / p.heads_kv);
-  const int visible = visible_key_count(p.causal != 0, row, p.seqlen_q, p.seqlen_k);
+  const MaskRule rule = {p.causal != 0, p.window_left, p.window_right, p.chunk};
+  const int first = first_visible_key(rule, row, p.seqlen_q, p.seqlen_k);
+  const int visible = visible_key_count(rule, row, p.seqlen_q, p.seqlen_k);
+  const int pos = key_position(row, p.seqlen_q, p.seqlen_k);
+  const double slope = p.alibi_slopes ? reinterpret_cast<const double*>(p.alibi_slopes)[alibi_slope_index(b, h, p.alibi_batch_stride)] : 0.0;
   for (int c = t; c < d; c += 128) q_row[c] = load(p.q, b * p.qs[0] + row * p.qs[1] + h * p.qs[2] + c);
   __syncthreads();
   double mx = -1.0 / 0.0;
-  for (int j = t; j < visible; j += 128) {
-    double dot = 0; const i64 kb = b * p.ks[0] + j * p.ks[1] + kvh * p.ks[2];
+  for (int i = t; i < visible; i += 128) {
+    const int j = first + i;
+    double dot = 0; const i64 kb = b * p.ks[0] + (i64)j * p.ks[1] + kvh * p.ks[2];
     for (int c = 0; c < d; ++c) dot += q_row[c] * load(p.k, kb + c);
-    mx = fmax(mx, dot * p.scale);
+    mx = fmax(mx, modified_logit(dot, p.scale, p.softcap, slope, pos, j));
   }
   mx = block_max(mx, red);
   double o0 = 0, o1 = 0, sum = 0;
   for (int c0 = 0; c0 < visible; c0 += 128) {
-    const int j = c0 + t;
+    const int i = c0 + t, j = first + i;
     double pj = 0;
-    if (j < visible) {
-      double dot = 0; const i64 kb = b * p.ks[0] + j * p.ks[1] + kvh * p.ks[2];
+    if (i < visible) {
+      double dot = 0; const i64 kb = b * p.ks[0] + (i64)j * p.ks[1] + kvh * p.ks[2];
       for (int c = 0; c < d; ++c) dot += q_row[c] * load(p.k, kb + c);
-      pj = exp(dot * p.scale - mx);
+      pj = exp(modified_logit(dot, p.scale, p.softcap, slope, pos, j) - mx);
     }
     probs[t] = pj; __syncthreads();
     const int n = visible - c0 < 128 ? visible - c0 : 128;
     for (int jj = 0; jj < n; ++jj) {
-      const double w = probs[jj]; const i64 vb = b * p.vs[0] + (i64)(c0 + jj) * p.vs[1] + kvh * p.vs[2];
+      const double w = probs[jj]; const i64 vb = b * p.vs[0] + (i64)(first + c0 + jj) * p.vs[1] + kvh * p.vs[2];
       sum += w;
       if (t < d) o0 += w * load(p.v, vb + t);
       if (t + 128 < d) o1 += w * load(p.v, vb + t + 128);
     }
     __syncthreads();
   }
+  const double sink = p.has_sinks ? reinterpret_cast<const double*>(p.sinks)[h] : 0.0;
+  const RowNormaliser<double> fin = finalize_row(mx * kFjLog2E, sum, p.has_sinks != 0, sink);
   double* o = reinterpret_cast<double*>(p.o) + (((i64)b * p.seqlen_q + row) * p.heads_q + h) * d;
-  if (t < d) o[t] = visible ? o0 / sum : 0.0;
-  if (t + 128 < d) o[t + 128] = visible ? o1 / sum : 0.0;
-  if (t == 0) reinterpret_cast<double*>(p.lse)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = visible ? mx + log(sum) : -1.0 / 0.0;
+  if (t < d) o[t] = o0 * fin.o_scale;
+  if (t + 128 < d) o[t + 128] = o1 * fin.o_scale;
+  if (t == 0) reinterpret_cast<double*>(p.lse)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = fin.lse;
 }
 )CUDA";
   return src;

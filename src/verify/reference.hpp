@@ -3,6 +3,7 @@
 // fp16/bf16 conversion and random inputs.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,22 @@ struct Strides {
   int64_t batch = 0, row = 0, head = 0;
 };
 
+// Issue 38's features as the float64 references take them; every one off by default
+// (visibility.cuh's MaskRule and score_mod.cuh's rules state them).
+struct AttentionFeatures {
+  int window_left = -1, window_right = -1;  // sliding window: keys left / right of the diagonal; -1 unbounded
+  int chunk = 0;                            // attention chunk (keys); 0: none
+  double softcap = 0;                       // > 0: logit = softcap * tanh(logit / softcap)
+  std::vector<double> sinks;                // empty, or one logit per query head (not scaled)
+  std::vector<double> alibi_slopes;         // empty, [heads_q], or [batch, heads_q]
+  bool any() const;
+  std::string describe() const;  // "" when all are off
+  // "" when the features fit a problem of `batch` sequences and `heads_q` query heads, else what
+  // does not, naming the field ("alibi_slopes: 6 values; allowed: ...").
+  std::string error(int batch, int heads_q) const;
+  double slope(int batch_index, int head, int heads_q) const;  // 0 without ALiBi
+};
+
 struct Problem {
   bool bf16 = true;
   int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
@@ -23,6 +40,7 @@ struct Problem {
   // reaches later (it walks the blocks from the last) score ever higher: a row's running max jumps
   // at every block (check_attention only).
   double key_growth = 0;
+  AttentionFeatures features;
   double effective_scale() const;
   std::string describe() const;
 };
@@ -36,8 +54,21 @@ float half_bits_to_float(uint16_t bits, bool bf16);
 // Fills `count` 16-bit values with standard-normal samples.
 void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng);
 
+// One query row's float64 attention under a causal flag, a scale and the features' mask, softcap
+// and ALiBi `slope` (0: none), with the row's head's sink when `sink` is not null: the softmax
+// weight of each key it sees (keys first_key .. first_key + weight.size() - 1; the sink's share
+// left out, so with a sink they sum to below 1) and its LSE (natural log, the sink included; -inf,
+// or the sink's logit, when it sees no key). dot(j) is q . k_j, unscaled.
+struct RowAttention {
+  int first_key = 0;
+  std::vector<double> weight;
+  double lse = 0;
+};
+void attend_row(const AttentionFeatures& features, bool causal, double scale, double slope, const double* sink, int row,
+                int seqlen_q, int seqlen_k, const std::function<double(int key)>& dot, RowAttention* out);
+
 // Output of a reference: O as [b, s_q, h_q, d] contiguous, LSE as [b, h_q, s_q] (natural log,
-// -inf for a row that sees no key).
+// -inf for a row that sees no key; with sinks, see attend_row).
 struct Reference {
   std::vector<double> o;
   std::vector<double> lse;
@@ -57,6 +88,12 @@ struct RefParams {
   uint64_t lse;           // double [b, h_q, s_q]
   int seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal;
   double scale;
+  // Issue 38's features (AttentionFeatures; off as initialised here).
+  int window_left = -1, window_right = -1, chunk = 0, has_sinks = 0;
+  double softcap = 0;
+  uint64_t sinks = 0;              // double [heads_q] on the device, when has_sinks
+  uint64_t alibi_slopes = 0;       // double [batch][alibi_batch_stride], 0: no ALiBi
+  int64_t alibi_batch_stride = 0;  // 0: one slope per head for every sequence
 };
 
 // ||a - b|| / ||b|| (or ||a - b|| when ||b|| is 0), over all elements.
