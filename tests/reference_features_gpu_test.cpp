@@ -1,7 +1,7 @@
 // The float64 GPU reference kernel with issue 38's features (window, chunk, softcap, sinks, ALiBi
 // per head and per batch) against the CPU reference on the same inputs: the GPU reference judges
 // the large cases, so it is itself checked against the definition. Skips where no Hopper GPU is
-// present.
+// present. In the H200 run's gate (its filter takes Attention*Gpu*).
 #include <cmath>
 #include <cstdio>
 
@@ -13,7 +13,7 @@
 namespace flashjit::testing {
 namespace {
 
-TEST(ReferenceGpu, FeaturesMatchTheCpuReference) {
+TEST(AttentionReferenceGpu, FeaturesMatchTheCpuReference) {
   FLASHJIT_REQUIRE_GPU(env);
   std::mt19937_64 rng(test_seed());
   struct Case {
