@@ -17,10 +17,6 @@
 
 namespace flashjit {
 
-bool AttentionFeatures::any() const {
-  return window_left != -1 || window_right != -1 || chunk != 0 || softcap != 0 || !sinks.empty() || !alibi_slopes.empty();
-}
-
 std::string AttentionFeatures::describe() const {
   std::string out;
   if (window_left != -1 || window_right != -1) out += " window=" + std::to_string(window_left) + "," + std::to_string(window_right);

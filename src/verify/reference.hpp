@@ -23,7 +23,6 @@ struct AttentionFeatures {
   double softcap = 0;                       // > 0: logit = softcap * tanh(logit / softcap)
   std::vector<double> sinks;                // empty, or one logit per query head (not scaled)
   std::vector<double> alibi_slopes;         // empty, [heads_q], or [batch, heads_q]
-  bool any() const;
   std::string describe() const;  // "" when all are off
   // "" when the features fit a problem of `batch` sequences and `heads_q` query heads, else what
   // does not, naming the field ("alibi_slopes: 6 values; allowed: ...").
