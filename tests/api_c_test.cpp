@@ -127,8 +127,10 @@ TEST(ApiC, EnumsAreFixedWidthAndStructLayoutsAreTheAbi) {
   EXPECT_EQ(sizeof(flashjit_status_t), 4u);
   EXPECT_EQ(sizeof(flashjit_compile_policy_t), 4u);
   EXPECT_EQ(sizeof(flashjit_cache_mode_t), 4u);
-  EXPECT_EQ(sizeof(flashjit_attention_args_t), 304u);  // 256, then 280 (engine extents): appended fields only
+  EXPECT_EQ(sizeof(flashjit_attention_args_t), 336u);  // 256, 280 (engine extents), 304 (decode): appended fields only
   EXPECT_EQ(offsetof(flashjit_attention_args_t, workspace), 280u);
+  EXPECT_EQ(offsetof(flashjit_attention_args_t, attention_chunk), 304u);
+  EXPECT_EQ(offsetof(flashjit_attention_args_t, alibi_batch_stride), 328u);
   EXPECT_EQ(sizeof(flashjit_context_options_t), 40u);
   EXPECT_EQ(sizeof(flashjit_context_info_t), 40u);
   EXPECT_EQ(sizeof(flashjit_kernel_info_t), 112u);  // 80 in 0.0, 96 in 0.1: appended fields only
@@ -433,6 +435,11 @@ TEST(ApiC, UnsupportedFeaturesMustBeOffAndAreNamedWhenSet) {
       {"args.softcap", [](flashjit_attention_args_t& a) { a.softcap = std::nanf(""); }},
       {"args.window_left", [](flashjit_attention_args_t& a) { a.window_left = 0; }},
       {"args.window_left", [](flashjit_attention_args_t& a) { a.window_left = 4096; }},
+      {"args.attention_chunk", [](flashjit_attention_args_t& a) { a.attention_chunk = 8192; }},
+      {"args.sinks", [](flashjit_attention_args_t& a) { a.sinks = 0x1000; }},
+      {"args.sinks_dtype", [](flashjit_attention_args_t& a) { a.sinks_dtype = FLASHJIT_DTYPE_FP32; }},
+      {"args.alibi_slopes", [](flashjit_attention_args_t& a) { a.alibi_slopes = 0x1000; }},
+      {"args.alibi_batch_stride", [](flashjit_attention_args_t& a) { a.alibi_batch_stride = 32; }},
       {"args.window_right", [](flashjit_attention_args_t& a) { a.window_right = 0; }},
   };
   for (const Case& c : cases) {

@@ -116,6 +116,7 @@ typedef int32_t flashjit_dtype_t;
 enum flashjit_dtype_values {
   FLASHJIT_DTYPE_FP16 = 1,
   FLASHJIT_DTYPE_BF16 = 2,
+  FLASHJIT_DTYPE_FP32 = 3, /* sinks only (flashjit_attention_args_t.sinks_dtype), not a kernel's dtype */
   FLASHJIT_DTYPE_FORCE_32BIT = 0x7fffffff
 };
 
@@ -285,9 +286,10 @@ typedef struct flashjit_tensor_strides {
  *     launches of the same spec and upper bounds (a model's layers in one step, a graph's
  *     replays): another spec's or other bounds' split partials would land on the counters.
  *
- * The fields softcap .. window_right belong to features flashjit does not have yet. They are here
- * so adding them changes no layout; today each must hold its "off" value, and a call that sets one
- * is refused with an error naming it. flashjit_attention_args_init sets them all. */
+ * The fields softcap .. window_right and attention_chunk .. alibi_batch_stride belong to features
+ * flashjit does not have yet (sliding windows, attention chunks, soft caps, learnable sinks, ALiBi).
+ * They are here so adding them changes no layout; today each must hold its "off" value, and a call
+ * that sets one is refused with an error naming it. flashjit_attention_args_init sets them all. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -334,6 +336,16 @@ typedef struct flashjit_attention_args {
   int32_t split_keys;                       /* split_kv=1: 0 = each sequence's keys cut into the
                                                launch's split count; else keys per split, a multiple
                                                of the kernel's block_n (batch-invariant mode) */
+  /* Appended in 0.5 (a caller with the 304-byte layout has none of these; off: 0). Not supported yet:
+     each must be off. */
+  int32_t attention_chunk;                  /* keys per attention chunk (Llama 4); off: 0 */
+  int32_t sinks_dtype;                      /* a flashjit_dtype_t: FLASHJIT_DTYPE_FP32 or _BF16; 0 with
+                                               no sinks */
+  uint64_t sinks;                           /* CUdeviceptr [heads_q]: learnable sink logits; off: 0 */
+  uint64_t alibi_slopes;                    /* CUdeviceptr float32 [heads_q], or [batch][alibi_batch_
+                                               stride] (per sequence); off: 0 */
+  int64_t alibi_batch_stride;               /* elements between sequences' slopes; 0 = one [heads_q]
+                                               for every sequence */
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the unsupported features at their "off" values. */

@@ -43,7 +43,10 @@ class AttentionArgs(ctypes.Structure):
                 # the 304-byte layout: split-KV decode (DECODE in flashjit.h); off: 0. A library that knows only
                 # the 280-byte layout accepts the larger struct while these bytes are zero.
                 ("workspace", ctypes.c_uint64), ("workspace_bytes", ctypes.c_uint64),
-                ("max_splits", ctypes.c_int32), ("split_keys", ctypes.c_int32)]
+                ("max_splits", ctypes.c_int32), ("split_keys", ctypes.c_int32),
+                # the 336-byte layout: attention chunks, sinks, ALiBi (MASKS AND SCORES in flashjit.h); off: 0
+                ("attention_chunk", ctypes.c_int32), ("sinks_dtype", ctypes.c_int32), ("sinks", ctypes.c_uint64),
+                ("alibi_slopes", ctypes.c_uint64), ("alibi_batch_stride", ctypes.c_int64)]
 
 
 class ContextOptions(ctypes.Structure):
@@ -71,14 +74,15 @@ class MergeArgs(ctypes.Structure):  # flashjit_merge_args_t
                                                     "lse_head_stride")]
 
 
-assert ctypes.sizeof(AttentionArgs) == 304 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
-# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 304-byte fields)
+assert ctypes.sizeof(AttentionArgs) == 336 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
+# the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 304- and 336-byte fields)
 assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
         AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,
         AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset,
         AttentionArgs.workspace.offset, AttentionArgs.workspace_bytes.offset, AttentionArgs.max_splits.offset,
-        AttentionArgs.split_keys.offset) == \
-       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300)
+        AttentionArgs.split_keys.offset, AttentionArgs.attention_chunk.offset, AttentionArgs.sinks.offset,
+        AttentionArgs.alibi_batch_stride.offset) == \
+       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300, 304, 312, 328)
 
 
 def new_args(flags=0):

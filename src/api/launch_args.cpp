@@ -11,7 +11,10 @@ namespace flashjit::api {
 
 // NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
 // flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
-static_assert(sizeof(flashjit_attention_args_t) == 304);
+static_assert(sizeof(flashjit_attention_args_t) == 336);
+static_assert(offsetof(flashjit_attention_args_t, attention_chunk) == 304);
+static_assert(offsetof(flashjit_attention_args_t, sinks) == 312);
+static_assert(offsetof(flashjit_attention_args_t, alibi_batch_stride) == 328);
 static_assert(offsetof(flashjit_attention_args_t, workspace) == 280);
 static_assert(offsetof(flashjit_attention_args_t, max_splits) == 296);
 static_assert(offsetof(flashjit_attention_args_t, num_pages) == 256);
@@ -67,6 +70,11 @@ ApiStatus check_reserved_features(const flashjit_attention_args_t& a) {
   if (a.softcap != 0.0f) return not_supported_yet("softcap", std::to_string(a.softcap), "a logit soft cap", "0");
   if (a.window_left != -1) return not_supported_yet("window_left", std::to_string(a.window_left), "a sliding window", "-1");
   if (a.window_right != -1) return not_supported_yet("window_right", std::to_string(a.window_right), "a sliding window", "-1");
+  if (a.attention_chunk != 0) return not_supported_yet("attention_chunk", std::to_string(a.attention_chunk), "attention chunks", "0");
+  if (a.sinks != 0) return not_supported_yet("sinks", hex(a.sinks), "learnable sinks", "0");
+  if (a.sinks_dtype != 0) return not_supported_yet("sinks_dtype", std::to_string(a.sinks_dtype), "learnable sinks", "0");
+  if (a.alibi_slopes != 0) return not_supported_yet("alibi_slopes", hex(a.alibi_slopes), "ALiBi", "0");
+  if (a.alibi_batch_stride != 0) return not_supported_yet("alibi_batch_stride", std::to_string(a.alibi_batch_stride), "ALiBi", "0");
   return {};
 }
 

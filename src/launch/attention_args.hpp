@@ -39,6 +39,19 @@ struct DecodeInputs {
   int split_keys = 0;  // 0: each sequence's keys cut into the launch's splits; else keys per split
 };
 
+// Masks and score modifiers (spec keys window, chunk, softcap, sinks, alibi; MASKS AND SCORES in
+// flashjit.h): run-time values, each read only by a kernel that compiled its feature in; off values
+// below. Positions are bottom-right aligned (templates/visibility.cuh, MaskRule).
+struct FeatureInputs {
+  int window_left = -1, window_right = -1;  // keys left / right of a row's position; -1: unbounded
+  int chunk = 0;                            // keys per attention chunk; 0: none
+  float softcap = 0;                        // c in c * tanh(s * scale / c); 0: none
+  uint64_t sinks = 0;                       // CUdeviceptr [heads_q] sink logits (not scaled); 0: none
+  bool sinks_bf16 = false;                  // their type: float32, or bf16
+  uint64_t alibi_slopes = 0;                // CUdeviceptr float32 [heads_q] or [batch][alibi_batch_stride]
+  int64_t alibi_batch_stride = 0;           // elements between sequences' slopes; 0: one [heads_q] for all
+};
+
 struct AttentionArgs {
   uint64_t q = 0, k = 0, v = 0, o = 0;  // CUdeviceptr of 16-bit elements
   uint64_t lse = 0;                     // float [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]), or 0
@@ -51,6 +64,7 @@ struct AttentionArgs {
   float softmax_scale = 0;  // 0 = 1/sqrt(head_dim)
   EngineInputs engine;
   DecodeInputs decode;
+  FeatureInputs features;
 };
 
 // How a launch's tiles cover the heads and keys (the kernel's Params of the same names): with
