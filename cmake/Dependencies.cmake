@@ -3,16 +3,18 @@
 
 find_package(Threads REQUIRED)
 
-# NVRTC (linked) and the CUDA headers (cuda.h for the driver types only; the driver is dlopen'ed).
+# NVRTC's and the CUDA driver's headers (nvrtc.h, and cuda.h for the driver's types); neither library is
+# linked, both are dlopen'ed (src/compile/nvrtc_library.cpp, src/driver/cuda_driver.cpp).
 # NOTES: CMake 3.25.0/3.25.1's FindCUDAToolkit asks for CUDA::nvToolsExt, which CUDA 13 no longer has.
 if(CMAKE_VERSION VERSION_LESS 3.25.2 AND NOT TARGET CUDA::nvToolsExt)
   add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
 endif()
 find_package(CUDAToolkit REQUIRED)
-# NOTES: the imported CUDA::nvrtc target drags in the libcuda stub; link the NVRTC library file
-# itself so nothing can ever bind the driver at link time.
+# NOTES: NVRTC's library is found only for its folder, which goes into the binaries' RUNPATH (where
+# dlopen looks first after LD_LIBRARY_PATH), and for the tests that run a compile.
 find_library(NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
-if(NOT NVRTC_LIB)
+find_path(NVRTC_INCLUDE nvrtc.h HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH)
+if(NOT NVRTC_LIB OR NOT NVRTC_INCLUDE)
   message(FATAL_ERROR "NVRTC not found: install the CUDA toolkit (13.x) or set CUDAToolkit_ROOT")
 endif()
 
@@ -40,7 +42,7 @@ target_include_directories(flashjit_deps SYSTEM INTERFACE
   ${LLVM_SUPPORT_INCLUDE} ${SPDLOG_INCLUDE} ${FMT_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_definitions(flashjit_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 target_link_libraries(flashjit_deps INTERFACE
-  ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} ${NVRTC_LIB} Threads::Threads ${CMAKE_DL_LIBS})
+  ${LLVM_SUPPORT_LIB} ${LLVM_DEMANGLE_LIB} Threads::Threads ${CMAKE_DL_LIBS})
 # LLVM Support pulls zlib when it was enabled in its build.
 find_library(ZLIB_SO NAMES z)
 if(ZLIB_SO)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # libflashjit.so must export the C API and nothing else: every defined dynamic symbol starts with
 # flashjit_ (no C++ symbol of ours, LLVM's, spdlog's or the static libstdc++'s), it needs no
-# libstdc++.so or libgcc_s.so, and the API's entry points are all there.
+# libstdc++.so or libgcc_s.so, nor libcuda or libnvrtc (both are dlopen'ed: a NEEDED libnvrtc.so.13
+# is outside manylinux's list and would stop the library loading where NVRTC is absent), and the
+# API's entry points are all there.
 # Usage: tests/api_exports_check.sh path/to/libflashjit.so
 set -u -o pipefail
 lib=${1:?usage: api_exports_check.sh LIBRARY}
@@ -29,5 +31,6 @@ if echo "$needed" | grep -qE 'libstdc\+\+|libgcc_s'; then
   echo "FAIL: depends on the shared C++ runtime (expected -static-libstdc++ -static-libgcc)"; status=1
 fi
 if readelf -d "$lib" | grep -q 'NEEDED.*libcuda'; then echo "FAIL: links libcuda (it must be dlopen'ed)"; status=1; fi
+if readelf -d "$lib" | grep -q 'NEEDED.*libnvrtc'; then echo "FAIL: links libnvrtc (it must be dlopen'ed)"; status=1; fi
 [ $status -eq 0 ] && echo "PASS: only the C API is exported"
 exit $status

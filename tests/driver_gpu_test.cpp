@@ -4,7 +4,6 @@
 // entry points, and a clean process exit with modules still loaded. Skips with the reason where
 // there is no driver or no Hopper GPU; the NVRTC part runs everywhere.
 #include <gtest/gtest.h>
-#include <nvrtc.h>
 
 #include <cstdint>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "compile/nvrtc_library.hpp"
 #include "driver/context.hpp"
 #include "driver/device_info.hpp"
 #include "driver/launch.hpp"
@@ -82,25 +82,28 @@ extern "C" __global__ void tma_box(const __grid_constant__ TmaDesc map, unsigned
 )";
 
 Result<std::string> compile_test_cubin() {
+  auto loaded = nvrtc();
+  if (!loaded) return loaded.error();
+  const NvrtcApi& api = **loaded;
   nvrtcProgram program = nullptr;
-  if (nvrtcCreateProgram(&program, kSource, "driver_gpu_test.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
+  if (api.nvrtcCreateProgram(&program, kSource, "driver_gpu_test.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
     return Error::make(ErrorCode::kCompileFailed, "nvrtcCreateProgram failed");
   }
   const char* options[] = {"--gpu-architecture=sm_90a", "-std=c++17"};
-  const nvrtcResult compiled = nvrtcCompileProgram(program, 2, options);
+  const nvrtcResult compiled = api.nvrtcCompileProgram(program, 2, options);
   size_t log_size = 0;
-  nvrtcGetProgramLogSize(program, &log_size);
+  api.nvrtcGetProgramLogSize(program, &log_size);
   std::string log(log_size, '\0');
-  if (log_size) nvrtcGetProgramLog(program, log.data());
+  if (log_size) api.nvrtcGetProgramLog(program, log.data());
   if (compiled != NVRTC_SUCCESS) {
-    nvrtcDestroyProgram(&program);
-    return Error::make(ErrorCode::kCompileFailed, nvrtcGetErrorString(compiled), log);
+    api.nvrtcDestroyProgram(&program);
+    return Error::make(ErrorCode::kCompileFailed, api.nvrtcGetErrorString(compiled), log);
   }
   size_t size = 0;
-  nvrtcGetCUBINSize(program, &size);
+  api.nvrtcGetCUBINSize(program, &size);
   std::string cubin(size, '\0');
-  nvrtcGetCUBIN(program, cubin.data());
-  nvrtcDestroyProgram(&program);
+  api.nvrtcGetCUBIN(program, cubin.data());
+  api.nvrtcDestroyProgram(&program);
   return cubin;
 }
 

@@ -8,6 +8,9 @@
  *   may compile (NVRTC, about a second per kernel; a spec may need two, see long_seqlen_spec):
  *       flashjit_kernel_get, flashjit_prewarm, flashjit_cache_export   -- JIT policy only; under the
  *       cache-only policy a miss is FLASHJIT_ERROR_NOT_COMPILED at once and nothing is compiled.
+ *       NVRTC is loaded on the first compile, never linked (libnvrtc.so.13 as the dynamic loader finds
+ *       it, or the file $FLASHJIT_NVRTC names); without it a compile is FLASHJIT_ERROR_DRIVER_UNAVAILABLE
+ *       and the rest works, hits on kernels compiled by the NVRTC version of flashjit's build included.
  *   may load a module into a CUDA context:  flashjit_kernel_get only.
  *   may allocate host memory / touch the disk: every function except the hot path below.
  *   hot path: flashjit_attention_forward. It never allocates (host or device), never synchronises,
@@ -84,7 +87,7 @@ enum flashjit_status_values {
   FLASHJIT_ERROR_NOT_COMPILED = 3,       /* cache-only policy and the kernel is not in the cache */
   FLASHJIT_ERROR_COMPILE_FAILED = 4,     /* NVRTC rejected the kernel (the message holds its log) */
   FLASHJIT_ERROR_RESOURCE_BUDGET = 5,    /* the compiled kernel breaks a resource rule */
-  FLASHJIT_ERROR_DRIVER_UNAVAILABLE = 6, /* no libcuda.so.1, or no device */
+  FLASHJIT_ERROR_DRIVER_UNAVAILABLE = 6, /* no libcuda.so.1, or no device; or no NVRTC to compile */
   FLASHJIT_ERROR_UNSUPPORTED_DEVICE = 7, /* the device is not a Hopper (sm_90) GPU */
   FLASHJIT_ERROR_WRONG_CONTEXT = 8,      /* the stream belongs to another CUDA context than the kernel */
   FLASHJIT_ERROR_DRIVER = 9,             /* a CUDA driver call failed (the message names it) */

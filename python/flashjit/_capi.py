@@ -242,7 +242,12 @@ class Library:
         self.forward_at = L["flashjit_attention_forward"]
         self.forward_at.restype, self.forward_at.argtypes = i32, [vp, vp, vp]
         self.check(L.flashjit_check_abi(ABI_VERSION), "check_abi")
-        self.nvrtc_loaded = loaded_path("libnvrtc.so")
+
+    @property
+    def nvrtc_loaded(self):
+        """The NVRTC file this process has mapped, or None: the one loaded above, else the one the library
+        loads itself on its first compile."""
+        return loaded_path("libnvrtc.so")
 
     def version(self):
         v = self.lib.flashjit_get_version()

@@ -3,8 +3,10 @@
 # environment (no index, no dependencies), run python/tests/test_cpu.py against the installed package
 # (library loads, supported(), prewarm() with a real NVRTC compile, the `flashjit` command), then again
 # with NVRTC laid out as the nvidia-cuda-nvrtc wheel lays it out in that environment, checking that the
-# package loaded that one; `python -m flashjit` answers as the `flashjit` command does. Exit 77 (skip) when
-# python3 cannot make an environment with pip.
+# package and the `flashjit` command compile with that one (NVRTC is dlopen'ed, found by soname or on
+# the folder the command puts first); the bundled tool without any NVRTC still answers doctor and reads
+# the cache, and refuses only to compile, saying how to get NVRTC; `python -m flashjit` answers as the
+# `flashjit` command does. Exit 77 (skip) when python3 cannot make an environment with pip.
 #   bash python/tests/wheel_check.sh BUILD_DIR
 #
 # With --gpu (on the H200; BUILD_DIR holds libflashjit.so and flashjit, e.g. build/): the
@@ -86,12 +88,39 @@ for args in "--version" "--help" "source --help"; do
 done
 
 echo "== NVRTC as the nvidia-cuda-nvrtc wheel installs it (nvidia/cu13/lib in site-packages)"
-nvrtc=$(ldd "$BUILD_DIR/libflashjit.so" | awk '/libnvrtc\.so/ { print $3; exit }')
-[ -f "$nvrtc" ] || { echo "FAIL: ldd finds no libnvrtc for $BUILD_DIR/libflashjit.so"; exit 1; }
+# The NVRTC this build was configured with (the library is not linked to it: no ldd).
+nvrtc=$(sed -n 's/^NVRTC_LIB:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)
+[ -f "$nvrtc" ] || { echo "FAIL: $BUILD_DIR/CMakeCache.txt names no NVRTC library (NVRTC_LIB)"; exit 1; }
+nvrtc=$(dirname "$(readlink -f "$nvrtc")")/libnvrtc.so.13
+[ -f "$nvrtc" ] || { echo "FAIL: no $nvrtc beside the build's NVRTC_LIB"; exit 1; }
 mkdir -p "$site/nvidia/cu13/lib"
 for f in "$(dirname "$nvrtc")"/libnvrtc.so.13 "$(dirname "$nvrtc")"/libnvrtc-builtins.so.13.*; do
   [ -f "$f" ] || continue
   ln "$(readlink -f "$f")" "$site/nvidia/cu13/lib/$(basename "$f")" 2>/dev/null || cp "$(readlink -f "$f")" "$site/nvidia/cu13/lib/$(basename "$f")"
 done
 "$PY" "$HERE/test_cpu.py" --installed --expect-nvrtc "$site/nvidia/cu13/lib/libnvrtc.so.13"
+wheel_nvrtc=$(realpath "$site/nvidia/cu13/lib/libnvrtc.so.13")
+doctor=$("$WORK/venv/bin/flashjit" doctor --cache-dir "$WORK/tool-cache") || { echo "FAIL: flashjit doctor exited $?"; exit 1; }
+grep -q "^nvrtc .*($wheel_nvrtc, " <<<"$(sed "s|$site|$(realpath "$site")|g" <<<"$doctor")" ||
+  { echo "FAIL: the flashjit command did not load $wheel_nvrtc:"; echo "$doctor"; exit 1; }
+echo "ok: the flashjit command loads the wheel's NVRTC"
+prewarm=$("$WORK/venv/bin/flashjit" prewarm --spec dtype=fp16,head_dim=64,causal=0 --cache-dir "$WORK/tool-cache") ||
+  { echo "FAIL: flashjit prewarm exited $?: $prewarm"; exit 1; }
+grep -q "1 compiled, 0 hits, 0 failed" <<<"$prewarm" || { echo "FAIL: flashjit prewarm compiled nothing: $prewarm"; exit 1; }
+echo "ok: the flashjit command compiles a kernel"
+
+echo "== the bundled tool without NVRTC"
+tool=$site/flashjit/_bin/flashjit
+no_nvrtc=(env FLASHJIT_NVRTC=/nonexistent/libnvrtc.so.13)
+out=$("${no_nvrtc[@]}" "$tool" doctor --cache-dir "$WORK/tool-cache") || { echo "FAIL: doctor without NVRTC exited $?: $out"; exit 1; }
+grep -q "^nvrtc       none: .*/nonexistent/libnvrtc.so.13" <<<"$out" || { echo "FAIL: doctor does not say NVRTC is missing: $out"; exit 1; }
+out=$("${no_nvrtc[@]}" "$tool" cache list --cache-dir "$WORK/tool-cache") || { echo "FAIL: cache list without NVRTC exited $?: $out"; exit 1; }
+grep -q "head_dim=64" <<<"$out" || { echo "FAIL: cache list without NVRTC does not list the kernel: $out"; exit 1; }
+out=$("${no_nvrtc[@]}" "$tool" prewarm --spec dtype=fp16,head_dim=64,causal=0 --cache-dir "$WORK/tool-cache") ||
+  { echo "FAIL: a cache hit without NVRTC exited $?: $out"; exit 1; }
+if out=$("${no_nvrtc[@]}" "$tool" prewarm --spec dtype=bf16,head_dim=64,causal=0 --cache-dir "$WORK/tool-cache" 2>&1); then
+  echo "FAIL: a compile without NVRTC succeeded: $out"; exit 1
+fi
+grep -q "pip install 'nvidia-cuda-nvrtc==" <<<"$out" || { echo "FAIL: a compile without NVRTC does not say how to get it: $out"; exit 1; }
+echo "ok: without NVRTC the tool reads the cache and refuses only to compile"
 echo "wheel check: ok"

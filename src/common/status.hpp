@@ -15,7 +15,7 @@ enum class ErrorCode {
   kResourceBudget,     // the compiled kernel breaks a resource rule (spills, register budget)
   kCacheIo,            // the cache could not read or write a file
   kNotCompiled,        // cache-only policy and the kernel is not in the cache
-  kDriverUnavailable,  // no libcuda.so.1 or no device
+  kDriverUnavailable,  // no libcuda.so.1 or no device; or no NVRTC for a compile
   kDriverError,        // a driver call failed
   kInternal,
 };

@@ -3,29 +3,36 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-
-#include <nvrtc.h>
 
 #include "common/log.hpp"
+#include "compile/nvrtc_library.hpp"
 #include "compile/ptxas_report.hpp"
 
 namespace flashjit {
 namespace {
 
-struct ProgramDeleter {
-  void operator()(nvrtcProgram* program) const {
-    nvrtcDestroyProgram(program);
-    delete program;
+// An NVRTC program, destroyed with the table that created it.
+class Program {
+ public:
+  explicit Program(const NvrtcApi& api) : api_(api) {}
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program() {
+    if (program_) api_.nvrtcDestroyProgram(&program_);
   }
-};
-using Program = std::unique_ptr<nvrtcProgram, ProgramDeleter>;
+  nvrtcProgram* out() { return &program_; }
+  nvrtcProgram operator*() const { return program_; }
 
-std::string program_log(nvrtcProgram program) {
+ private:
+  const NvrtcApi& api_;
+  nvrtcProgram program_ = nullptr;
+};
+
+std::string program_log(const NvrtcApi& api, nvrtcProgram program) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  if (api.nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  nvrtcGetProgramLog(program, log.data());
+  api.nvrtcGetProgramLog(program, log.data());
   log.resize(size - 1);
   return log;
 }
@@ -43,18 +50,27 @@ std::vector<std::string> default_nvrtc_options() {
 }
 
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  return std::to_string(major) + "." + std::to_string(minor);
+  // NOTES: without a loadable NVRTC nothing can be compiled, but kernels compiled by the NVRTC of
+  // flashjit's own build can still be found in the cache: their key names that version.
+  auto api = nvrtc();
+  if (!api) return built_nvrtc_version();
+  return std::to_string((*api)->major) + "." + std::to_string((*api)->minor);
 }
 
 Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
   const auto start = std::chrono::steady_clock::now();
+  auto loaded = nvrtc();
+  if (!loaded) {
+    Error error = loaded.error();
+    error.message = "cannot compile spec '" + request.spec_text + "': " + error.message;
+    return error;
+  }
+  const NvrtcApi& api = **loaded;
   // 1. Create the program from the rendered source.
-  Program program(new nvrtcProgram(nullptr));
-  if (nvrtcResult r = nvrtcCreateProgram(program.get(), request.source.c_str(), "flashjit_kernel.cu", 0, nullptr, nullptr);
+  Program program(api);
+  if (nvrtcResult r = api.nvrtcCreateProgram(program.out(), request.source.c_str(), "flashjit_kernel.cu", 0, nullptr, nullptr);
       r != NVRTC_SUCCESS) {
-    return compile_error(request, std::string("create failed: ") + nvrtcGetErrorString(r), {});
+    return compile_error(request, std::string("create failed: ") + api.nvrtcGetErrorString(r), {});
   }
   // 2. Compile for sm_90a. FLASHJIT_NVRTC_TIME_TRACE=DIR writes NVRTC's time trace of each compile
   // to DIR/<spec>.json (front end, NVVM optimiser and code generation, ptxas; a Chrome trace): a
@@ -68,16 +84,16 @@ Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
     trace_option = "--fdevice-time-trace=" + path;
     options.push_back(trace_option.c_str());
   }
-  const nvrtcResult compiled = nvrtcCompileProgram(*program, int(options.size()), options.data());
-  std::string log = program_log(*program);
-  if (compiled != NVRTC_SUCCESS) return compile_error(request, std::string("compile failed: ") + nvrtcGetErrorString(compiled), log);
+  const nvrtcResult compiled = api.nvrtcCompileProgram(*program, int(options.size()), options.data());
+  std::string log = program_log(api, *program);
+  if (compiled != NVRTC_SUCCESS) return compile_error(request, std::string("compile failed: ") + api.nvrtcGetErrorString(compiled), log);
   // 3. Take the cubin (a PTX-only target would give 0 bytes: treat that as a failure).
   size_t cubin_size = 0;
-  nvrtcGetCUBINSize(*program, &cubin_size);
+  api.nvrtcGetCUBINSize(*program, &cubin_size);
   if (cubin_size == 0) return compile_error(request, "produced no cubin (is the target a real sm_ arch?)", log);
   CompiledKernel kernel;
   kernel.cubin.resize(cubin_size);
-  nvrtcGetCUBIN(*program, kernel.cubin.data());
+  api.nvrtcGetCUBIN(*program, kernel.cubin.data());
   // 4. Keep what ptxas said about it.
   kernel.spec_text = request.spec_text;
   kernel.kernel_name = request.kernel_name;

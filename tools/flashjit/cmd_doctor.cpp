@@ -7,6 +7,7 @@
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "compile/nvrtc_library.hpp"
 #include "driver/device_info.hpp"
 #include "tools/flashjit/commands.hpp"
 
@@ -15,6 +16,7 @@ namespace flashjit::tool {
 int run_doctor() {
   // 1. Driver and devices (absent is a finding, not a failure: compiling works without them).
   auto system = query_system();
+  auto compiler = nvrtc();  // absent is a finding too: cache hits load without it
   // 2. Cache directory and whether it takes writes.
   CacheDirSource source = CacheDirSource::kNone;
   const std::string dir = resolve_cache_dir(cache_dir_flag(), &source);
@@ -38,7 +40,8 @@ int run_doctor() {
     llvm::json::Object out{{"driver", system ? cuda_version_string(system->driver_version) : std::string()},
                            {"driver_error", system ? std::string() : system.error().message},
                            {"devices", std::move(devices)},
-                           {"nvrtc", nvrtc_version()},
+                           {"nvrtc", compiler ? nvrtc_version() : std::string()},
+                           {"nvrtc_error", compiler ? std::string() : compiler.error().message},
                            {"target", kTargetArch},
                            {"cache_dir", dir},
                            {"cache_dir_source", cache_dir_source_name(source)},
@@ -56,7 +59,11 @@ int run_doctor() {
   } else {
     std::printf("driver      none: %s\n", system.error().message.c_str());
   }
-  std::printf("nvrtc       %s (target %s)\n", nvrtc_version().c_str(), kTargetArch);
+  if (compiler) {
+    std::printf("nvrtc       %s (%s, target %s)\n", nvrtc_version().c_str(), (*compiler)->file.c_str(), kTargetArch);
+  } else {
+    std::printf("nvrtc       none: %s\n", compiler.error().message.c_str());
+  }
   std::printf("cache       %s (from %s), %s\n", dir.empty() ? "-" : dir.c_str(), cache_dir_source_name(source),
               !cache_problem.empty() ? cache_problem.c_str() : writable ? "writable" : "read-only: hits only");
   return kExitOk;
