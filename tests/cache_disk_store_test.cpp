@@ -167,6 +167,21 @@ TEST(CacheDiskStore, EvictsLeastRecentlyUsedDownToTheCap) {
   EXPECT_EQ(stats->entries, 2u);
 }
 
+// A stamp in the future (a clock set back, a copied file) would outrank every real one: such an
+// entry counts as the least recently used (it was never evicted).
+TEST(CacheDiskStore, AFutureDatedEntryIsEvictedFirst) {
+  TempDir tmp;
+  const std::string a = key_for("a"), b = key_for("b"), c = key_for("c");
+  const std::uint64_t entry_bytes = encode_entry(a, fake_kernel("x", 10000)).size();
+  auto store = open_store(tmp.path(), entry_bytes * 5 / 2);  // room for two entries
+  ASSERT_TRUE(store->publish(a, fake_kernel("x", 10000)).ok());
+  ASSERT_TRUE(store->publish(b, fake_kernel("x", 10000)).ok());
+  set_mtime(store->entry_path(a), -86400 * 365);  // a year ahead
+  set_mtime(store->entry_path(b), 100);
+  ASSERT_TRUE(store->publish(c, fake_kernel("x", 10000)).ok());
+  EXPECT_EQ(names_in(tmp.path()), (std::vector<std::string>{std::min(b, c) + ".entry", std::max(b, c) + ".entry"}));
+}
+
 TEST(CacheDiskStore, NeverEvictsTheEntryJustPublished) {
   TempDir tmp;
   auto store = open_store(tmp.path(), 1);  // smaller than any entry
@@ -228,7 +243,7 @@ TEST(CacheDiskStore, MaintenanceListStatsVerifyExtractClear) {
   EXPECT_EQ(*prefix, fake_kernel("3", 3000).cubin);
   auto ambiguous = store->extract("aaaa");
   ASSERT_FALSE(ambiguous.ok());
-  EXPECT_EQ(ambiguous.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ambiguous.error().code, ErrorCode::kNotCompiled);  // as an unknown prefix: neither names one entry
   EXPECT_NE(ambiguous.error().message.find("ambiguous"), std::string::npos);
   auto unknown = store->extract("d");
   ASSERT_FALSE(unknown.ok());

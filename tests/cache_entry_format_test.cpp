@@ -53,6 +53,27 @@ TEST(CacheEntryFormat, RoundTrip) {
   EXPECT_EQ(encode_entry(key, kernel), bytes);
 }
 
+// Entries written before the NVRTC version was recorded (format 1: no such field) still decode,
+// with no version: the key schema is the same, so they hold the same kernels.
+TEST(CacheEntryFormat, DecodesFormatOneEntriesWithoutAnNvrtcVersion) {
+  const std::string key = key_for("v1");
+  CompiledKernel kernel = fake_kernel("v1", 500);
+  kernel.nvrtc_version.clear();
+  std::string bytes = encode_entry(key, kernel);
+  // Format 1's layout: the same fields without the NVRTC version's (empty) string.
+  const std::size_t nvrtc_at = kEntryVersionOffset + 4 + (4 + key.size()) + (4 + kernel.spec_text.size()) + (4 + kernel.kernel_name.size());
+  ASSERT_EQ(bytes.substr(nvrtc_at, 4), std::string(4, '\0'));
+  bytes.erase(nvrtc_at, 4);
+  bytes[kEntryVersionOffset] = char(kEntryFormatVersionWithoutNvrtc);
+  auto decoded = decode_entry(reseal(bytes), key);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(*decoded, kernel);
+  // And format 2 keeps the version.
+  auto current = decode_entry(encode_entry(key, fake_kernel("v1", 500)), key);
+  ASSERT_TRUE(current.ok());
+  EXPECT_EQ(current->nvrtc_version, "13.0");
+}
+
 TEST(CacheEntryFormat, RejectsEveryTruncation) {
   const std::string key = key_for("trunc");
   const std::string small = encode_entry(key, fake_kernel("trunc", 64));

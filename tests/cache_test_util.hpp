@@ -70,6 +70,7 @@ inline CompiledKernel fake_kernel(const std::string& seed, std::size_t cubin_byt
   }
   k.report = {.registers = 168, .spill_store_bytes = 4, .spill_load_bytes = 8, .stack_frame_bytes = 16,
               .static_smem_bytes = 0, .warnings = {"ptxas warning : C7508 example"}};
+  k.nvrtc_version = "13.0";
   k.compile_ms = 1234.5;
   return k;
 }

@@ -73,6 +73,7 @@ CacheEntryInfo row_for(const std::string& key, const std::string& path, const po
 void fill_from_kernel(CacheEntryInfo& info, CompiledKernel&& kernel) {
   info.valid = true;
   info.spec_text = std::move(kernel.spec_text);
+  info.nvrtc_version = std::move(kernel.nvrtc_version);
   info.kernel_name = std::move(kernel.kernel_name);
   info.cubin_bytes = kernel.cubin.size();
   info.report = std::move(kernel.report);
@@ -85,6 +86,12 @@ DiskStore::DiskStore(DiskStoreOptions options, bool writable) : options_(std::mo
 
 Result<std::unique_ptr<DiskStore>> DiskStore::open(DiskStoreOptions options) {
   if (options.dir.empty()) return Error::make(ErrorCode::kCacheIo, "no cache directory given");
+  if (!options.create) {
+    auto st = posix::stat_following_links(options.dir);
+    if (!st.ok() && st.error().code == ErrorCode::kNotCompiled) {
+      return Error::make(ErrorCode::kNotCompiled, "cache directory " + options.dir + " does not exist");
+    }
+  }
   // Create the directory; an existing one is fine even when it cannot be written.
   if (Status st = posix::make_directories(options.dir); !st.ok()) return st.take_error();
   // Probe for write access by creating a file: permission bits alone miss read-only mounts and root.
@@ -103,7 +110,14 @@ Result<CompiledKernel> DiskStore::load(const std::string& key) {
   // Read the final name only: it holds a complete entry or nothing.
   const std::string path = entry_path(key);
   auto file = posix::read_file(path);
-  if (!file.ok()) return file.take_error();
+  if (!file.ok()) {
+    // Something else under the entry's name (a directory): set aside like a corrupt entry, or no
+    // compile of this key could ever publish it.
+    if (auto st = posix::stat_path(path); st.ok() && !st->regular) {
+      set_aside(key, st->identity, file.error().message, FoundBy::kLoad);
+    }
+    return file.take_error();
+  }
 
   // Decode; a bad file is a miss and is set aside, so the recompiled entry can take its name.
   auto kernel = decode_entry(file->bytes, key);
@@ -150,14 +164,14 @@ KeyLock DiskStore::lock_key(const std::string& key, std::chrono::milliseconds ti
   return KeyLock::acquire(posix::join_path(options_.dir, key + std::string(kLockSuffix)), timeout);
 }
 
-void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem,
+bool DiskStore::set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem,
                           FoundBy found_by) {
   // Only the file that was read: a writer may have renamed a good entry over the name since.
   const std::string path = entry_path(key);
   auto now = posix::stat_path(path);
   if (!now.ok() || now->identity != seen) {
     logger().debug("cache: {} was replaced while being read; not set aside", path);
-    return;
+    return true;
   }
 
   // Move it aside; once moved, no reader sees it again, so this warning is its only one.
@@ -166,12 +180,14 @@ void DiskStore::set_aside(const std::string& key, const posix::FileIdentity& see
   auto moved = move_aside(options_.dir, key + std::string(kEntrySuffix));
   if (moved.ok()) {
     logger().warn("{}: corrupt entry {} ({}); moved to {}{}", who, path, problem, *moved, then);
-    return;
+    return true;
   }
 
   // It stays (read-only directory): still a miss every time, but logged once per file.
-  if (!first_report(path)) return;
-  logger().warn("{}: corrupt entry {} ({}); cannot set it aside ({}){}", who, path, problem, moved.error().message, then);
+  if (first_report(path)) {
+    logger().warn("{}: corrupt entry {} ({}); cannot set it aside ({}){}", who, path, problem, moved.error().message, then);
+  }
+  return false;
 }
 
 Result<std::vector<DiskStore::EntryFile>> DiskStore::scan_entries() const {
@@ -181,8 +197,10 @@ Result<std::vector<DiskStore::EntryFile>> DiskStore::scan_entries() const {
   for (const std::string& name : *names) {
     std::string key;
     if (classify(name, &key) != NameKind::kEntry) continue;
+    // NOTES: not only regular files: a directory under an entry's name must be seen to be set
+    // aside or cleared (it was skipped: 0 checked, and no compile could publish the key).
     auto st = posix::stat_path(posix::join_path(options_.dir, name));
-    if (st.ok() && st->regular) entries.push_back({std::move(key), *st});  // gone meanwhile: skipped
+    if (st.ok()) entries.push_back({std::move(key), *st});  // gone meanwhile: skipped
   }
   std::sort(entries.begin(), entries.end(), [](const EntryFile& a, const EntryFile& b) { return a.key < b.key; });
   return entries;
@@ -197,16 +215,20 @@ void DiskStore::evict_to_cap(const std::string& keep_key) {
   for (const EntryFile& e : *entries) total += e.stat.size;
   if (total <= options_.max_bytes) return;
 
-  // Least recently used first; ties broken by key so that every process picks the same order.
-  std::sort(entries->begin(), entries->end(), [](const EntryFile& a, const EntryFile& b) {
-    return a.stat.mtime_ns != b.stat.mtime_ns ? a.stat.mtime_ns < b.stat.mtime_ns : a.key < b.key;
+  // Least recently used first; ties broken by key so that every process picks the same order. A
+  // stamp in the future (a clock set back, a copied file) says nothing about use: it counts as the
+  // oldest, or the entry would outrank every real one and never be evicted. A hit stamps it now.
+  const std::int64_t now = now_ns();
+  auto stamp = [now](const EntryFile& e) { return e.stat.mtime_ns > now ? std::int64_t(0) : e.stat.mtime_ns; };
+  std::sort(entries->begin(), entries->end(), [&](const EntryFile& a, const EntryFile& b) {
+    return stamp(a) != stamp(b) ? stamp(a) < stamp(b) : a.key < b.key;
   });
   for (const EntryFile& e : *entries) {
     if (total <= options_.max_bytes) break;
     if (e.key == keep_key) continue;
     // NOTES: a file another process evicted first (ENOENT) counts as gone too, so that two
     // processes evicting at once do not both remove an extra entry.
-    if (!posix::remove_file(entry_path(e.key)).ok()) continue;
+    if (!(e.stat.regular ? posix::remove_file(entry_path(e.key)) : posix::remove_tree(entry_path(e.key))).ok()) continue;
     total -= e.stat.size;
     logger().debug("cache: evicted {} ({} bytes); total {} of cap {}", e.key, e.stat.size, total, options_.max_bytes);
   }
@@ -248,9 +270,9 @@ Result<CacheStats> DiskStore::stats() const {
   for (const std::string& name : *names) {
     switch (classify(name)) {
       case NameKind::kEntry:
-        if (auto st = posix::stat_path(posix::join_path(options_.dir, name)); st.ok() && st->regular) {
+        if (auto st = posix::stat_path(posix::join_path(options_.dir, name)); st.ok()) {
           ++stats.entries;
-          stats.total_bytes += st->size;
+          if (st->regular) stats.total_bytes += st->size;
         }
         break;
       case NameKind::kTemp: ++stats.temp_files; break;
@@ -275,7 +297,9 @@ Result<VerifyReport> DiskStore::verify() {
     if (!file.ok() && file.error().code == ErrorCode::kNotCompiled) continue;  // evicted meanwhile
     ++report.checked;
     if (!file.ok()) {
-      info.problem = file.error().message;  // unreadable, not corrupt: left where it is
+      info.problem = file.error().message;
+      // Not a file (a directory under the name): set aside. Unreadable (permissions): left where it is.
+      if (!e.stat.regular) info.set_aside = set_aside(e.key, e.stat.identity, info.problem, FoundBy::kVerify);
       report.bad.push_back(std::move(info));
       continue;
     }
@@ -285,7 +309,7 @@ Result<VerifyReport> DiskStore::verify() {
       continue;
     }
     info.problem = kernel.error().message;
-    set_aside(e.key, file->identity, info.problem, FoundBy::kVerify);
+    info.set_aside = set_aside(e.key, file->identity, info.problem, FoundBy::kVerify);
     report.bad.push_back(std::move(info));
   }
   return report;
@@ -297,8 +321,11 @@ Result<ClearReport> DiskStore::clear() {
   ClearReport report;
   std::optional<Error> first_error;
   auto remove = [&](const std::string& path, std::size_t& counter) {
-    if (Status st = posix::remove_file(path); st.ok()) ++counter;
-    else if (!first_error) first_error = st.take_error();
+    // A directory under one of our names (an entry path replaced by one) goes with what is in it.
+    auto st = posix::stat_path(path);
+    Status removed = st.ok() && st->directory ? posix::remove_tree(path) : posix::remove_file(path);
+    if (removed.ok()) ++counter;
+    else if (!first_error) first_error = removed.take_error();
   };
 
   // Our own names in the directory; anything else (the user's files) stays.
@@ -338,9 +365,12 @@ Result<std::string> DiskStore::resolve_key(std::string_view key_or_prefix) const
     if (e.key.starts_with(prefix)) matches.push_back(e.key);
   }
   if (matches.empty()) return Error::make(ErrorCode::kNotCompiled, "no cache entry in " + options_.dir + " matches '" + prefix + "'");
+  // NOTES: the same code as no match (the tool exits 1 for both): neither names one entry.
   if (matches.size() > 1) {
-    return Error::invalid_argument("key", "prefix '" + prefix + "' is ambiguous: " + std::to_string(matches.size()) +
-                                              " entries match (" + matches[0] + ", " + matches[1] + ", ...)");
+    std::string listed;
+    for (const std::string& m : matches) listed += (listed.empty() ? "" : ", ") + m;
+    return Error::make(ErrorCode::kNotCompiled, "key prefix '" + prefix + "' is ambiguous in " + options_.dir + ": " +
+                                                    std::to_string(matches.size()) + " entries match: " + listed);
   }
   return matches.front();
 }

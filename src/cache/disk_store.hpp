@@ -39,6 +39,7 @@ inline constexpr std::string_view kQuarantineDir = "quarantine";
 struct DiskStoreOptions {
   std::string dir;
   std::uint64_t max_bytes = 0;  // cap on the entries' total size; 0 = no cap
+  bool create = true;           // false: a missing directory is kNotCompiled (the tool's read-only commands)
 };
 
 // One row of list().
@@ -49,8 +50,10 @@ struct CacheEntryInfo {
   std::int64_t last_used_ns = 0;  // the stamp: file mtime, ns since the Unix epoch
   bool valid = false;
   std::string problem;  // why not valid
+  bool set_aside = false;  // verify(): the bad file was moved aside (a read-only directory keeps it)
   // From the decoded entry; empty when not valid.
   std::string spec_text;
+  std::string nvrtc_version;  // of the compile; empty for entries written before it was recorded
   std::string kernel_name;
   std::uint64_t cubin_bytes = 0;
   PtxasReport report;
@@ -70,7 +73,7 @@ struct CacheStats {
 struct VerifyReport {
   std::size_t checked = 0;
   std::size_t valid = 0;
-  std::vector<CacheEntryInfo> bad;  // each one has been set aside
+  std::vector<CacheEntryInfo> bad;  // each says whether it was set aside
 };
 
 struct ClearReport {
@@ -82,7 +85,8 @@ struct ClearReport {
 
 class DiskStore {
  public:
-  // Creates the directory when missing. kCacheIo when it cannot be created or is not a directory.
+  // Creates the directory when missing (unless options.create is false: then kNotCompiled naming
+  // it). kCacheIo when it cannot be created or is not a directory (a symlink to one is one).
   // An existing directory that cannot be written opens read-only (hits only, publish refused).
   // A writable one is swept of temporary files left by crashed writers (older than an hour).
   static Result<std::unique_ptr<DiskStore>> open(DiskStoreOptions options);
@@ -103,12 +107,14 @@ class DiskStore {
   KeyLock lock_key(const std::string& key, std::chrono::milliseconds timeout) const;
 
   // ---- maintenance (the tool) ----
+  // An entry name that is not a regular file (a directory put there) is listed, verified and
+  // cleared like a bad entry, never skipped.
   Result<std::vector<CacheEntryInfo>> list() const;  // sorted by key; decodes every entry, changes nothing
   Result<CacheStats> stats() const;                  // from file sizes only
   Result<VerifyReport> verify();                     // decodes every entry, sets bad ones aside
   Result<ClearReport> clear();                       // entries, temp and lock files, quarantine
-  // The unique key starting with key_or_prefix: kInvalidArgument when not hex or ambiguous,
-  // kNotCompiled when nothing matches.
+  // The unique key starting with key_or_prefix: kInvalidArgument when not hex; kNotCompiled when
+  // no entry or several match (the message lists them).
   Result<std::string> resolve_key(std::string_view key_or_prefix) const;
   Result<std::string> extract(std::string_view key_or_prefix) const;  // the cubin bytes
 
@@ -123,7 +129,8 @@ class DiskStore {
   // Who met a bad entry decides its warning's wording: load() treats it as a miss (the caller may
   // compile it again), verify() only reports it.
   enum class FoundBy { kLoad, kVerify };
-  void set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem, FoundBy found_by);
+  // True when the file was moved aside (or was already replaced by another writer).
+  bool set_aside(const std::string& key, const posix::FileIdentity& seen, const std::string& problem, FoundBy found_by);
   void evict_to_cap(const std::string& keep_key);
   void sweep_stale_temp_files();
 

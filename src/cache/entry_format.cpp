@@ -105,8 +105,9 @@ Status check_envelope(std::string_view bytes) {
   if (bytes.size() < minimum) return malformed("truncated (" + std::to_string(bytes.size()) + " bytes)");
   if (bytes.substr(0, kEntryMagic.size()) != kEntryMagic) return malformed("has a bad magic (not a flashjit entry)");
   Reader version(bytes.substr(kEntryVersionOffset, 4));
-  if (const auto v = version.uint(4); v != kEntryFormatVersion) {
-    return malformed("has format version " + std::to_string(v) + ", expected " + std::to_string(kEntryFormatVersion));
+  if (const auto v = version.uint(4); v != kEntryFormatVersion && v != kEntryFormatVersionWithoutNvrtc) {
+    return malformed("has format version " + std::to_string(v) + ", expected " + std::to_string(kEntryFormatVersion) +
+                     " (or " + std::to_string(kEntryFormatVersionWithoutNvrtc) + ")");
   }
   const std::string_view body = bytes.substr(0, bytes.size() - kEntryChecksumBytes);
   if (sha256_bytes(body) != bytes.substr(body.size())) return malformed("checksum mismatch (corrupt or truncated)");
@@ -122,6 +123,7 @@ std::string encode_entry(std::string_view key, const CompiledKernel& kernel) {
   w.str(key);
   w.str(kernel.spec_text);
   w.str(kernel.kernel_name);
+  w.str(kernel.nvrtc_version);
   write_report(w, kernel.report);
   w.f64(kernel.compile_ms);
   w.u64(kernel.cubin.size());
@@ -137,11 +139,13 @@ Result<CompiledKernel> decode_entry(std::string_view bytes, std::string_view exp
 
   // Parse the fields between the version and the checksum.
   const std::size_t fields_begin = kEntryVersionOffset + 4;
+  const bool has_nvrtc = Reader(bytes.substr(kEntryVersionOffset, 4)).uint(4) == kEntryFormatVersion;
   Reader r(bytes.substr(fields_begin, bytes.size() - kEntryChecksumBytes - fields_begin));
   const std::string key = r.str();
   CompiledKernel kernel;
   kernel.spec_text = r.str();
   kernel.kernel_name = r.str();
+  if (has_nvrtc) kernel.nvrtc_version = r.str();
   kernel.report = read_report(r);
   kernel.compile_ms = r.f64();
   kernel.cubin = r.bytes(r.uint(8));

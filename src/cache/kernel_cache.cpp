@@ -37,12 +37,14 @@ const char* cache_mode_name(CacheMode mode) {
 KernelCache::KernelCache(KernelCacheOptions options) : options_(std::move(options)) {
   if (!options_.dir) return;  // memory only, as asked
   if (options_.dir->empty()) {
+    open_problem_ = "no cache directory (set FLASHJIT_CACHE_DIR or HOME)";
     logger().warn("cache: no cache directory (set FLASHJIT_CACHE_DIR or HOME); kernels are kept in memory only");
     return;
   }
   // The one warning of this cache about its directory, if any, is logged here.
   auto store = DiskStore::open({.dir = *options_.dir, .max_bytes = options_.max_bytes});
   if (!store.ok()) {
+    open_problem_ = store.error().message;
     logger().warn("cache: {}; kernels are kept in memory only", store.error().message);
     return;
   }
@@ -56,6 +58,21 @@ KernelCache::KernelCache(KernelCacheOptions options) : options_(std::move(option
 const std::string& KernelCache::dir() const {
   static const std::string kNone;
   return disk_ ? disk_->dir() : kNone;
+}
+
+bool KernelCache::stored(const std::string& key) const {
+  if (!disk_ || !is_cache_key(key)) return false;
+  auto st = posix::stat_path(disk_->entry_path(key));
+  return st.ok() && st->regular;
+}
+
+std::string KernelCache::why_not_stored() const {
+  if (!options_.dir) return "the cache is memory only";
+  if (!disk_) return "the cache directory could not be used: " + open_problem_;
+  if (mode_ == CacheMode::kReadOnlyDisk) return "the cache directory " + disk_->dir() + " is not writable";
+  std::lock_guard lock(publish_error_mutex_);
+  if (!last_publish_error_.empty()) return "writing to " + disk_->dir() + " failed: " + last_publish_error_;
+  return "it is not in " + disk_->dir();
 }
 
 std::size_t KernelCache::memory_entries() const {
@@ -166,6 +183,10 @@ void KernelCache::publish(const std::string& key, const CompiledKernel& kernel) 
   if (mode_ != CacheMode::kReadWriteDisk) return;  // memory only: already warned once at construction
   Status st = disk_->publish(key, kernel);
   if (st.ok()) return;
+  {
+    std::lock_guard lock(publish_error_mutex_);
+    last_publish_error_ = st.error().message;
+  }
   // Disk full or similar: warn once per cache, then quietly keep kernels in memory.
   if (!publish_failure_logged_.exchange(true)) {
     logger().warn("cache: cannot publish to {} ({}); kernels are kept in memory", disk_->dir(), st.error().message);

@@ -76,6 +76,11 @@ class KernelCache {
 
   CacheMode mode() const { return mode_; }
   const std::string& dir() const;  // empty in memory-only mode
+  // True when the cache directory holds key's entry (a regular file): what prewarm checks.
+  bool stored(const std::string& key) const;
+  // Why a kernel may be missing from the directory: memory only, the directory that could not be
+  // used and why, a read-only directory, or the last failed write.
+  std::string why_not_stored() const;
   DiskStore* disk() const { return disk_.get(); }  // nullptr in memory-only mode; for maintenance
   std::size_t memory_entries() const;              // kernels held in memory
 
@@ -98,6 +103,10 @@ class KernelCache {
   std::unique_ptr<DiskStore> disk_;
   CacheMode mode_ = CacheMode::kMemoryOnly;
   std::atomic<bool> publish_failure_logged_{false};
+  std::string open_problem_;  // why the directory could not be used (memory-only mode)
+
+  mutable std::mutex publish_error_mutex_;
+  std::string last_publish_error_;
 
   mutable std::mutex mutex_;  // guards slots_ only
   std::unordered_map<std::string, Slot> slots_;

@@ -2,7 +2,9 @@
 // directory usually compile a key once instead of once each.
 // Invariants: correctness never depends on it (publishing is atomic without it); acquiring never
 // fails a call (no lock file, no permission, NFS without flock: simply not held); it never waits
-// longer than the timeout; the lock file is never taken for an entry and is never deleted here.
+// longer than the timeout; the lock file is never taken for an entry. The holder removes the lock
+// file when it releases it, so lock files exist only while a compile runs (they used to stay beside
+// every entry); a waiter that locked a removed file sees it and takes the new one.
 #pragma once
 #include <chrono>
 #include <string>
@@ -24,9 +26,10 @@ class KeyLock {
   bool held() const { return fd_ >= 0; }
 
  private:
-  explicit KeyLock(int fd) : fd_(fd) {}
+  KeyLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   void release();
   int fd_ = -1;
+  std::string path_;
 };
 
 }  // namespace flashjit

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <filesystem>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,6 +93,12 @@ Result<FileStat> stat_path(const std::string& path) {
   return to_file_stat(st);
 }
 
+Result<FileStat> stat_following_links(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return io_error("cannot stat", path, errno);
+  return to_file_stat(st);
+}
+
 Status write_new_file_durably(const std::string& path, std::string_view bytes) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return io_error("cannot create", path, errno);
@@ -118,11 +125,20 @@ Status remove_file(const std::string& path) {
   return Status::Ok();
 }
 
+Status remove_tree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return Error::make(ErrorCode::kCacheIo, "cannot remove " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
 Status make_directories(const std::string& dir) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir, /*IgnoreExisting=*/true)) {
     return Error::make(ErrorCode::kCacheIo, "cannot create directory " + dir + ": " + ec.message());
   }
-  auto st = stat_path(dir);
+  // NOTES: followed, not lstat: a cache directory that is a symlink (~/.cache/flashjit onto another
+  // disk) is a directory.
+  auto st = stat_following_links(dir);
   if (!st.ok()) return st.take_error();
   if (!st->directory) return io_error("cannot use directory", dir, ENOTDIR);
   return Status::Ok();

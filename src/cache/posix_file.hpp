@@ -33,7 +33,10 @@ struct FileStat {
 };
 
 Result<FileBytes> read_file(const std::string& path);
+// The path itself (lstat): a symlink is neither regular nor a directory.
 Result<FileStat> stat_path(const std::string& path);
+// What the path leads to (stat): a symlink to a directory is a directory.
+Result<FileStat> stat_following_links(const std::string& path);
 
 // Creates path (O_EXCL: it must not exist), writes all bytes, fsyncs and closes it. On failure the
 // partial file is removed.
@@ -44,6 +47,8 @@ Status fsync_directory(const std::string& dir);
 
 Status rename_path(const std::string& from, const std::string& to);
 Status remove_file(const std::string& path);  // a missing file is not an error
+Status remove_tree(const std::string& path);  // a file or a directory and all in it; missing is not an error
+// Creates dir and its parents when missing; an existing directory, or a symlink to one, is fine.
 Status make_directories(const std::string& dir);
 
 // Names in dir, without "." and "..".

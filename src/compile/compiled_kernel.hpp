@@ -31,6 +31,7 @@ struct CompiledKernel {
   std::string kernel_name;
   std::string cubin;     // bytes
   PtxasReport report;
+  std::string nvrtc_version;  // of the NVRTC that compiled it ("13.0"); kept in the cache entry
   double compile_ms = 0;  // wall time of the NVRTC compile that produced it (0 for a cache hit)
   bool operator==(const CompiledKernel&) const = default;
 };

@@ -98,6 +98,7 @@ Result<CompiledKernel> compile_with_nvrtc(const CompileRequest& request) {
   kernel.spec_text = request.spec_text;
   kernel.kernel_name = request.kernel_name;
   kernel.report = parse_ptxas_report(log, request.kernel_name);
+  kernel.nvrtc_version = nvrtc_version();
   kernel.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   logger().info("compiled {} in {:.0f} ms: {} registers, {} spill bytes", request.spec_text, kernel.compile_ms,
                 kernel.report.registers, kernel.report.spill_bytes());
