@@ -102,6 +102,9 @@ TEST(ApiEngine, FieldsTheSpecDoesNotTakeOrNeedsAreNamed) {
       {kPaged, "args.cu_seqlens_k", "packed K/V", [](auto& a) { a.cu_seqlens_k = 0x1000; }},
       {kPaged, "args.block_table_batch_stride", "ceil(seqlen_k / page_size)", [](auto& a) { a.block_table_batch_stride = 31; }},
       {kPaged, "args.k_strides.batch", "multiple of 8", [](auto& a) { a.k_strides.batch = 12; }},
+      // Packed Q/O: a bad row stride is named as itself (it was named as the unused batch stride).
+      {kVarlen, "args.q_strides.row", "multiple of 8", [](auto& a) { a.q_strides.row = 12; }},
+      {kPaged, "args.o_strides.row", "positive", [](auto& a) { a.o_strides.row = -8; }},
   });
   // The batch stride of packed Q/O is not used, so any value passes.
   flashjit_attention_args_t a = step.args(true);

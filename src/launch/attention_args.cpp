@@ -25,21 +25,18 @@ Status check_pointer(const char* name, uint64_t ptr) {
 }
 
 // TMA takes byte strides that are multiples of 16 and below 2^40.
-Status check_strides(const std::string& tensor, const TensorStrides& s) {
+// A packed tensor's batch stride is not used (flashjit.h: ignored for varlen), so it is not
+// checked: a bad row stride is named as itself, never as the batch stride.
+Status check_strides(const std::string& tensor, const TensorStrides& s, bool is_packed) {
   const std::pair<const char*, int64_t> strides[] = {{"batch", s.batch}, {"row", s.row}, {"head", s.head}};
   for (auto [name, value] : strides) {
+    if (is_packed && std::string_view(name) == "batch") continue;
     const std::string field = tensor + "_strides." + name;
     if (value <= 0) return bad(field, std::to_string(value) + " is not allowed; strides are positive element counts");
     if (value % 8 != 0) return bad(field, std::to_string(value) + " elements is not a multiple of 8 (16 bytes), which TMA needs");
     if (value >= (int64_t(1) << 39)) return bad(field, std::to_string(value) + " elements is too large (TMA strides are below 2^40 bytes)");
   }
   return {};
-}
-
-// A packed tensor's strides with its (unused) batch stride set to its row stride.
-TensorStrides packed(TensorStrides s, bool is_packed) {
-  if (is_packed) s.batch = s.row;
-  return s;
 }
 
 Status check_extent(const char* field, int value, int max_value, const char* what) {
@@ -288,12 +285,10 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   const struct {
     const char* name;
     TensorStrides strides;
-  } strides[] = {{"q", packed(a.q_strides, packed_q)},
-                 {"k", packed(a.k_strides, packed_kv)},
-                 {"v", packed(a.v_strides, packed_kv)},
-                 {"o", packed(a.o_strides, packed_q)}};
+    bool packed;
+  } strides[] = {{"q", a.q_strides, packed_q}, {"k", a.k_strides, packed_kv}, {"v", a.v_strides, packed_kv}, {"o", a.o_strides, packed_q}};
   for (const auto& s : strides) {
-    if (Status st = check_strides(s.name, s.strides); !st) return st;
+    if (Status st = check_strides(s.name, s.strides, s.packed); !st) return st;
   }
   // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0) {

@@ -77,8 +77,13 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"dtype", "fp16, bf16",
        [](AttentionSpec& s, std::string_view v) -> Status {
-         if (v == "fp16" || v == "f16" || v == "half") { s.dtype = DType::kFp16; return {}; }
-         if (v == "bf16") { s.dtype = DType::kBf16; return {}; }
+         // Any case, like the bool words.
+         const llvm::StringRef word(v.data(), v.size());
+         if (word.equals_insensitive("fp16") || word.equals_insensitive("f16") || word.equals_insensitive("half")) {
+           s.dtype = DType::kFp16;
+           return {};
+         }
+         if (word.equals_insensitive("bf16")) { s.dtype = DType::kBf16; return {}; }
          return bad_value("dtype", v, "fp16, bf16");
        },
        [](const AttentionSpec& s) { return std::string(dtype_name(s.dtype)); }},
@@ -174,6 +179,11 @@ Result<AttentionSpec> parse_spec(std::string_view text) {
     if (!part.contains('=')) {
       return Error::invalid_spec(shorten_user_text(key), "spec item " + quote_user_text(std::string_view(part.data(), part.size())) +
                                                              " is not key=value");
+    }
+    // NOTES: named as the spec itself: an empty key would give the error an empty field name.
+    if (key.empty()) {
+      return Error::invalid_spec("spec", "spec item " + quote_user_text(std::string_view(part.data(), part.size())) +
+                                             " has no key; expected key=value");
     }
     size_t index = 0;
     while (index < fields().size() && key != fields()[index].key) ++index;
