@@ -494,6 +494,20 @@ TEST(ApiC, SupportedSaysWhyNot) {
   EXPECT_EQ(field(), "reason");
 }
 
+// A spec item with no key is named as the spec (the field was empty); dtype takes any case, as the
+// bool keys do.
+TEST(ApiC, SupportedNamesTheSpecForAnItemWithoutAKeyAndTakesDtypeInAnyCase) {
+  char reason[256];
+  for (const char* spec : {"=bf16", "head_dim=64, =1"}) {
+    EXPECT_EQ(flashjit_supported(spec, reason, sizeof(reason)), FLASHJIT_ERROR_INVALID_SPEC) << spec;
+    EXPECT_EQ(field(), "spec") << spec << ": " << message();
+    EXPECT_TRUE(starts_with(reason, "spec: ")) << reason;
+  }
+  for (const char* spec : {"dtype=BF16", "dtype=Fp16", "dtype=HALF", "dtype=F16"}) {
+    EXPECT_EQ(flashjit_supported(spec, reason, sizeof(reason)), FLASHJIT_SUCCESS) << spec << ": " << reason;
+  }
+}
+
 // Contexts without a GPU ------------------------------------------------------------------------------
 
 TEST(ApiC, CompileOnlyContextNeedsNoDriverAndCannotLoad) {
@@ -589,6 +603,84 @@ TEST(ApiC, PrewarmCompilesUnderJitAndRefusesAtOnceUnderCacheOnly) {
   EXPECT_EQ(flashjit_prewarm(cache_only, mixed, 3), FLASHJIT_ERROR_NOT_COMPILED);
   EXPECT_NE(message().find("1 of 3 specs failed: specs[1] 'dtype=bf16,head_dim=96'"), std::string::npos) << message();
   flashjit_context_destroy(cache_only);
+}
+
+// Prewarming is for storing: a context whose directory could not be used (it fell back to memory)
+// fails with CACHE_IO naming the directory (it returned success), and prewarm_report says per spec
+// what was compiled, found and stored.
+TEST(ApiC, PrewarmFailsWhenNothingCanBeStoredAndReportsWhatWasStored) {
+  TempDir dir("prewarm_store");
+  const std::string file = dir.path + "/a-file";
+  std::ofstream(file) << "not a directory";
+  const char* specs[] = {kSpec, kSpec2};
+  flashjit_prewarm_result_t results[2];
+  for (auto& r : results) {
+    std::memset(&r, 0x55, sizeof(r));
+    r.struct_size = sizeof(r);
+  }
+  flashjit_context_t unusable = compile_only_context(file + "/cache");
+  EXPECT_EQ(flashjit_prewarm(unusable, specs, 1), FLASHJIT_ERROR_CACHE_IO);
+  EXPECT_NE(message().find("not stored"), std::string::npos) << message();
+  EXPECT_NE(message().find(file), std::string::npos) << message();
+  EXPECT_EQ(flashjit_prewarm_report(unusable, specs, 2, results), FLASHJIT_ERROR_CACHE_IO);
+  EXPECT_NE(message().find("2 of 2 specs failed"), std::string::npos) << message();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, FLASHJIT_ERROR_CACHE_IO);
+    EXPECT_EQ(r.stored, 0);
+    EXPECT_EQ(r.compiled + r.hits, r.kernels);
+    EXPECT_NE(std::string(r.message).find("not stored"), std::string::npos) << r.message;
+  }
+  EXPECT_EQ(results[0].kernels, 1);
+  EXPECT_EQ(results[1].kernels, 2);
+  flashjit_context_destroy(unusable);
+
+  // A usable directory: compiled and stored, then (a new engine) hits, stored.
+  const std::string good = dir.path + "/good";
+  flashjit_context_t ctx = compile_only_context(good);
+  ASSERT_EQ(flashjit_prewarm_report(ctx, specs, 2, results), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(message(), "");
+  EXPECT_EQ(results[1].status, FLASHJIT_SUCCESS);
+  EXPECT_EQ(results[1].kernels, 2);
+  EXPECT_EQ(results[1].compiled, 2);
+  EXPECT_EQ(results[1].stored, 2);
+  EXPECT_STREQ(results[1].message, "");
+  flashjit_context_destroy(ctx);
+  ctx = compile_only_context(good, FLASHJIT_COMPILE_POLICY_CACHE_ONLY);
+  ASSERT_EQ(flashjit_prewarm_report(ctx, specs, 2, results), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(results[0].hits, 1);
+  EXPECT_EQ(results[0].compiled, 0);
+  EXPECT_EQ(results[0].stored, 1);
+  flashjit_context_destroy(ctx);
+
+  // Memory only by choice: prewarming into memory succeeds, nothing stored.
+  flashjit_context_t memory = compile_only_context("", FLASHJIT_COMPILE_POLICY_JIT, FLASHJIT_CACHE_MEMORY_ONLY);
+  ASSERT_EQ(flashjit_prewarm_report(memory, specs, 1, results), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(results[0].stored, 0);
+  EXPECT_EQ(results[0].kernels, 1);
+  flashjit_context_destroy(memory);
+
+  // A results struct smaller than the first published one is refused by name.
+  results[0].struct_size = 8;
+  EXPECT_EQ(flashjit_prewarm_report(ctx = compile_only_context(good), specs, 1, results), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "results[0].struct_size") << message();
+  flashjit_context_destroy(ctx);
+}
+
+// A cache directory that is a symlink to a directory is used as one (the context fell back to
+// memory only: the last component was checked with lstat).
+TEST(ApiC, ASymlinkedCacheDirectoryIsUsed) {
+  TempDir dir("symlinked");
+  fs::create_directory(dir.path + "/real");
+  fs::create_directory_symlink(dir.path + "/real", dir.path + "/link");
+  flashjit_context_t ctx = compile_only_context(dir.path + "/link");
+  flashjit_context_info_t info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(flashjit_context_describe(ctx, &info), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(info.cache_mode, FLASHJIT_CACHE_DISK);
+  EXPECT_EQ(info.cache_writable, 1);
+  EXPECT_EQ(std::string(info.cache_dir), dir.path + "/link");
+  flashjit_context_destroy(ctx);
 }
 
 TEST(ApiC, PrewarmRefusesABadSpecBeforeCompilingAnything) {

@@ -22,7 +22,8 @@ for required in flashjit_get_version flashjit_abi_version flashjit_check_abi fla
     flashjit_last_error_message flashjit_last_error_field flashjit_supported flashjit_validate_attention_args \
     flashjit_context_create flashjit_context_destroy flashjit_context_describe flashjit_prewarm \
     flashjit_kernel_get flashjit_kernel_release flashjit_kernel_describe flashjit_attention_forward \
-    flashjit_cache_export flashjit_cache_import flashjit_attention_workspace_size flashjit_merge_attention_states; do
+    flashjit_cache_export flashjit_cache_import flashjit_attention_workspace_size flashjit_merge_attention_states \
+    flashjit_prewarm_report; do
   echo "$symbols" | grep -qx "$required" || { echo "FAIL: $required is not exported"; status=1; }
 done
 needed=$(readelf -d "$lib" | grep NEEDED || true)

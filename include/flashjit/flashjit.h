@@ -424,8 +424,32 @@ FLASHJIT_API flashjit_status_t flashjit_context_describe(flashjit_context_t cont
 
 /* Compiles (policy permitting) every spec into the context's cache, in parallel, with its
  * long-sequence kernel where it has one (what flashjit_kernel_get will look for); loads nothing and
- * needs no GPU. On failure the status is the first failing spec's, and the message lists each one. */
+ * needs no GPU. On failure the status is the first failing spec's, and the message lists each one.
+ * Prewarming is for storing: in a context with a cache directory (FLASHJIT_CACHE_DISK), a kernel
+ * compiled but not stored there (a read-only or full disk, a directory that could not be used, so
+ * the context fell back to memory) fails its spec with FLASHJIT_ERROR_CACHE_IO naming the directory;
+ * a FLASHJIT_CACHE_MEMORY_ONLY context prewarms into memory. flashjit_prewarm_report says per spec
+ * what was done. */
 FLASHJIT_API flashjit_status_t flashjit_prewarm(flashjit_context_t context, const char* const* specs, size_t count);
+
+/* What flashjit_prewarm_report did for one spec. */
+#define FLASHJIT_PREWARM_MESSAGE_SIZE 512
+typedef struct flashjit_prewarm_result {
+  uint32_t struct_size;                     /* in: sizeof(flashjit_prewarm_result_t) */
+  flashjit_status_t status;                 /* FLASHJIT_SUCCESS, or why this spec failed */
+  int32_t kernels;                          /* the spec's kernels: 1, or 2 with a long-sequence kernel */
+  int32_t compiled;                         /* of them, compiled by this call */
+  int32_t hits;                             /* found in memory or in the cache directory */
+  int32_t stored;                           /* in the cache directory after the call (0 when memory only) */
+  char message[FLASHJIT_PREWARM_MESSAGE_SIZE]; /* why it failed ("" on success), NUL-terminated,
+                                               truncated to FLASHJIT_PREWARM_MESSAGE_SIZE - 1 */
+} flashjit_prewarm_result_t;
+
+/* flashjit_prewarm, with what it did per spec in results[0 .. count-1] (may be NULL: then it is
+ * flashjit_prewarm). Set struct_size in each to sizeof(flashjit_prewarm_result_t); the library steps
+ * through the array by results[0].struct_size. The status and message are flashjit_prewarm's. */
+FLASHJIT_API flashjit_status_t flashjit_prewarm_report(flashjit_context_t context, const char* const* specs, size_t count,
+                                                       flashjit_prewarm_result_t* results);
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
