@@ -29,6 +29,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/disk_store.hpp"
 #include "cache/entry_format.hpp"
+#include "config/length_choice.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/tuning.hpp"
@@ -972,6 +973,257 @@ TEST(Tool, EngineLengthsAreCheckedBeforeTheDevice) {
     EXPECT_EQ(r.exit_code, 2) << r;
     EXPECT_NE(r.err.find("--page-size must be at least 1"), std::string::npos) << r;
   }
+}
+
+
+// ---- issue 37: bundles, read-only commands, lock files, errors, source, odd directories ----
+
+// The names in a directory (not recursive).
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename().string());
+  return names;
+}
+
+// cache export writes the directory's entries (or --spec's kernels) as one bundle; cache import
+// checks it and stores every entry in another directory, where it is a hit.
+TEST(Tool, CacheExportAndImportCarryKernelsBetweenDirectories) {
+  TempDir work;
+  const std::string from = work.sub("from"), to = work.sub("to"), bundle = work.sub("kernels.fjb");
+  const std::string key = publish_fake_entry_for(from, kSmallSpec);
+  ToolRun exported = run_tool({"cache", "export", bundle, "--cache-dir", from, "--json"});
+  ASSERT_EQ(exported.exit_code, 0) << exported;
+  json::Value e = parse_json(exported);
+  ASSERT_NE(e.getAsObject(), nullptr) << exported;
+  EXPECT_EQ(num(*e.getAsObject(), "entries"), 1) << exported;
+  ASSERT_TRUE(fs::exists(bundle));
+
+  ToolRun imported = run_tool({"cache", "import", bundle, "--cache-dir", to});
+  ASSERT_EQ(imported.exit_code, 0) << imported;
+  EXPECT_NE(imported.out.find("imported 1 entries"), std::string::npos) << imported;
+  EXPECT_NE(imported.out.find("1 stored in " + to), std::string::npos) << imported;
+  EXPECT_EQ(read_all(to + "/" + key + ".entry"), read_all(from + "/" + key + ".entry"));
+  EXPECT_EQ(str(prewarm_small(to), "status"), "hit");
+
+  // A damaged bundle imports nothing (exit 1, saying so); an export of an empty directory fails.
+  std::string bytes = read_all(bundle);
+  bytes[bytes.size() / 2] ^= 0x20;
+  std::ofstream(bundle, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string third = work.sub("third");
+  ToolRun refused = run_tool({"cache", "import", bundle, "--cache-dir", third});
+  EXPECT_EQ(refused.exit_code, 1) << refused;
+  EXPECT_NE(refused.err.find("nothing imported"), std::string::npos) << refused;
+  EXPECT_TRUE(names_in(third).empty() || !fs::exists(third + "/" + key + ".entry"));
+  ToolRun empty = run_tool({"cache", "export", work.sub("none.fjb"), "--cache-dir", third});
+  EXPECT_EQ(empty.exit_code, 1) << empty;
+  ToolRun usage = run_tool({"cache", "import", "--cache-dir", third});
+  EXPECT_EQ(usage.exit_code, 2) << usage;
+  EXPECT_NE(usage.err.find("takes FILE"), std::string::npos) << usage;
+}
+
+// cache list names each entry's NVRTC (the cache key changes with it, so a cache filled by another
+// NVRTC misses: the list says why), and a bad entry's reason under its row.
+TEST(Tool, CacheListShowsEachEntrysNvrtcAndWhyAnEntryIsInvalid) {
+  TempDir cache;
+  const json::Object row = prewarm_small(cache.path());
+  std::ofstream(cache.sub(std::string(64, 'a') + ".entry")) << "garbage";
+  ToolRun table = run_tool({"cache", "list", "--cache-dir", cache.path()});
+  ASSERT_EQ(table.exit_code, 0) << table;
+  EXPECT_NE(table.out.find("nvrtc"), std::string::npos) << table;
+  EXPECT_NE(table.out.find(" " + nvrtc_version() + " "), std::string::npos) << table;
+  EXPECT_NE(table.out.find("INVALID"), std::string::npos) << table;
+  EXPECT_NE(table.out.find("problem: cache entry truncated"), std::string::npos) << table;
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path(), "--json"});
+  json::Value entries = parse_json(list);
+  ASSERT_TRUE(entries.getAsArray() && entries.getAsArray()->size() == 2) << list;
+  for (const json::Value& v : *entries.getAsArray()) {
+    const json::Object& o = *v.getAsObject();
+    EXPECT_EQ(str(o, "nvrtc"), str(o, "key") == str(row, "key") ? nvrtc_version() : "") << list;
+  }
+}
+
+// list, stats, verify and clear read or remove; none creates a missing directory, each says it is
+// missing and exits 0 (there is nothing there, which is not a failure).
+TEST(Tool, ReadOnlyCacheCommandsDoNotCreateAMissingDirectory) {
+  TempDir work;
+  const std::string missing = work.sub("not-yet");
+  for (const char* action : {"list", "stats", "verify", "clear"}) {
+    ToolRun r = run_tool({"cache", action, "--cache-dir", missing});
+    EXPECT_EQ(r.exit_code, 0) << action << "\n" << r;
+    EXPECT_NE(r.out.find("does not exist"), std::string::npos) << action << "\n" << r;
+    EXPECT_FALSE(fs::exists(missing)) << action << " created " << missing;
+  }
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", missing, "--json"});
+  json::Value s = parse_json(stats);
+  ASSERT_NE(s.getAsObject(), nullptr) << stats;
+  EXPECT_EQ(boolean(*s.getAsObject(), "exists"), 0) << stats;
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+// A prefix that names no entry and one that names several both fail to name one: the same exit
+// status, and the ambiguous message lists every match, with no "..." standing for them.
+TEST(Tool, AmbiguousAndUnknownKeyPrefixesExitAlike) {
+  TempDir cache;
+  const std::string a = "ab" + std::string(62, '1'), b = "ab" + std::string(62, '2'), c = "ab" + std::string(62, '3');
+  auto store = DiskStore::open({cache.path(), 0});
+  ASSERT_TRUE(store.ok());
+  for (const std::string& key : {a, b, c}) ASSERT_TRUE((*store)->publish(key, fake_entry(kSmallSpec)).ok());
+  ToolRun ambiguous = run_tool({"cache", "extract", "ab", cache.sub("k.cubin"), "--cache-dir", cache.path()});
+  ToolRun unknown = run_tool({"cache", "extract", "cd", cache.sub("k.cubin"), "--cache-dir", cache.path()});
+  EXPECT_EQ(ambiguous.exit_code, 1) << ambiguous;
+  EXPECT_EQ(unknown.exit_code, 1) << unknown;
+  for (const std::string& key : {a, b, c}) EXPECT_NE(ambiguous.err.find(key), std::string::npos) << ambiguous;
+  EXPECT_EQ(ambiguous.err.find("..."), std::string::npos) << ambiguous;
+}
+
+// The per-key lock files go with the compile that took them: none is left beside the entries.
+TEST(Tool, PrewarmLeavesNoLockFiles) {
+  TempDir cache;
+  prewarm_small(cache.path());
+  const std::vector<std::string> names = names_in(cache.path());
+  ASSERT_EQ(names.size(), 1u) << ::testing::PrintToString(names);
+  EXPECT_TRUE(llvm::StringRef(names[0]).endswith(".entry")) << names[0];
+}
+
+// prewarm --defaults --help says what --defaults builds: every spec of the set, the engine's too.
+TEST(Tool, PrewarmDefaultsHelpListsEverySpecItBuilds) {
+  ToolRun r = run_tool({"prewarm", "--defaults", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  for (const AttentionSpec& spec : default_prewarm_specs()) EXPECT_NE(r.out.find(to_string(spec)), std::string::npos) << to_string(spec) << "\n" << r;
+  EXPECT_NE(r.out.find("paged=1"), std::string::npos) << r;
+}
+
+// With --json an error is JSON on stdout too ({"error", "field", "exit_code"}), whatever found it:
+// a spec, the command's own checks, or the option parser.
+TEST(Tool, JsonErrorsGoToStdoutAsJson) {
+  TempDir cache;
+  const std::vector<std::vector<std::string>> runs = {
+      {"prewarm", "--spec", "head_dim=65", "--json", "--cache-dir", cache.path()},
+      {"prewarm", "--json", "--cache-dir", cache.path()},
+      {"cache", "frobnicate", "--json", "--cache-dir", cache.path()},
+      {"prewarm", "--no-such-flag", "--json"},
+  };
+  for (const auto& args : runs) {
+    ToolRun r = run_tool(args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    json::Value v = parse_json(r);
+    ASSERT_NE(v.getAsObject(), nullptr) << r;
+    EXPECT_NE(str(*v.getAsObject(), "error"), "<absent>") << r;
+    EXPECT_EQ(num(*v.getAsObject(), "exit_code"), 2) << r;
+  }
+  ToolRun spec = run_tool(runs[0]);
+  EXPECT_EQ(str(*parse_json(spec).getAsObject(), "field"), "head_dim") << spec;
+}
+
+// A missing --spec is said in flashjit's words, naming the command; LLVM's do not leak.
+TEST(Tool, MissingSpecIsSaidInFlashjitsWords) {
+  for (const char* command : {"source", "check", "tune"}) {
+    ToolRun r = run_tool({command}, {{"FLASHJIT_LIBCUDA", kNoDriver}});
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r;
+    EXPECT_NE(r.err.find(std::string(command) + " needs --spec"), std::string::npos) << r;
+    EXPECT_EQ(r.err.find("must be specified"), std::string::npos) << r;
+  }
+}
+
+// Options that cannot apply are refused before any device is needed: --page-size on a spec that
+// is not paged (it was ignored), and bench's --grid with --spec (the grid won silently).
+TEST(Tool, OptionsThatCannotApplyAreRefused) {
+  const EnvChanges no_driver = {{"FLASHJIT_LIBCUDA", kNoDriver}};
+  for (const char* command : {"check", "bench"}) {
+    ToolRun r = run_tool({command, "--spec", "dtype=bf16,head_dim=64", "--page-size", "32"}, no_driver);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_NE(r.err.find("--page-size needs a paged=1 spec"), std::string::npos) << r;
+  }
+  ToolRun both = run_tool({"bench", "--grid", "headline", "--spec", "dtype=bf16,head_dim=64"}, no_driver);
+  EXPECT_EQ(both.exit_code, 2) << both;
+  EXPECT_NE(both.err.find("--grid and --spec"), std::string::npos) << both;
+}
+
+// A spec with a long-sequence kernel: source says so, and --all-kernels prints both.
+TEST(Tool, SourceOfASpecWithTwoKernelsSaysSoAndPrintsBoth) {
+  TempDir cache;
+  const std::string spec = "dtype=bf16,head_dim=64,causal=1";  // its long-sequence kernel: three warpgroups
+  auto variant = long_sequence_variant(*parse_spec(spec));
+  ASSERT_TRUE(variant.has_value());
+  const std::string long_spec = to_string(make_config(variant->spec)->spec);
+  ToolRun one = run_tool({"source", "--spec", spec, "--cache-dir", cache.path()});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("has two kernels"), std::string::npos);
+  EXPECT_NE(one.out.find(long_spec), std::string::npos);
+  ToolRun both = run_tool({"source", "--spec", spec, "--all-kernels", "--cache-dir", cache.path()});
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_NE(both.out.find("// flashjit source: " + long_spec), std::string::npos);
+  ToolRun json_both = run_tool({"source", "--spec", spec, "--all-kernels", "--json", "--cache-dir", cache.path()});
+  json::Value v = parse_json(json_both);
+  ASSERT_TRUE(v.getAsArray() && v.getAsArray()->size() == 2) << json_both.err;
+  EXPECT_EQ(str(*(*v.getAsArray())[1].getAsObject(), "spec"), long_spec);
+  EXPECT_EQ(str(*(*v.getAsArray())[1].getAsObject(), "role"), "long");
+  // A spec with one kernel says nothing of a second.
+  ToolRun single = run_tool({"source", "--spec", "dtype=bf16,head_dim=128", "--cache-dir", cache.path()});
+  EXPECT_EQ(single.out.find("two kernels"), std::string::npos);
+}
+
+// A cache directory that is a symlink to a directory (~/.cache/flashjit onto another disk) is a
+// directory: prewarm stores through it, the cache commands read it.
+TEST(Tool, ASymlinkedCacheDirectoryIsADirectory) {
+  TempDir work;
+  fs::create_directory(work.sub("real"));
+  fs::create_directory_symlink(work.sub("real"), work.sub("link"));
+  ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", work.sub("link")});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(names_in(work.sub("real")).size(), 1u);
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", work.sub("link"), "--json"});
+  ASSERT_EQ(stats.exit_code, 0) << stats;
+  EXPECT_EQ(num(*parse_json(stats).getAsObject(), "entries"), 1) << stats;
+}
+
+// A directory where an entry belongs: prewarm sets it aside and stores the kernel (it said
+// "compiled" and stored nothing); verify, list and stats count it (they skipped it); clear
+// removes it (it failed).
+TEST(Tool, ADirectoryInAnEntrysPlaceIsNeitherSkippedNorKept) {
+  TempDir cache;
+  const std::string key = publish_fake_entry_for(cache.path(), kSmallSpec);
+  const std::string entry = cache.sub(key + ".entry");
+  auto put_directory = [&] {
+    fs::remove_all(entry);
+    fs::create_directories(entry + "/inside");
+  };
+  put_directory();
+  ToolRun list = run_tool({"cache", "list", "--cache-dir", cache.path()});
+  EXPECT_NE(list.out.find("INVALID"), std::string::npos) << list;
+  EXPECT_NE(list.out.find("1 entries"), std::string::npos) << list;
+  ToolRun stats = run_tool({"cache", "stats", "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(num(*parse_json(stats).getAsObject(), "entries"), 1) << stats;
+  ToolRun verify = run_tool({"cache", "verify", "--cache-dir", cache.path()});
+  EXPECT_EQ(verify.exit_code, 1) << verify;
+  EXPECT_NE(verify.out.find("1 checked, 0 valid, 1 bad"), std::string::npos) << verify;
+  EXPECT_FALSE(fs::exists(entry)) << verify;
+
+  put_directory();
+  ToolRun clear = run_tool({"cache", "clear", "--cache-dir", cache.path()});
+  EXPECT_EQ(clear.exit_code, 0) << clear;
+  EXPECT_FALSE(fs::exists(entry)) << clear;
+
+  put_directory();
+  ToolRun prewarm = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", cache.path(), "--json"});
+  EXPECT_EQ(prewarm.exit_code, 0) << prewarm;
+  EXPECT_TRUE(fs::is_regular_file(entry)) << prewarm;
+}
+
+// The key lock's log line names the error of its own open (it showed the errno the logger's
+// first use left behind).
+TEST(Tool, KeyLockLogLineNamesItsOwnError) {
+  TempDir cache;
+  auto config = make_config(*parse_spec(kSmallSpec));
+  ASSERT_TRUE(config.ok());
+  const std::string key = cache_key_for(make_compile_request(*config));
+  fs::create_directories(cache.sub(key + ".lock"));  // open(O_RDWR) of a directory: EISDIR
+  ToolRun r = run_tool({"prewarm", "--spec", kSmallSpec, "--cache-dir", cache.path()}, {{"FLASHJIT_LOG_LEVEL", "debug"}});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  const size_t line = r.err.find("no lock file");
+  ASSERT_NE(line, std::string::npos) << r;
+  EXPECT_NE(r.err.substr(line, r.err.find('\n', line) - line).find(std::strerror(EISDIR)), std::string::npos) << r;
 }
 
 }  // namespace

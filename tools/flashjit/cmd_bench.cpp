@@ -111,6 +111,8 @@ double kv_bytes(const Cell& c) {
 
 int run_bench() {
   // 1. Cells: a named grid, or --spec on the shape flags.
+  // NOTES: one or the other: --spec's cells take the shape flags, a grid's cells their own shapes.
+  if (!Grid.empty() && !BenchSpecs.empty()) return usage_error("--grid and --spec do not go together: bench a grid, or specs on the shape flags");
   std::vector<Cell> cells = cells_for(Grid.empty() && BenchSpecs.empty() ? "all" : Grid.getValue());
   if (!Grid.empty() && cells.empty()) return usage_error("unknown --grid '" + Grid + "'; allowed: fa3, headline, gqa, decode, all");
   for (const std::string& text : BenchSpecs) {
@@ -136,6 +138,7 @@ int run_bench() {
     } else if (!BSeqlens.empty()) {
       return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
     }
+    if (BPageSize.getNumOccurrences() > 0 && !c.spec.paged) return usage_error("--page-size needs a paged=1 spec");
     cells.push_back(c);
   }
   if (Iters < 1) return usage_error("--iters must be at least 1");

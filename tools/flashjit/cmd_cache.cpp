@@ -1,4 +1,4 @@
-// flashjit cache list | stats | verify | clear | extract KEY FILE
+// flashjit cache list | stats | verify | clear | extract KEY FILE | export FILE | import FILE
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -6,8 +6,10 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "api/bundle_io.hpp"
 #include "cache/cache_dir.hpp"
 #include "cache/disk_store.hpp"
+#include "cache/posix_file.hpp"
 #include "common/quote.hpp"
 #include "tools/flashjit/commands.hpp"
 #include "tools/flashjit/text_table.hpp"
@@ -17,10 +19,13 @@ namespace cl = llvm::cl;
 
 // NOTES: ZeroOrMore, checked in run_cache: with OneOrMore, a bare `flashjit cache` got LLVM's "Not
 // enough positional command line arguments" instead of the list of actions.
-static cl::list<std::string> Args(cl::Positional, cl::desc("list | stats | verify | clear | extract KEY FILE"),
+static cl::list<std::string> Args(cl::Positional, cl::desc("list | stats | verify | clear | extract KEY FILE | export FILE | import FILE"),
                                   cl::ZeroOrMore, cl::cat(tool_category()), cl::sub(cache_command()));
+static cl::list<std::string> ExportSpecs("spec", cl::desc("export: the kernels of this spec (repeatable; compiled when missing); "
+                                                          "without --spec, every valid entry in the directory"),
+                                         cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(cache_command()));
 
-constexpr const char* kActions = "list, stats, verify, clear, extract KEY FILE";
+constexpr const char* kActions = "list, stats, verify, clear, extract KEY FILE, export FILE, import FILE";
 
 namespace {
 
@@ -29,6 +34,7 @@ void print(llvm::json::Value value) { llvm::outs() << llvm::formatv("{0:2}", val
 llvm::json::Object entry_json(const CacheEntryInfo& e) {
   return llvm::json::Object{{"key", e.key},
                             {"spec", e.spec_text},
+                            {"nvrtc", e.nvrtc_version},
                             {"kernel", e.kernel_name},
                             {"valid", e.valid},
                             {"problem", e.problem},
@@ -50,14 +56,15 @@ int list(DiskStore& store) {
     return kExitOk;
   }
   using Align = TextTable::Align;
-  TextTable table({{"key"}, {"spec"}, {"regs", Align::kRight}, {"spill", Align::kRight}, {"bytes", Align::kRight}});
+  TextTable table({{"key"}, {"nvrtc"}, {"spec"}, {"regs", Align::kRight}, {"spill", Align::kRight}, {"bytes", Align::kRight}});
   for (const auto& e : *entries) {
     // A bad entry: INVALID in the spec column, why on a line of its own (a long message would
-    // widen the column for every row).
+    // widen the column for every row). NVRTC "-": not known (a bad entry, or one written before
+    // entries recorded it).
     std::vector<std::string> notes;
     if (!e.valid) notes.push_back("    problem: " + e.problem);
-    table.add_row({e.key.substr(0, 16), e.valid ? e.spec_text : "INVALID", cell(e.report.registers), cell(e.report.spill_bytes()),
-                   cell((long long)e.file_bytes)},
+    table.add_row({e.key.substr(0, 16), e.nvrtc_version.empty() ? "-" : e.nvrtc_version, e.valid ? e.spec_text : "INVALID",
+                   cell(e.report.registers), cell(e.report.spill_bytes()), cell((long long)e.file_bytes)},
                   std::move(notes));
   }
   table.print(stdout);
@@ -85,10 +92,17 @@ int verify(DiskStore& store) {
   if (!report) return fail(report.error());
   if (json_option()) {
     llvm::json::Array bad;
-    for (const auto& e : report->bad) bad.push_back(entry_json(e));
+    for (const auto& e : report->bad) {
+      llvm::json::Object o = entry_json(e);
+      o["set_aside"] = e.set_aside;
+      bad.push_back(std::move(o));
+    }
     print(llvm::json::Object{{"checked", int64_t(report->checked)}, {"valid", int64_t(report->valid)}, {"bad", std::move(bad)}});
   } else {
-    for (const auto& e : report->bad) std::printf("bad entry %s: %s (set aside)\n", e.key.c_str(), e.problem.c_str());
+    for (const auto& e : report->bad) {
+      std::printf("bad entry %s: %s (%s)\n", e.key.c_str(), e.problem.c_str(),
+                  e.set_aside ? "set aside" : "left in place: it could not be set aside");
+    }
     std::printf("%zu checked, %zu valid, %zu bad\n", report->checked, report->valid, report->bad.size());
   }
   return report->bad.empty() ? kExitOk : kExitFailure;
@@ -127,20 +141,103 @@ int extract(DiskStore& store, const std::string& key, const std::string& file) {
   return kExitOk;
 }
 
+// export FILE: a bundle of the --spec kernels (compiled when missing), or of every valid entry.
+int export_bundle(const std::string& dir, const std::string& file) {
+  std::vector<api::BundleEntry> entries;
+  if (!ExportSpecs.empty()) {
+    std::vector<AttentionSpec> specs;
+    for (const std::string& text : ExportSpecs) {
+      auto spec = parse_spec(text);
+      if (!spec) return fail(spec.error());
+      specs.push_back(*spec);
+    }
+    EngineOptions options = engine_options();
+    options.cache_dir = dir;
+    Engine engine(options);
+    if (api::ApiStatus st = api::collect_bundle_entries(engine, options.policy, specs, ExportSpecs, &entries); !st.ok()) {
+      return fail(st.error());
+    }
+  } else {
+    auto store = DiskStore::open({.dir = dir, .create = false});
+    if (!store) return fail(store.error());
+    auto listed = (*store)->list();
+    if (!listed) return fail(listed.error());
+    for (const CacheEntryInfo& e : *listed) {
+      if (!e.valid) continue;  // list() decoded it; a bad entry has no place in a bundle
+      auto file_bytes = posix::read_file(e.path);
+      if (file_bytes) entries.push_back({e.key, std::move(file_bytes->bytes)});
+    }
+    if (entries.empty()) return fail(Error::make(ErrorCode::kNotCompiled, "nothing to export: no valid entry in " + dir));
+  }
+  if (api::ApiStatus st = api::write_bundle_file(file, entries); !st.ok()) return fail(st.error());
+  if (json_option()) {
+    llvm::json::Array keys;
+    for (const api::BundleEntry& e : entries) keys.push_back(e.key);
+    print(llvm::json::Object{{"file", file}, {"entries", int64_t(entries.size())}, {"keys", std::move(keys)}});
+  } else {
+    std::printf("exported %zu entries to %s\n", entries.size(), file.c_str());
+  }
+  return kExitOk;
+}
+
+// import FILE: every entry checked, then all stored in the directory; one not stored is a failure.
+int import_bundle(const std::string& dir, const std::string& file) {
+  EngineOptions options = engine_options();
+  options.cache_dir = dir;
+  Engine engine(options);
+  std::vector<std::string> keys;
+  if (api::ApiStatus st = api::import_bundle_file(engine, file, &keys); !st.ok()) return fail(st.error());
+  size_t stored = 0;
+  for (const std::string& key : keys) stored += engine.cache().stored(key) ? 1 : 0;
+  if (json_option()) {
+    print(llvm::json::Object{{"file", file}, {"entries", int64_t(keys.size())}, {"stored", int64_t(stored)}, {"dir", dir}});
+  } else {
+    std::printf("imported %zu entries from %s; %zu stored in %s\n", keys.size(), file.c_str(), stored, dir.c_str());
+  }
+  if (stored == keys.size()) return kExitOk;
+  std::fprintf(stderr, "flashjit: %zu of %zu entries not stored: %s\n", keys.size() - stored, keys.size(),
+               engine.cache().why_not_stored().c_str());
+  return kExitFailure;
+}
+
+// list, stats, verify and clear on a directory that does not exist: said, nothing created.
+int on_missing_directory(const std::string& action, const std::string& dir) {
+  if (action == "stats" && json_option()) {
+    print(llvm::json::Object{{"dir", dir}, {"exists", false}, {"writable", false}, {"entries", 0}, {"total_bytes", 0},
+                             {"max_bytes", 0}, {"quarantined", 0}, {"temp_files", 0}});
+    return kExitOk;
+  }
+  if (action == "list" && json_option()) {
+    print(llvm::json::Array{});
+    return kExitOk;
+  }
+  if (action == "stats") std::printf("dir          %s (does not exist)\n", dir.c_str());
+  else std::printf("cache directory %s does not exist: nothing to %s\n", dir.c_str(), action.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_cache() {
   if (Args.empty()) return usage_error(std::string("cache needs an action: ") + kActions);
   const std::string action = Args[0];
-  const size_t want = action == "extract" ? 3 : 1;
-  if (action != "list" && action != "stats" && action != "verify" && action != "clear" && action != "extract") {
+  const bool takes_file = action == "export" || action == "import";
+  const size_t want = action == "extract" ? 3 : takes_file ? 2 : 1;
+  if (action != "list" && action != "stats" && action != "verify" && action != "clear" && action != "extract" && !takes_file) {
     return usage_error("unknown cache action " + quote_user_text(action) + "; allowed: " + kActions);
   }
-  if (Args.size() != want) return usage_error("cache " + action + (want == 3 ? " takes KEY FILE" : " takes no arguments"));
+  if (Args.size() != want) {
+    return usage_error("cache " + action + (want == 3 ? " takes KEY FILE" : want == 2 ? " takes FILE" : " takes no arguments"));
+  }
+  if (!ExportSpecs.empty() && action != "export") return usage_error("--spec is for cache export only");
   CacheDirSource source;
   const std::string dir = resolve_cache_dir(cache_dir_flag(), &source);
   if (dir.empty()) return fail(Error::make(ErrorCode::kCacheIo, "no cache directory: set --cache-dir, FLASHJIT_CACHE_DIR or HOME"));
-  auto store = DiskStore::open({dir, 0});
+  if (action == "export") return export_bundle(dir, Args[1]);
+  if (action == "import") return import_bundle(dir, Args[1]);
+  // Only import (and export with --spec) store anything: the others never create the directory.
+  auto store = DiskStore::open({.dir = dir, .create = false});
+  if (!store && store.error().code == ErrorCode::kNotCompiled && action != "extract") return on_missing_directory(action, dir);
   if (!store) return fail(store.error());
   if (action == "list") return list(**store);
   if (action == "stats") return stats(**store);

@@ -15,7 +15,7 @@
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec"), cl::Required, cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<std::string> Spec("spec", cl::desc("The kernel spec"), cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(check_command()));
 static cl::opt<int> Batch("batch", cl::desc("Batch size"), cl::init(2), cl::cat(tool_category()), cl::sub(check_command()));
 static cl::opt<int> SeqlenQ("seqlen-q", cl::desc("Query length"), cl::init(1000), cl::cat(tool_category()), cl::sub(check_command()));
 static cl::opt<int> SeqlenK("seqlen-k", cl::desc("Key length"), cl::init(1000), cl::cat(tool_category()), cl::sub(check_command()));
@@ -82,6 +82,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
 
 int run_check() {
   // 1. The kernel (parse errors exit 2 naming the field).
+  if (Spec.getNumOccurrences() == 0) return missing_spec("check");
   auto spec = parse_spec(Spec);
   if (!spec) return fail(spec.error());
   const std::pair<const char*, int> extents[] = {{"batch", Batch}, {"seqlen-q", SeqlenQ}, {"seqlen-k", SeqlenK},
@@ -98,6 +99,7 @@ int run_check() {
   } else if (!Seqlens.empty()) {
     return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
   }
+  if (PageSize.getNumOccurrences() > 0 && !spec->paged) return usage_error("--page-size needs a paged=1 spec");
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
   if (!family) return fail(family.error());

@@ -20,8 +20,8 @@
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<bool> Defaults("defaults", cl::desc("The default set: fp16/bf16 x head dim 64, 96, 128, 192, 256 x causal off/on (and their long-sequence kernels)"),
-                              cl::cat(tool_category()), cl::sub(prewarm_command()));
+// Its description is set by describe_prewarm_defaults() from the set itself.
+static cl::opt<bool> Defaults("defaults", cl::desc("The default set"), cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::list<std::string> Specs("spec", cl::desc("A spec, e.g. dtype=bf16,head_dim=128,causal=1 (repeatable)"),
                                    cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(prewarm_command()));
 static cl::opt<unsigned> Jobs("jobs", cl::desc("Parallel compiles (default: all cores)"), cl::init(0), cl::cat(tool_category()), cl::sub(prewarm_command()));
@@ -34,6 +34,7 @@ struct Row {
   std::string spec;
   std::string key;
   std::string status;  // "hit" | "compiled" | "failed"
+  bool stored = false;  // in the cache directory after the run
   double compile_ms = 0;
   int registers = 0;
   int spill_bytes = 0;
@@ -92,18 +93,19 @@ Status check_cache_directory() {
   return {};
 }
 
-// A kernel compiled but not stored (a read-only directory, a failed write) failed prewarm's purpose.
+// A kernel not stored (a read-only directory, a failed write, something else under its entry's
+// name) failed prewarm's purpose, whether compiled now or found in memory.
 void fail_unstored(std::vector<Row>& rows, KernelCache& cache) {
   for (Row& r : rows) {
-    if (r.status != "compiled") continue;
-    if (cache.disk() && posix::stat_path(cache.disk()->entry_path(r.key)).ok()) continue;
+    if (r.status == "failed") continue;
+    r.stored = cache.stored(r.key);
+    if (r.stored) continue;
+    r.error = r.status + " but not stored: " + cache.why_not_stored();
     r.status = "failed";
-    r.error = "compiled but not stored in " + cache.dir() +
-              (cache.mode() == CacheMode::kReadOnlyDisk ? ": the directory is not writable" : ": its write failed (see the cache warning)");
   }
 }
 
-void print_table(const std::vector<Row>& rows, double wall_ms) {
+void print_table(const std::vector<Row>& rows, double wall_ms, const std::string& stored_in) {
   using Align = TextTable::Align;
   TextTable table({{"spec"}, {"status"}, {"compile_ms", Align::kRight}, {"regs", Align::kRight}, {"spill", Align::kRight},
                    {"smem", Align::kRight}});
@@ -115,15 +117,20 @@ void print_table(const std::vector<Row>& rows, double wall_ms) {
                   std::move(notes));
   }
   table.print(stdout);
-  size_t compiled = 0, hits = 0, failed = 0;
-  for (const Row& r : rows) (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
-  std::printf("%zu kernels: %zu compiled, %zu hits, %zu failed in %.0f ms\n", rows.size(), compiled, hits, failed, wall_ms);
+  size_t compiled = 0, hits = 0, failed = 0, stored = 0;
+  for (const Row& r : rows) {
+    (r.status == "compiled" ? compiled : r.status == "hit" ? hits : failed)++;
+    stored += r.stored ? 1 : 0;
+  }
+  std::printf("%zu kernels: %zu compiled, %zu hits, %zu failed in %.0f ms; ", rows.size(), compiled, hits, failed, wall_ms);
+  if (stored_in.empty()) std::printf("none stored (--no-cache)\n");
+  else std::printf("%zu stored in %s\n", stored, stored_in.c_str());
 }
 
 void print_json(const std::vector<Row>& rows) {
   llvm::json::Array array;
   for (const Row& r : rows) {
-    llvm::json::Object o{{"spec", r.spec}, {"key", r.key}, {"status", r.status}, {"compile_ms", r.compile_ms},
+    llvm::json::Object o{{"spec", r.spec}, {"key", r.key}, {"status", r.status}, {"stored", r.stored}, {"compile_ms", r.compile_ms},
                          {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"smem_bytes", r.smem_bytes}};
     if (!r.error.empty()) o["error"] = r.error;
     llvm::json::Array warnings;
@@ -135,6 +142,17 @@ void print_json(const std::vector<Row>& rows) {
 }
 
 }  // namespace
+
+void describe_prewarm_defaults() {
+  static std::string description;
+  const std::vector<AttentionSpec> specs = default_prewarm_specs();
+  description = "The default set, " + std::to_string(specs.size()) +
+                " specs, each with its long-sequence kernel where it has one:";
+  for (const AttentionSpec& spec : specs) {
+    description += "\n    " + to_string(spec);
+  }
+  Defaults.setDescription(description);
+}
 
 int run_prewarm() {
   // 1. Which specs: --defaults and every --spec (parse errors exit 2 naming the field).
@@ -190,7 +208,7 @@ int run_prewarm() {
   std::vector<Row> rows;
   for (std::vector<Row>& r : rows_per_spec) rows.insert(rows.end(), r.begin(), r.end());
   if (!NoCache) fail_unstored(rows, engine.cache());
-  if (json_option()) print_json(rows); else print_table(rows, wall_ms);
+  if (json_option()) print_json(rows); else print_table(rows, wall_ms, NoCache ? std::string() : engine.cache().dir());
   for (const Row& r : rows)
     if (r.status == "failed") return kExitFailure;
   return kExitOk;

@@ -19,7 +19,7 @@
 namespace flashjit::tool {
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> TuneSpec("spec", cl::desc("The spec to tune, tile fields left out"), cl::Required,
+static cl::opt<std::string> TuneSpec("spec", cl::desc("The spec to tune, tile fields left out"),
                                      cl::value_desc("SPEC"), cl::cat(tool_category()), cl::sub(tune_command()));
 static cl::opt<int> TBatch("batch", cl::desc("Batch of the tuning shape"), cl::init(2), cl::cat(tool_category()), cl::sub(tune_command()));
 static cl::opt<int> TSeqQ("seqlen-q", cl::desc("Query length of the tuning shape"), cl::init(8192), cl::cat(tool_category()), cl::sub(tune_command()));
@@ -85,6 +85,7 @@ std::vector<AttentionSpec> compile_all(Engine& engine, const std::vector<Attenti
 
 int run_tune() {
   // 1. The base spec: tune chooses the tile and pipeline fields, so they must be left out.
+  if (TuneSpec.getNumOccurrences() == 0) return missing_spec("tune");
   auto base = parse_spec(TuneSpec);
   if (!base) return fail(base.error());
   if (!has_auto_tiles(*base)) {

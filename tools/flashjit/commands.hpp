@@ -40,7 +40,15 @@ int run_bench();
 int run_tune();
 int run_source();
 
-// Prints an error ("flashjit: <message>") and returns the exit status its code calls for.
+// Sets prewarm --defaults's description to the specs it builds (computed, so it stays true).
+void describe_prewarm_defaults();
+
+// Why a command that needs --spec got none; the same wording for every command (LLVM's own,
+// "must be specified at least once!", named no command).
+int missing_spec(const char* command);
+
+// Prints an error ("flashjit: <message>") and returns the exit status its code calls for; with
+// --json the error is also a JSON object on stdout ({"error", "field", "exit_code"}).
 int fail(const Error& error);
 int usage_error(const std::string& message);
 

@@ -3,6 +3,7 @@
 #include <string_view>
 #include <vector>
 
+#include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "cache/cache_key.hpp"
@@ -62,16 +63,35 @@ llvm::cl::opt<bool>& json_option() {
   return option;
 }
 
+namespace {
+
+// With --json, an error is also a JSON object on stdout, where a script reads the output:
+// {"error": message, "field": the field it names or "", "exit_code": the exit status}.
+int report_error(const std::string& message, const std::string& field, int exit_code, bool as_json) {
+  if (as_json) {
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                               {"error", message}, {"field", field}, {"exit_code", exit_code}}))
+                 << "\n";
+    llvm::outs().flush();
+  }
+  return exit_code;
+}
+
+}  // namespace
+
 int fail(const Error& error) {
   std::fprintf(stderr, "flashjit: %s\n", error.message.c_str());
   if (!error.log.empty()) std::fprintf(stderr, "%s\n", error.log.c_str());
-  return error.code == ErrorCode::kInvalidSpec || error.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  const int exit_code = error.code == ErrorCode::kInvalidSpec || error.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  return report_error(error.message, error.field, exit_code, json_option());
 }
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "flashjit: %s (see flashjit --help)\n", message.c_str());
-  return kExitUsage;
+  return report_error(message, "", kExitUsage, json_option());
 }
+
+int missing_spec(const char* command) { return usage_error(std::string(command) + " needs --spec SPEC"); }
 
 std::optional<std::string> cache_dir_flag() {
   if (cache_dir_option().empty()) return std::nullopt;
@@ -107,6 +127,16 @@ void hide_llvm_options() {
   }
 }
 
+// True when the command line asks for --json, read before the options are parsed (a parse error
+// is reported before json_option() holds anything).
+bool json_asked(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (a == "--json" || a == "-json" || a == "--json=true" || a == "--json=1") return true;
+  }
+  return false;
+}
+
 // argv with --help-hidden read as --help (and --help-list-hidden as --help-list). NOTES: flashjit
 // hides none of its own options, so both show the same; LLVM's --help-hidden would also list every
 // option category, LLVM's own included, each saying "This option category has no options".
@@ -136,10 +166,13 @@ int main(int argc, char** argv) {
   // NOTES: with an error stream, ParseCommandLineOptions reports instead of exiting, so a usage
   // error exits 2 as documented.
   std::vector<char*> args = without_hidden_help(argc, argv);
+  describe_prewarm_defaults();
   if (!llvm::cl::ParseCommandLineOptions(int(args.size()), args.data(), "flashjit: FlashAttention-3-style kernels for Hopper, compiled at run time\n", &err)) {
     err.flush();
     std::fprintf(stderr, "%s", errors.c_str());
-    return kExitUsage;
+    std::string first_line = errors.substr(0, errors.find('\n'));
+    if (first_line.rfind("flashjit: ", 0) == 0) first_line.erase(0, 10);
+    return report_error(first_line, "", kExitUsage, json_asked(argc, argv));
   }
   if (prewarm_command()) return run_prewarm();
   if (cache_command()) return run_cache();
