@@ -7,6 +7,7 @@
 The attention functions need torch (any 2.x with CUDA) and a Hopper GPU; supported() and prewarm() need
 neither (build hosts). python/README.md has the details."""
 from ._capi import FlashjitError, load_library, library
+from ._cache import cache_export, cache_import
 from ._interface import (flash_attn_combine, flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache,
                          get_scheduler_metadata)
 from . import _interface
@@ -17,7 +18,7 @@ except ImportError:  # the source tree
     __version__ = "0+source"
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_combine",
            "get_scheduler_metadata", "supported", "prewarm", "loaded_specs", "load_library", "library", "FlashjitError",
-           "__version__"]
+           "cache_export", "cache_import", "__version__"]
 
 
 def supported(spec):
@@ -42,15 +43,18 @@ def prewarm(specs, cache_dir=None, load=None):
     """Compiles specs into the kernel cache (cache_dir, else $FLASHJIT_CACHE_DIR, else ~/.cache/flashjit):
     NVRTC only, no GPU or driver. load: also fetch them onto the current CUDA device, so that the first call,
     and a CUDA graph capture, find them loaded; None = when torch is imported, a GPU is there and cache_dir is
-    the default (the one calls use). Raises FlashjitError naming each spec that failed."""
+    the default (the one calls use). Returns what it did, per spec: a dict of spec, status ("compiled", "hit"),
+    kernels, compiled, hits, stored (in the cache directory) and error. Raises FlashjitError naming each spec
+    that failed, a kernel not stored in the cache directory included (its .results: the same dicts)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
-    library().prewarm(specs, cache_dir)
+    results = library().prewarm(specs, cache_dir)
     if load is None:
         import sys
         torch = sys.modules.get("torch")
         load = cache_dir is None and torch is not None and _interface._backend is not None and torch.cuda.is_available()
     if load:
         _interface.backend("prewarm(load=True)").prewarm_load(specs)
+    return results
 
 
 def loaded_specs():

@@ -74,6 +74,15 @@ class MergeArgs(ctypes.Structure):  # flashjit_merge_args_t
                                                     "lse_head_stride")]
 
 
+PREWARM_MESSAGE_SIZE = 512  # FLASHJIT_PREWARM_MESSAGE_SIZE
+
+
+class PrewarmResult(ctypes.Structure):  # flashjit_prewarm_result_t
+    _fields_ = [("struct_size", ctypes.c_uint32), ("status", ctypes.c_int32), ("kernels", ctypes.c_int32),
+                ("compiled", ctypes.c_int32), ("hits", ctypes.c_int32), ("stored", ctypes.c_int32),
+                ("message", ctypes.c_char * PREWARM_MESSAGE_SIZE)]
+
+
 assert ctypes.sizeof(AttentionArgs) == 336 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
 # the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 304- and 336-byte fields)
 assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
@@ -231,6 +240,10 @@ class Library:
         _prototype(L, "flashjit_context_create", i32, [ctypes.POINTER(ContextOptions), ctypes.POINTER(vp)])
         _prototype(L, "flashjit_context_destroy", i32, [vp])
         _prototype(L, "flashjit_prewarm", i32, [vp, ctypes.POINTER(cp), ctypes.c_size_t])
+        _prototype(L, "flashjit_prewarm_report", i32, [vp, ctypes.POINTER(cp), ctypes.c_size_t,
+                                                       ctypes.POINTER(PrewarmResult)])
+        _prototype(L, "flashjit_cache_export", i32, [vp, ctypes.POINTER(cp), ctypes.c_size_t, cp])
+        _prototype(L, "flashjit_cache_import", i32, [vp, cp, ctypes.POINTER(ctypes.c_size_t)])
         _prototype(L, "flashjit_kernel_get", i32, [vp, cp, ctypes.POINTER(vp)])
         _prototype(L, "flashjit_kernel_release", i32, [vp])
         _prototype(L, "flashjit_kernel_describe", i32, [vp, ctypes.POINTER(KernelInfo)])
@@ -281,12 +294,55 @@ class Library:
         return context
 
     def prewarm(self, specs, cache_dir=None):
-        """Compiles specs into cache_dir (None: the default cache directory) with no GPU."""
+        """Compiles specs into cache_dir (None: the default cache directory) with no GPU: prewarm_report."""
+        return self.prewarm_report(specs, cache_dir)
+
+    def prewarm_report(self, specs, cache_dir=None):
+        """flashjit_prewarm_report: per spec (in order) a dict of spec, status ("compiled" when any of its kernels
+        was compiled, "hit" when all were found, "failed"), kernels, compiled, hits, stored (in the cache directory)
+        and error ("" unless failed). Raises FlashjitError naming every spec that failed (a kernel not stored in
+        the cache directory fails its spec), the results on the error's .results."""
+        specs = list(specs)
         context = self.create_context(DEVICE_NONE, cache_dir)
         try:
             encoded = [s.encode() for s in specs]
             array = (ctypes.c_char_p * len(encoded))(*encoded)
-            self.check(self.lib.flashjit_prewarm(context, array, len(encoded)), "prewarm")
+            results = (PrewarmResult * max(1, len(encoded)))()
+            for r in results:
+                r.struct_size = ctypes.sizeof(PrewarmResult)
+            status = self.lib.flashjit_prewarm_report(context, array, len(encoded), results)
+            error = self.error(status, "prewarm") if status != 0 else None
+        finally:
+            self.lib.flashjit_context_destroy(context)
+        report = []
+        for spec, r in zip(specs, results):
+            failed = r.status != 0
+            report.append({"spec": spec, "status": "failed" if failed else "compiled" if r.compiled else "hit",
+                           "kernels": r.kernels, "compiled": r.compiled, "hits": r.hits, "stored": r.stored,
+                           "error": r.message.decode(errors="replace") if failed else ""})
+        if error is not None:
+            error.results = report if any(r["kernels"] for r in report) else []
+            raise error
+        return report
+
+    def cache_export(self, specs, path, cache_dir=None):
+        """flashjit_cache_export: the kernels of specs (compiled into cache_dir when missing) as one bundle file."""
+        specs = list(specs)
+        context = self.create_context(DEVICE_NONE, cache_dir)
+        try:
+            encoded = [s.encode() for s in specs]
+            array = (ctypes.c_char_p * len(encoded))(*encoded)
+            self.check(self.lib.flashjit_cache_export(context, array, len(encoded), os.fsencode(path)), "cache_export")
+        finally:
+            self.lib.flashjit_context_destroy(context)
+
+    def cache_import(self, path, cache_dir=None):
+        """flashjit_cache_import: every entry of the bundle checked, then added to cache_dir; returns how many."""
+        context = self.create_context(DEVICE_NONE, cache_dir)
+        try:
+            imported = ctypes.c_size_t(0)
+            self.check(self.lib.flashjit_cache_import(context, os.fsencode(path), ctypes.byref(imported)), "cache_import")
+            return imported.value
         finally:
             self.lib.flashjit_context_destroy(context)
 
