@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "api_fake_libcuda.hpp"
 
@@ -45,6 +46,9 @@ struct FakeGraph {
 FakeCudaStats g_stats{};
 std::mutex g_mutex;  // guards the object sets and the primary contexts
 std::set<const void*>* g_live = new std::set<const void*>;  // every live fake handle
+// Destroyed handles: kept, not freed, so that no later object takes a destroyed one's address (a
+// stale handle must stay "not live"), and held here so that LeakSanitizer sees them reachable.
+std::vector<const void*>* g_retired = new std::vector<const void*>;
 FakeContext g_primary[kMaxDevices];
 int g_primary_refs[kMaxDevices] = {};
 std::atomic<int> g_capturing{0};
@@ -84,7 +88,7 @@ T* make_live(T* object) {
 }
 void forget(const void* handle) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_live->erase(handle);
+  if (g_live->erase(handle) != 0) g_retired->push_back(handle);
 }
 
 FakeContext* current() { return t_depth > 0 ? t_stack[t_depth - 1] : nullptr; }

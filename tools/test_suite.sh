@@ -5,17 +5,30 @@
 # Usage: bash tools/test_suite.sh [CTEST_ARGS...]     e.g. bash tools/test_suite.sh -R Tool
 #   BUILD_DIR=DIR   build folder (default: build)
 #   JOBS=N          parallel build jobs and tests (default: the number of cores)
+#   SANITIZE=1      the address and undefined-behaviour sanitized build (FLASHJIT_SANITIZE=ON) in
+#                   build-asan (BUILD_DIR default); left out: the fuzz test (sanitized already) and the
+#                   wheel checks (a wheel is never built from a sanitized library)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BUILD_DIR=${BUILD_DIR:-build}
+SANITIZE=${SANITIZE:-0}
+BUILD_DIR=${BUILD_DIR:-$([ "$SANITIZE" = 1 ] && echo build-asan || echo build)}
 JOBS=${JOBS:-$(nproc)}
+sanitize_args=()
+ctest_skip=()
+if [ "$SANITIZE" = 1 ]; then
+  sanitize_args=(-DFLASHJIT_SANITIZE=ON)
+  ctest_skip=(-E '^(Fuzz\.|Python\.Wheel)')
+  # UBSan's reports fail the test that meets one, as ASan's do.
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+fi
 
 env_lines=$(bash tools/bootstrap.sh --env) || exit 1
 eval "$env_lines"
 echo "== configure ($BUILD_DIR)"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHJIT_BUILD_TESTS=ON "${FLASHJIT_CMAKE_ARGS[@]}"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHJIT_BUILD_TESTS=ON "${FLASHJIT_CMAKE_ARGS[@]}" \
+  "${sanitize_args[@]}"
 echo "== build (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j"$JOBS"
 echo "== ctest"
 cd "$BUILD_DIR"
-ctest --output-on-failure --timeout 900 -j"$JOBS" "$@"
+ctest --output-on-failure --timeout 900 -j"$JOBS" "${ctest_skip[@]}" "$@"
