@@ -396,5 +396,38 @@ TEST(CacheKernelCache, ReadOnlyDirectoryServesHitsWithoutWriting) {
   EXPECT_EQ(mtime_ns(entry), stamp_before);  // the stamp could not be refreshed, silently
 }
 
+// verify in a read-only directory: the bad entry is reported as not set aside (the tool said
+// "(set aside)" for an entry it had left in place).
+int verify_read_only_child(int, char**) {
+  const std::string dir = env_or_empty("FLASHJIT_TEST_CACHE_DIR");
+  if (::geteuid() == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) return 90;
+  }
+  if (::geteuid() == 0) return 90;
+  if (posix::probe_writable(dir + "/.tmp-probe")) return 91;
+  LogCapture logs;
+  auto store = DiskStore::open({.dir = dir});
+  if (!store.ok() || (*store)->writable()) return 92;
+  auto report = (*store)->verify();
+  if (!report.ok() || report->checked != 1 || report->bad.size() != 1) return 93;
+  if (report->bad[0].set_aside) return 94;
+  return 0;
+}
+FLASHJIT_REGISTER_CHILD_ROLE(cache_verify_read_only_child, verify_read_only_child);
+
+TEST(CacheKernelCache, VerifyInAReadOnlyDirectorySaysTheBadEntryStayed) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("cache");
+  ASSERT_TRUE(posix::make_directories(dir).ok());
+  const std::string entry = dir + "/" + key_for("corrupt") + ".entry";
+  write_bytes(entry, "garbage");
+  ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+  const int code = wait_child(spawn_child("cache_verify_read_only_child", {{"FLASHJIT_TEST_CACHE_DIR", dir}}));
+  ::chmod(dir.c_str(), 0755);
+  if (code == 90) GTEST_SKIP() << "cannot drop root privileges here, so a read-only directory cannot be made";
+  EXPECT_EQ(code, 0) << "91: writable after all, 92: not read-only, 93: not one bad entry, 94: said set aside";
+  EXPECT_EQ(read_bytes(entry), "garbage");  // still there, unchanged
+}
+
 }  // namespace
 }  // namespace flashjit
