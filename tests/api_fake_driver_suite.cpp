@@ -460,7 +460,9 @@ TEST(ApiFakeDriver, InvalidArgumentsAreRefusedBeforeAnyDriverCall) {
       {"args.q_strides.row", [](flashjit_attention_args_t& a) { a.q_strides.row = -512; }},
       {"args.v_strides.head", [](flashjit_attention_args_t& a) { a.v_strides.head = 12; }},
       {"args.heads_kv", [](flashjit_attention_args_t& a) { a.heads_kv = 3; }},
-      {"args.window_left", [](flashjit_attention_args_t& a) { a.window_left = 128; }},
+      {"args.window_left", [](flashjit_attention_args_t& a) { a.window_left = 128; }},  // no window=1
+      {"args.window_left", [](flashjit_attention_args_t& a) { a.window_left = -5; }},
+      {"args.alibi_slopes", [](flashjit_attention_args_t& a) { a.alibi_slopes = 0x1000; }},
       {"args.head_dim", [](flashjit_attention_args_t& a) { a.head_dim = 128; }},
   };
   for (const Case& c : cases) {
@@ -504,6 +506,39 @@ TEST(ApiFakeDriver, RepeatedArgumentsReuseTheirEncodedParameters) {
   ASSERT_EQ(flashjit_attention_forward(k2, &a, stream), FLASHJIT_SUCCESS);
   EXPECT_EQ(encodes(), e + 4);
   flashjit_kernel_release(k2);
+  flashjit_kernel_release(k);
+  flashjit_context_destroy(ctx);
+}
+
+// A feature value is checked on every new argument set: arguments that differ from a cached set
+// only in a window, a softcap or a sink pointer are not that set (they would launch its
+// parameters, without the feature).
+TEST(ApiFakeDriver, ArgumentsThatDifferOnlyInAFeatureAreNotACachedSet) {
+  flashjit_context_t ctx = make_context();
+  flashjit_kernel_t k = get_kernel(ctx);
+  CUstream stream = make_stream(cu_context_of(ctx));
+  const flashjit_attention_args_t a = make_args(0x300000000ull);
+  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS);
+  ASSERT_EQ(flashjit_attention_forward(k, &a, stream), FLASHJIT_SUCCESS);  // cached now
+  const uint64_t launches_before = launches();
+  struct Case {
+    const char* field;
+    void (*set)(flashjit_attention_args_t&);
+  } cases[] = {
+      {"args.window_left", [](flashjit_attention_args_t& x) { x.window_left = 128; }},
+      {"args.window_right", [](flashjit_attention_args_t& x) { x.window_right = 0; }},
+      {"args.softcap", [](flashjit_attention_args_t& x) { x.softcap = 30.0f; }},
+      {"args.attention_chunk", [](flashjit_attention_args_t& x) { x.attention_chunk = 64; }},
+      {"args.sinks", [](flashjit_attention_args_t& x) { x.sinks = 0x1000, x.sinks_dtype = FLASHJIT_DTYPE_FP32; }},
+      {"args.alibi_slopes", [](flashjit_attention_args_t& x) { x.alibi_slopes = 0x1000; }},
+  };
+  for (const Case& c : cases) {
+    flashjit_attention_args_t b = a;
+    c.set(b);
+    EXPECT_EQ(flashjit_attention_forward(k, &b, stream), FLASHJIT_ERROR_INVALID_ARGUMENT) << c.field;
+    EXPECT_EQ(last_field(), c.field) << last_message();
+  }
+  EXPECT_EQ(launches(), launches_before);
   flashjit_kernel_release(k);
   flashjit_context_destroy(ctx);
 }

@@ -56,6 +56,25 @@ TEST(ParamsCache, HitsReturnWhatWasStoredForEachKey) {
   EXPECT_EQ(stored_batch(*cache, key_for(1000)), 0) << "a key never stored misses";
 }
 
+// The kernel's Params carry the masks and score modifiers: arguments that differ only there have
+// keys of their own.
+TEST(ParamsCache, KeysTellFeatureValuesApart) {
+  AttentionArgs plain;
+  plain.batch = 1;
+  const ParamsKey base = ParamsKey::of(plain);
+  void (*changes[])(FeatureInputs&) = {
+      [](FeatureInputs& f) { f.window_left = 127; },    [](FeatureInputs& f) { f.window_right = 0; },
+      [](FeatureInputs& f) { f.chunk = 8192; },         [](FeatureInputs& f) { f.softcap = 50.0f; },
+      [](FeatureInputs& f) { f.sinks = 0x1000; },       [](FeatureInputs& f) { f.sinks_bf16 = true; },
+      [](FeatureInputs& f) { f.alibi_slopes = 0x1000; }, [](FeatureInputs& f) { f.alibi_batch_stride = 32; },
+  };
+  for (size_t i = 0; i < std::size(changes); ++i) {
+    AttentionArgs changed = plain;
+    changes[i](changed.features);
+    EXPECT_FALSE(ParamsKey::of(changed) == base) << "feature change " << i;
+  }
+}
+
 TEST(ParamsCache, AFullWindowGivesUpItsLeastRecentlyUsedEntry) {
   auto cache = std::make_unique<Cache>();
   const std::vector<ParamsKey> keys = keys_at_one_slot(Cache::kWindow + 2);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "api/feature_args.hpp"
 #include "api/struct_size.hpp"
 
 namespace flashjit::api {
@@ -42,12 +43,6 @@ ApiStatus out_of_range(const char* field, int64_t value, int64_t max_value) {
                                     std::to_string(max_value));
 }
 
-ApiStatus not_supported_yet(const char* field, const std::string& value, const char* feature, const char* off) {
-  const std::string name = std::string("args.") + field;
-  return invalid_argument(name, name + ": " + value + " asks for " + feature + ", which flashjit does not support yet; set " +
-                                    off + " (off)");
-}
-
 std::string hex(uint64_t value) {
   char text[32];
   std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
@@ -62,19 +57,10 @@ ApiStatus check_extent(const char* field, int64_t value, int64_t max_value, int*
   return {};
 }
 
-// Features that have a field but no kernel yet: each must be off.
-ApiStatus check_reserved_features(const flashjit_attention_args_t& a) {
+ApiStatus check_flags(const flashjit_attention_args_t& a) {
   if (const uint32_t unknown = a.flags & ~FLASHJIT_ATTENTION_FLAG_PDL; unknown != 0) {
     return invalid_argument("args.flags", "args.flags: " + hex(unknown) + " is not a defined flag (allowed: FLASHJIT_ATTENTION_FLAG_PDL = 0x1)");
   }
-  if (a.softcap != 0.0f) return not_supported_yet("softcap", std::to_string(a.softcap), "a logit soft cap", "0");
-  if (a.window_left != -1) return not_supported_yet("window_left", std::to_string(a.window_left), "a sliding window", "-1");
-  if (a.window_right != -1) return not_supported_yet("window_right", std::to_string(a.window_right), "a sliding window", "-1");
-  if (a.attention_chunk != 0) return not_supported_yet("attention_chunk", std::to_string(a.attention_chunk), "attention chunks", "0");
-  if (a.sinks != 0) return not_supported_yet("sinks", hex(a.sinks), "learnable sinks", "0");
-  if (a.sinks_dtype != 0) return not_supported_yet("sinks_dtype", std::to_string(a.sinks_dtype), "learnable sinks", "0");
-  if (a.alibi_slopes != 0) return not_supported_yet("alibi_slopes", hex(a.alibi_slopes), "ALiBi", "0");
-  if (a.alibi_batch_stride != 0) return not_supported_yet("alibi_batch_stride", std::to_string(a.alibi_batch_stride), "ALiBi", "0");
   return {};
 }
 
@@ -93,8 +79,8 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   flashjit_attention_args_t a;
   flashjit_attention_args_init(&a);
   if (ApiStatus st = read_input_struct("args", "flashjit_attention_args_t", in, kAttentionArgsMinSize, &a); !st.ok()) return st;
-  // 2. Fields of features that do not exist yet are off; head_dim agrees with the kernel.
-  if (ApiStatus st = check_reserved_features(a); !st.ok()) return st;
+  // 2. Defined flags only; head_dim agrees with the kernel.
+  if (ApiStatus st = check_flags(a); !st.ok()) return st;
   if (ApiStatus st = check_head_dim(a, config); !st.ok()) return st;
   // 3. 64-bit extents into the core's ints, in range.
   AttentionArgs args;
@@ -135,11 +121,15 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   args.decode.workspace_bytes = a.workspace_bytes;
   args.decode.max_splits = a.max_splits;
   args.decode.split_keys = a.split_keys;
+  // 6. Masks and score modifiers (MASKS AND SCORES): their ranges here; whether the spec has their
+  //    keys in validate_launch_args (new arguments only: it prints the spec).
+  if (ApiStatus st = to_feature_inputs(a, &args.features); !st.ok()) return st;
   *out = args;
   return {};
 }
 
 ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args) {
+  if (ApiStatus st = feature_needs_spec_key(config, args.features); !st.ok()) return st;
   if (Status st = validate_attention_args(config, args); !st.ok()) return as_args_error(st.take_error());
   return {};
 }

@@ -32,6 +32,15 @@ ParamsKey ParamsKey::of(const AttentionArgs& a) {
   key.workspace_bytes = a.decode.workspace_bytes;
   key.max_splits = a.decode.max_splits;
   key.split_keys = a.decode.split_keys;
+  const FeatureInputs& f = a.features;
+  key.window_left = f.window_left;
+  key.window_right = f.window_right;
+  key.chunk = f.chunk;
+  std::memcpy(&key.softcap_bits, &f.softcap, sizeof(key.softcap_bits));
+  key.sinks = f.sinks;
+  key.sinks_bf16 = f.sinks_bf16;
+  key.alibi_slopes = f.alibi_slopes;
+  key.alibi_batch_stride = f.alibi_batch_stride;
   return key;
 }
 

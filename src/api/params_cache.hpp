@@ -34,6 +34,11 @@ struct ParamsKey {
   int64_t engine_extents[5] = {};    // block_table_stride, page_size, num_pages, total_q, total_k
   uint64_t workspace = 0, workspace_bytes = 0;
   int32_t max_splits = 0, split_keys = 0;
+  // Masks and score modifiers: Params carries them, so arguments that differ only here differ.
+  int32_t window_left = 0, window_right = 0, chunk = 0;
+  uint32_t softcap_bits = 0;
+  uint64_t sinks = 0, sinks_bf16 = 0, alibi_slopes = 0;
+  int64_t alibi_batch_stride = 0;
 
   static ParamsKey of(const AttentionArgs& args);
   bool operator==(const ParamsKey&) const = default;
