@@ -66,6 +66,23 @@ TEST(ApiCpp, ArgsBuilderMatchesTheCHelpers) {
   EXPECT_EQ(c.window_right, -1);
   EXPECT_FLOAT_EQ(c.softmax_scale, 0.125f);
   EXPECT_EQ(c.flags, 0u);
+  // The features' setters fill the C fields; a spec without the key refuses them by name.
+  auto featured = args;
+  featured.window(127, 0).attention_chunk(8192).softcap(50.0f).sinks(0x6000, FLASHJIT_DTYPE_BF16).alibi(0x7000, 16);
+  const flashjit_attention_args_t& f = featured.c();
+  EXPECT_EQ(f.window_left, 127);
+  EXPECT_EQ(f.window_right, 0);
+  EXPECT_EQ(f.attention_chunk, 8192);
+  EXPECT_FLOAT_EQ(f.softcap, 50.0f);
+  EXPECT_EQ(f.sinks, 0x6000u);
+  EXPECT_EQ(f.sinks_dtype, FLASHJIT_DTYPE_BF16);
+  EXPECT_EQ(f.alibi_slopes, 0x7000u);
+  EXPECT_EQ(f.alibi_batch_stride, 16);
+  EXPECT_EQ(featured.sinks(0).c().sinks_dtype, 0) << "no sinks: dtype 0";
+  const flashjit::Status no_key = flashjit::validate("dtype=bf16,head_dim=128", featured);
+  ASSERT_FALSE(no_key);
+  EXPECT_EQ(no_key.error().field(), "args.window_left");
+  EXPECT_NE(no_key.error().message().find("needs spec key window=1"), std::string::npos) << no_key.error().message();
   auto with_pdl = args;
   EXPECT_EQ(with_pdl.pdl().c().flags, FLASHJIT_ATTENTION_FLAG_PDL);
   EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", with_pdl));

@@ -218,7 +218,8 @@ typedef struct flashjit_tensor_strides {
  * (heads_q a multiple of heads_kv). Q, K, V, O are 16-bit (the kernel's dtype) device arrays laid out
  * [batch, seqlen, heads, head_dim] with the strides given; LSE is float [batch, heads_q, seqlen_q]
  * contiguous (natural log; -inf for a row that sees no key). A causal mask is aligned to the
- * bottom-right corner when seqlen_q != seqlen_k.
+ * bottom-right corner when seqlen_q != seqlen_k. Sliding windows, attention chunks, soft caps,
+ * learnable sinks and ALiBi: MASKS AND SCORES below.
  *
  * ENGINE INPUTS (spec keys varlen=1 and paged=1, independent of each other; both 0 = dense)
  *   varlen=1: packed variable-length queries. cu_seqlens_q is int32 [batch + 1] on the device
@@ -289,10 +290,37 @@ typedef struct flashjit_tensor_strides {
  *     launches of the same spec and upper bounds (a model's layers in one step, a graph's
  *     replays): another spec's or other bounds' split partials would land on the counters.
  *
- * The fields softcap .. window_right and attention_chunk .. alibi_batch_stride belong to features
- * flashjit does not have yet (sliding windows, attention chunks, soft caps, learnable sinks, ALiBi).
- * They are here so adding them changes no layout; today each must hold its "off" value, and a call
- * that sets one is refused with an error naming it. flashjit_attention_args_init sets them all. */
+ * MASKS AND SCORES (spec keys window=1, chunk=1, softcap=1, sinks=1, alibi=1; each off by default,
+ * compiled in only where asked for; they combine with each other, causal and the engine inputs)
+ *   Positions are bottom-right aligned per sequence: query row i of a sequence with sq queries and
+ *   sk keys sits at key position p = i + sk - sq.
+ *   window=1: window_left, window_right. Row i sees keys j with p - window_left <= j <= p +
+ *     window_right; -1 leaves that side unbounded. causal is (-1, 0) and composes with a left
+ *     bound: with causal=1 the right side is 0 whatever window_right holds (FlashAttention-3's
+ *     (left, 0) sliding window is causal=1 with window_left = left).
+ *   chunk=1: attention_chunk C >= 1 (Llama 4's chunked local attention). Row i sees only the keys
+ *     of its own chunk, j / C == p / C, together with causal and the window.
+ *   softcap=1: softcap c > 0. Each score becomes c * tanh(score * softmax_scale / c), before the
+ *     mask (FlashAttention-3's order).
+ *   sinks=1: sinks points to one logit per query head, [heads_q], float32 or bf16 (sinks_dtype
+ *     FLASHJIT_DTYPE_FP32 or FLASHJIT_DTYPE_BF16), not scaled. The sink joins every row's softmax
+ *     denominator as a key with no value: O = sum_j exp(x_j) v_j / (sum_j exp(x_j) + exp(s_h)).
+ *     LSE includes the sink, log(sum_j exp(x_j) + exp(s_h)), as vLLM's s_aux and
+ *     FlashAttention-4's learnable_sink define it. Under split_kv=1 the sink counts once, in the
+ *     merge (the combine kernel's or the inline one), never in a split's partial.
+ *   alibi=1: alibi_slopes points to float32 slopes, [heads_q] for every sequence
+ *     (alibi_batch_stride 0) or [batch][alibi_batch_stride] (alibi_batch_stride >= heads_q). The
+ *     bias -slope * |p - j| is added to the scaled score (FlashAttention-2's definition).
+ *   A row that sees no key gets O = 0 and LSE = -inf; with a sink, O = 0 and LSE = the sink's logit.
+ *   The sizes, the cap and the pointers are read at each launch, not compiled in: a CUDA graph
+ *   replays with them as captured (the tensors' contents may change between replays).
+ *   Each field needs its spec key: softcap (softcap=1), window_left and window_right (window=1),
+ *   attention_chunk (chunk=1), sinks and sinks_dtype (sinks=1), alibi_slopes and alibi_batch_stride
+ *   (alibi=1). A value that is not off, passed to a kernel whose spec lacks the key, is refused
+ *   naming the field and the key ("args.window_left: 127 needs spec key window=1"); so are
+ *   window_left or window_right below -1, attention_chunk below 0, a softcap negative or not finite,
+ *   a sinks_dtype other than those two (0 with no sinks). Off values: softcap 0, window -1, chunk 0,
+ *   pointers 0; flashjit_attention_args_init sets them all. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -313,10 +341,10 @@ typedef struct flashjit_attention_args {
   int64_t head_dim;                         /* 0 = the kernel's; else it must equal the kernel's */
   flashjit_tensor_strides_t q_strides, k_strides, v_strides, o_strides;
   float softmax_scale;                      /* 0 = 1/sqrt(head_dim); else finite and positive */
-  /* ---- not supported yet: must be off ---- */
-  float softcap;                            /* tanh soft cap of the scores; off: 0 */
-  int32_t window_left;                      /* sliding window, keys left of the diagonal; off: -1 */
-  int32_t window_right;                     /* keys right of the diagonal; off: -1 */
+  /* ---- masks and score modifiers (MASKS AND SCORES above) ---- */
+  float softcap;                            /* softcap=1: tanh soft cap of the scores, > 0; off: 0 */
+  int32_t window_left;                      /* window=1: keys left of the diagonal; off (unbounded): -1 */
+  int32_t window_right;                     /* window=1: keys right of the diagonal; off (unbounded): -1 */
   /* ---- engine inputs (ENGINE INPUTS above); off: 0 ---- */
   uint64_t cu_seqlens_q;                    /* varlen: int32 [batch + 1] query row offsets */
   uint64_t cu_seqlens_k;                    /* varlen, packed K/V: int32 [batch + 1] key row offsets */
@@ -339,19 +367,19 @@ typedef struct flashjit_attention_args {
   int32_t split_keys;                       /* split_kv=1: 0 = each sequence's keys cut into the
                                                launch's split count; else keys per split, a multiple
                                                of the kernel's block_n (batch-invariant mode) */
-  /* Appended in 0.5 (a caller with the 304-byte layout has none of these; off: 0). Not supported yet:
-     each must be off. */
-  int32_t attention_chunk;                  /* keys per attention chunk (Llama 4); off: 0 */
-  int32_t sinks_dtype;                      /* a flashjit_dtype_t: FLASHJIT_DTYPE_FP32 or _BF16; 0 with
-                                               no sinks */
-  uint64_t sinks;                           /* CUdeviceptr [heads_q]: learnable sink logits; off: 0 */
-  uint64_t alibi_slopes;                    /* CUdeviceptr float32 [heads_q], or [batch][alibi_batch_
-                                               stride] (per sequence); off: 0 */
-  int64_t alibi_batch_stride;               /* elements between sequences' slopes; 0 = one [heads_q]
-                                               for every sequence */
+  /* Appended in 0.5 (a caller with the 304-byte layout has none of these; off: 0): MASKS AND SCORES. */
+  int32_t attention_chunk;                  /* chunk=1: keys per attention chunk (Llama 4); off: 0 */
+  int32_t sinks_dtype;                      /* sinks=1: a flashjit_dtype_t, FLASHJIT_DTYPE_FP32 or _BF16;
+                                               0 with no sinks */
+  uint64_t sinks;                           /* sinks=1: CUdeviceptr [heads_q] learnable sink logits, not
+                                               scaled; off: 0 */
+  uint64_t alibi_slopes;                    /* alibi=1: CUdeviceptr float32 [heads_q], or [batch][alibi_
+                                               batch_stride] (per sequence); off: 0 */
+  int64_t alibi_batch_stride;               /* alibi=1: elements between sequences' slopes; 0 = one
+                                               [heads_q] for every sequence */
 } flashjit_attention_args_t;
 
-/* Sets struct_size, zeroes everything and puts the unsupported features at their "off" values. */
+/* Sets struct_size, zeroes everything and puts the masks at their "off" values (window -1). */
 static inline void flashjit_attention_args_init(flashjit_attention_args_t* args) {
   memset(args, 0, sizeof(*args));
   args->struct_size = (uint32_t)sizeof(*args);

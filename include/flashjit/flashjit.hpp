@@ -188,6 +188,35 @@ class AttentionArgs {
     args_.split_keys = split_keys;
     return *this;
   }
+  // Masks and score modifiers (MASKS AND SCORES in flashjit.h; each needs its spec key).
+  // window=1: keys left and right of the diagonal a row sees; -1 unbounded.
+  AttentionArgs& window(int32_t left, int32_t right) {
+    args_.window_left = left;
+    args_.window_right = right;
+    return *this;
+  }
+  // chunk=1: keys per attention chunk.
+  AttentionArgs& attention_chunk(int32_t keys) {
+    args_.attention_chunk = keys;
+    return *this;
+  }
+  // softcap=1: c in c * tanh(score * softmax_scale / c).
+  AttentionArgs& softcap(float cap) {
+    args_.softcap = cap;
+    return *this;
+  }
+  // sinks=1: one logit per query head, [heads_q], float32 (FLASHJIT_DTYPE_FP32) or bf16.
+  AttentionArgs& sinks(uint64_t logits, flashjit_dtype_t dtype = FLASHJIT_DTYPE_FP32) {
+    args_.sinks = logits;
+    args_.sinks_dtype = logits ? dtype : 0;
+    return *this;
+  }
+  // alibi=1: float32 slopes, [heads_q] (batch_stride 0) or [batch][batch_stride].
+  AttentionArgs& alibi(uint64_t slopes, int64_t batch_stride = 0) {
+    args_.alibi_slopes = slopes;
+    args_.alibi_batch_stride = batch_stride;
+    return *this;
+  }
 
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
