@@ -1,6 +1,7 @@
 // Prewarm's plan (runtime/prewarm_plan.hpp): every kernel of every family is one job, costliest
 // first, so that the pool's cores finish together (issue 22: `prewarm --defaults` had one core idle
 // while the other compiled the last family's two kernels). Renders and compiles nothing.
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -48,6 +49,38 @@ TEST(PrewarmPlan, OneJobPerKernelOfEveryFamilyCostliestFirst) {
   EXPECT_TRUE(first.causal);
   EXPECT_EQ(last.head_dim, 64);
   EXPECT_FALSE(last.causal);
+}
+
+// gpt-oss, Gemma and Llama 4's engine specs join the default set where the parser has their keys,
+// and are listed as skipped, with the parser's reason, where it does not: the default prewarm
+// never fails on them.
+TEST(PrewarmPlan, DefaultSetAddsTheModelsFeatureSpecsOrSaysWhyNot) {
+  const std::vector<std::string> texts = feature_prewarm_spec_texts();
+  ASSERT_EQ(texts.size(), 5u);
+  auto has = [](const std::string& text, const char* part) { return (text + ",").find(std::string(part) + ",") != std::string::npos; };
+  EXPECT_TRUE(has(texts[0], "head_dim=64") && has(texts[0], "window=1") && has(texts[0], "sinks=1"));
+  EXPECT_TRUE(has(texts[1], "head_dim=64") && has(texts[1], "sinks=1") && !has(texts[1], "window=1"));
+  EXPECT_TRUE(has(texts[2], "head_dim=128") && has(texts[2], "window=1") && has(texts[2], "softcap=1"));
+  EXPECT_TRUE(has(texts[3], "head_dim=256") && has(texts[3], "window=1") && has(texts[3], "softcap=1"));
+  EXPECT_TRUE(has(texts[4], "head_dim=128") && has(texts[4], "chunk=1"));
+  for (const std::string& text : texts) EXPECT_TRUE(has(text, "varlen=1") && has(text, "paged=1") && has(text, "causal=1")) << text;
+  const DefaultPrewarmSet set = default_prewarm_set();
+  const std::vector<AttentionSpec> base = default_prewarm_specs();
+  ASSERT_GE(set.specs.size(), base.size());
+  EXPECT_EQ(std::vector<AttentionSpec>(set.specs.begin(), set.specs.begin() + base.size()), base);
+  EXPECT_EQ(set.specs.size() - base.size() + set.skipped.size(), texts.size());
+  size_t parsed = 0;
+  for (const std::string& text : texts) {
+    if (auto spec = parse_spec(text); spec && make_config(*spec)) {
+      ++parsed;
+      continue;
+    }
+    const bool listed = std::any_of(set.skipped.begin(), set.skipped.end(), [&](const std::string& s) { return s.rfind(text + ": ", 0) == 0; });
+    EXPECT_TRUE(listed) << text << " neither parsed nor listed as skipped";
+  }
+  EXPECT_EQ(set.specs.size(), base.size() + parsed);
+  const Engine engine = memory_engine();
+  EXPECT_EQ(plan_prewarm(engine, set.specs).size() >= 32u, true);
 }
 
 TEST(PrewarmPlan, CostGrowsWithTheTilesTheMaskAndTheCluster) {

@@ -30,4 +30,33 @@ std::vector<PrewarmJob> plan_prewarm(const Engine& engine, const std::vector<Att
   return jobs;
 }
 
+std::vector<std::string> feature_prewarm_spec_texts() {
+  const std::string engine = "dtype=bf16,causal=1,varlen=1,paged=1";
+  return {
+      "head_dim=64," + engine + ",window=1,sinks=1",    // gpt-oss: sliding layers (128 keys) with sinks
+      "head_dim=64," + engine + ",sinks=1",             // gpt-oss: full layers with sinks
+      "head_dim=128," + engine + ",window=1,softcap=1", // Gemma 2 (d128 variants)
+      "head_dim=256," + engine + ",window=1,softcap=1", // Gemma 2 / 3 (d256)
+      "head_dim=128," + engine + ",chunk=1",            // Llama 4: 8k attention chunks
+  };
+}
+
+DefaultPrewarmSet default_prewarm_set() {
+  DefaultPrewarmSet set;
+  set.specs = default_prewarm_specs();
+  for (const std::string& text : feature_prewarm_spec_texts()) {
+    auto spec = parse_spec(text);
+    if (!spec) {
+      set.skipped.push_back(text + ": " + spec.error().message);
+      continue;
+    }
+    if (auto config = make_config(*spec); !config) {
+      set.skipped.push_back(text + ": " + config.error().message);
+      continue;
+    }
+    set.specs.push_back(*spec);
+  }
+  return set;
+}
+
 }  // namespace flashjit
