@@ -4,11 +4,19 @@ and return values, read as FA3 reads them (hopper/flash_api.cpp):
   rotary_seqlens and rotary_interleaved without rotary tensors, cu_seqlens_k_new without new keys, a window
   side that covers every key or query, softcap <= 0, scheduler_metadata (flashjit schedules each call on the
   device from its lengths: get_scheduler_metadata below);
+- window_size, attention_chunk, softcap, alibi_slopes and s_aux (vLLM's fork's sinks; FA4's learnable_sink)
+  map onto flashjit's masks and score modifiers (flashjit.h, MASKS AND SCORES): the spec keys join the call's
+  spec and the argument fields are filled; a bad value or tensor raises ValueError naming the argument, and a
+  library that does not have the feature's spec key raises NotImplementedError naming the feature;
 - a feature flashjit does not have raises NotImplementedError naming it, whether it arrives as an argument,
   a dtype (FP8) or a shape (a V head dim apart from Q's, a head dim above 256);
 - the performance hints (num_splits, pack_gqa) steer flashjit's own choices; deterministic is accepted (the
   forward pass is deterministic; there is no backward).
 Needs torch only when called."""
+
+import math
+
+from ._plan import Features
 
 MAX_HEAD_DIM = 256  # the largest head dim of flashjit's kernels (FA3's too)
 
@@ -54,9 +62,9 @@ def _refuse_given(fn, **given):
             _lacks(fn, name, value, what, "None")
 
 
-def _check_common(fn, names, q, k, v, qv, softcap, attention_chunk, sm_margin):
+def _check_common(fn, names, q, k, v, qv, sm_margin):
     """What all three functions refuse alike: FP8 tensors, head dims flashjit has no kernel for, qv (MLA),
-    softcap > 0, attention_chunk, sm_margin. names: how the function calls q, k and v."""
+    sm_margin. names: how the function calls q, k and v."""
     for name, t in zip(names, (q, k, v)):
         dtype = getattr(t, "dtype", None)
         if dtype is not None and "float8" in str(dtype):
@@ -71,39 +79,82 @@ def _check_common(fn, names, q, k, v, qv, softcap, attention_chunk, sm_margin):
         raise NotImplementedError(f"flashjit.{fn}: {names[2]}: head dim {dv} apart from q's {d} is not supported yet "
                                   "(V's head dim must equal Q's)")
     _refuse_given(fn, qv=(qv, "a separate V-side query (MLA)"))
-    if softcap is not None and softcap > 0:
-        _lacks(fn, "softcap", softcap, "soft capping", "0.0")
-    if attention_chunk:
-        _lacks(fn, "attention_chunk", attention_chunk, "chunked local attention", "0")
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
 
 
-def causal_of(fn, causal, window_size, seqlen_q, seqlen_k):
-    """causal as FA3 reads it with window_size (flash_api.cpp, mha_fwd): a left side at least seqlen_k - 1
-    wide and a right side at least seqlen_q - 1 wide are no window (-1); causal is the window (-1, 0), so
-    window_size=(-1, 0) is causal and causal=True with such a window is plain causal. A window that still
-    masks keys is a sliding window: NotImplementedError. seqlen_q, seqlen_k: the call's upper bounds, None
-    when unknown (then only -1 is no window)."""
+def mask_of(fn, causal, window_size, seqlen_q, seqlen_k):
+    """(causal, window_left, window_right) as FA3 reads causal with window_size (flash_api.cpp, mha_fwd): a left
+    side at least seqlen_k - 1 wide and a right side at least seqlen_q - 1 wide are no window (-1); causal is
+    the window (-1, 0), so window_size=(-1, 0) is causal and causal=True sets the right side to 0. A window that
+    still masks keys is flashjit's sliding window (spec key window=1): (left, 0) is causal with a left bound,
+    any other is a window without the causal flag. seqlen_q, seqlen_k: the call's upper bounds, None when
+    unknown (then only -1 is no window)."""
     if window_size is None:  # vLLM's fork: None = no window
-        return bool(causal)
-    left, right = (int(x) for x in window_size)
+        return bool(causal), -1, -1
+    try:
+        left, right = (int(x) for x in window_size)
+    except (TypeError, ValueError):
+        raise ValueError(f"flashjit.{fn}: window_size: {window_size!r}; expected (left, right), each -1 (unbounded) "
+                         "or a key count") from None
+    if left < -1 or right < -1:
+        raise ValueError(f"flashjit.{fn}: window_size: {(left, right)} is not allowed; each side is -1 (unbounded) "
+                         "or 0 and up")
     if left >= 0 and seqlen_k is not None and left >= seqlen_k - 1:
         left = -1
     if right >= 0 and seqlen_q is not None and right >= seqlen_q - 1:
         right = -1
     if causal:
         right = 0
-    if left < 0 and right < 0:
-        return False
-    if left < 0 and right == 0:
-        return True
-    _lacks(fn, "window_size", tuple(window_size) if isinstance(window_size, tuple) else window_size,
-           "sliding window", "(-1, -1)")
+    if right == 0:
+        return True, left, (0 if left >= 0 else -1)
+    return False, left, right
 
 
-def _windowed(window_size):
-    return window_size is not None and tuple(window_size) != (-1, -1)
+def _float_dtype(t):
+    return str(getattr(t, "dtype", ""))
+
+
+def features_of(fn, window, attention_chunk, softcap, alibi_slopes, sinks, sinks_name, batch, heads_q):
+    """The call's Features (None when all are off) from the window mask_of read, FA3's attention_chunk and
+    softcap (<= 0: off), ALiBi slopes (float32 [heads_q] or [batch, heads_q]) and the sink logits (float32 or
+    bfloat16 [heads_q], named sinks_name). Bad values raise ValueError naming the argument. batch, heads_q: None
+    where unknown."""
+    left, right = window
+    if attention_chunk is None:
+        attention_chunk = 0
+    if int(attention_chunk) != attention_chunk or attention_chunk < 0:
+        raise ValueError(f"flashjit.{fn}: attention_chunk: {attention_chunk!r} is not allowed; 0 (off) or a key "
+                         "count from 1")
+    cap = 0.0 if softcap is None else float(softcap)
+    if math.isnan(cap) or math.isinf(cap):
+        raise ValueError(f"flashjit.{fn}: softcap: {softcap!r} is not allowed; a finite value (0 or less: off)")
+    cap = max(cap, 0.0)
+    if sinks is not None:
+        if _float_dtype(sinks) not in ("torch.float32", "torch.bfloat16"):
+            raise ValueError(f"flashjit.{fn}: {sinks_name}: dtype {_float_dtype(sinks)}; expected torch.float32 or "
+                             "torch.bfloat16 (one logit per query head)")
+        if heads_q is not None and tuple(sinks.shape) != (heads_q,):
+            raise ValueError(f"flashjit.{fn}: {sinks_name}: shape {tuple(sinks.shape)}; expected ({heads_q},) (one "
+                             "logit per query head)")
+    if alibi_slopes is not None:
+        if _float_dtype(alibi_slopes) != "torch.float32":
+            raise ValueError(f"flashjit.{fn}: alibi_slopes: dtype {_float_dtype(alibi_slopes)}; expected "
+                             "torch.float32")
+        shape = tuple(alibi_slopes.shape)
+        if heads_q is not None and shape != (heads_q,) and (len(shape) != 2 or shape[1] != heads_q or
+                                                           (batch is not None and shape[0] != batch)):
+            raise ValueError(f"flashjit.{fn}: alibi_slopes: shape {shape}; expected ({heads_q},) or "
+                             f"({'batch' if batch is None else batch}, {heads_q})")
+    features = Features(left, right, int(attention_chunk), cap, sinks, alibi_slopes)
+    return features if features else None
+
+
+def _sinks_of(fn, s_aux, learnable_sink):
+    """vLLM's s_aux or FA4's learnable_sink (one of them)."""
+    if s_aux is not None and learnable_sink is not None:
+        raise ValueError(f"flashjit.{fn}: s_aux and learnable_sink are the same sinks; pass one")
+    return (s_aux, "s_aux") if s_aux is not None else (learnable_sink, "learnable_sink")
 
 
 def _dim(t, i):
@@ -123,15 +174,21 @@ def _paged_keys(table, pool):
 # ---- the entry points --------------------------------------------------------------------------------
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                     v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1, pack_gqa=None,
-                    deterministic=False, sm_margin=0, return_attn_probs=False):
+                    deterministic=False, sm_margin=0, return_attn_probs=False, *, alibi_slopes=None, s_aux=None,
+                    learnable_sink=None):
     """FA3's flash_attn_func: q [batch, seqlen_q, heads, d], k/v [batch, seqlen_k, heads_kv, d]; returns out
     [batch, seqlen_q, heads, d], and with return_attn_probs=True (out, softmax_lse [batch, heads, seqlen_q]).
-    Causal masks are bottom-right aligned. num_splits and pack_gqa are hints a dense launch does not need."""
+    Causal masks are bottom-right aligned. num_splits and pack_gqa are hints a dense launch does not need.
+    Keyword-only: alibi_slopes (float32 [heads] or [batch, heads]) and s_aux / learnable_sink (sink logits,
+    float32 or bfloat16 [heads]; the LSE includes the sink)."""
     fn = "flash_attn_func"
-    _check_common(fn, ("q", "k", "v"), q, k, v, qv, softcap, attention_chunk, sm_margin)
-    if _windowed(window_size):
-        causal = causal_of(fn, causal, window_size, _dim(q, 1), _dim(k, 1))
-    return backend(fn).flash_attn_func(q, k, v, softmax_scale, bool(causal), return_attn_probs)
+    _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
+    causal, *window = mask_of(fn, causal, window_size, _dim(q, 1), _dim(k, 1))
+    features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
+                           _dim(q, 0), _dim(q, 2))
+    if features is None:
+        return backend(fn).flash_attn_func(q, k, v, softmax_scale, bool(causal), return_attn_probs)
+    return backend(fn).flash_attn_func(q, k, v, softmax_scale, bool(causal), return_attn_probs, features)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
@@ -139,7 +196,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
                            pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, *,
                            block_table=None, out=None, return_softmax_lse=False, alibi_slopes=None, dropout_p=0.0,
-                           s_aux=None, scheduler_metadata=None, fa_version=None):
+                           s_aux=None, scheduler_metadata=None, fa_version=None, learnable_sink=None):
     """FA3's flash_attn_varlen_func: q [total_q, heads, d] with cu_seqlens_q int32 [batch + 1] and
     max_seqlen_q (seqused_q int32 [batch]: only that many of each sequence's queries are used and their
     output rows written); K/V packed [total_k, heads_kv, d] with cu_seqlens_k, or [batch, seqlen_k, heads_kv,
@@ -147,24 +204,27 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     heads_kv, d] with seqused_k. max_seqlen_k = 0 (no sequence has keys) gives O = 0 and LSE = -inf. Returns
     out [total_q, heads, d], and with return_attn_probs or return_softmax_lse (out, softmax_lse [heads,
     total_q]). Keyword-only extras from vLLM's fork: block_table, out (written in place), return_softmax_lse,
-    scheduler_metadata (accepted, not needed), fa_version (2 or 3: flashjit runs either call); alibi_slopes,
-    dropout_p and s_aux must be off."""
+    scheduler_metadata (accepted, not needed), fa_version (2 or 3: flashjit runs either call), alibi_slopes
+    (float32 [heads] or [batch, heads]), s_aux (sink logits, float32 or bfloat16 [heads]; FA4's name
+    learnable_sink also); dropout_p must be off."""
     fn = "flash_attn_varlen_func"
-    _check_common(fn, ("q", "k", "v"), q, k, v, qv, softcap, attention_chunk, sm_margin)
-    _refuse_given(fn, alibi_slopes=(alibi_slopes, "ALiBi"), s_aux=(s_aux, "attention sinks"))
+    _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     if dropout_p:
         _lacks(fn, "dropout_p", dropout_p, "dropout", "0.0")
     if fa_version not in (None, 2, 3):
         _lacks(fn, "fa_version", fa_version, "FlashAttention versions other than 2 and 3", "2 or 3")
-    if _windowed(window_size):
-        if cu_seqlens_k is not None:
-            keys = max_seqlen_k
-        else:
-            keys = _paged_keys(block_table, k) if block_table is not None else _dim(k, 1)
-        causal = causal_of(fn, causal, window_size, max_seqlen_q, keys)
-    return backend(fn).flash_attn_varlen_func(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, softmax_scale,
-        bool(causal), num_splits, pack_gqa, block_table, out, return_attn_probs or return_softmax_lse)
+    if cu_seqlens_k is not None:
+        keys = max_seqlen_k
+    else:
+        keys = _paged_keys(block_table, k) if block_table is not None else _dim(k, 1)
+    causal, *window = mask_of(fn, causal, window_size, max_seqlen_q, keys)
+    cu_len = _dim(cu_seqlens_q, 0)
+    features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
+                           None if cu_len is None else cu_len - 1, _dim(q, 1))
+    call = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, softmax_scale,
+            bool(causal), num_splits, pack_gqa, block_table, out, return_attn_probs or return_softmax_lse)
+    return backend(fn).flash_attn_varlen_func(*call) if features is None else \
+        backend(fn).flash_attn_varlen_func(*call, features)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
@@ -173,15 +233,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             q_descale=None, k_descale=None, v_descale=None, softmax_scale=None, causal=False,
                             window_size=(-1, -1), attention_chunk=0, softcap=0.0, rotary_interleaved=True,
                             scheduler_metadata=None, num_splits=0, pack_gqa=None, sm_margin=0,
-                            return_softmax_lse=False, *, out=None):
+                            return_softmax_lse=False, *, out=None, alibi_slopes=None, s_aux=None, learnable_sink=None):
     """FA3's flash_attn_with_kvcache, without appending k/v or rotary: q [batch, seqlen_q, heads, d] (or
     [total_q, heads, d] with cu_seqlens_q and max_seqlen_q) against k_cache/v_cache [batch, seqlen_cache,
     heads_kv, d], or paged [num_pages, page_size, heads_kv, d] with page_table int32 [batch, max_pages];
     cache_seqlens (int, or int32 [batch]) keys per sequence. num_splits 0 (default) lets flashjit split long
     caches across SMs (split-KV decode). Returns out, and with return_softmax_lse (out, softmax_lse [batch,
-    heads, seqlen_q], or [heads, total_q] with cu_seqlens_q). Keyword out: written in place."""
+    heads, seqlen_q], or [heads, total_q] with cu_seqlens_q). Keyword-only: out (written in place), alibi_slopes
+    (float32 [heads] or [batch, heads]), s_aux / learnable_sink (sink logits, float32 or bfloat16 [heads])."""
     fn = "flash_attn_with_kvcache"
-    _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, softcap, attention_chunk, sm_margin)
+    _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, sm_margin)
     # FA3 reads rotary_seqlens and rotary_interleaved only with rotary tensors, which need k (its check: "If
     # rotary cos/sin are provided, new key / value to be appended to KV cache must also be provided"), and
     # cu_seqlens_k_new only with k.
@@ -189,13 +250,20 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                   rotary_cos=(rotary_cos, "rotary embedding"), rotary_sin=(rotary_sin, "rotary embedding"),
                   cache_batch_idx=(cache_batch_idx, "cache rows chosen per sequence"),
                   cache_leftpad=(cache_leftpad, "left padding"))
-    if _windowed(window_size):
-        queries = max_seqlen_q if cu_seqlens_q is not None else _dim(q, 1)
-        keys = _paged_keys(page_table, k_cache) if page_table is not None else _dim(k_cache, 1)
-        causal = causal_of(fn, causal, window_size, queries, keys)
-    return backend(fn).flash_attn_with_kvcache(
-        q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale, bool(causal),
-        num_splits, pack_gqa, out, return_softmax_lse)
+    queries = max_seqlen_q if cu_seqlens_q is not None else _dim(q, 1)
+    keys = _paged_keys(page_table, k_cache) if page_table is not None else _dim(k_cache, 1)
+    causal, *window = mask_of(fn, causal, window_size, queries, keys)
+    if cu_seqlens_q is not None:
+        cu_len = _dim(cu_seqlens_q, 0)
+        batch, heads_q = None if cu_len is None else cu_len - 1, _dim(q, 1)
+    else:
+        batch, heads_q = _dim(q, 0), _dim(q, 2)
+    features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
+                           batch, heads_q)
+    call = (q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale, bool(causal),
+            num_splits, pack_gqa, out, return_softmax_lse)
+    return backend(fn).flash_attn_with_kvcache(*call) if features is None else \
+        backend(fn).flash_attn_with_kvcache(*call, features)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
@@ -214,8 +282,8 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     """FA3's get_scheduler_metadata (qkv_dtype None = torch.bfloat16). flashjit needs no per-step schedule: its
     kernels read every length on the device and the launch plan is cached per shape, so the value returned, an
     empty int32 tensor on cache_seqlens' device, is one that scheduler_metadata accepts and every layer of the
-    step may pass; it computes nothing and does not synchronise. Features flashjit does not have raise
-    NotImplementedError as the attention functions do."""
+    step may pass; it computes nothing and does not synchronise (windows, chunks and soft caps need no schedule
+    either). Features flashjit does not have raise NotImplementedError as the attention functions do."""
     fn = "get_scheduler_metadata"
     if qkv_dtype is not None and "float8" in str(qkv_dtype):
         raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit "
@@ -228,12 +296,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     _refuse_given(fn, cache_leftpad=(cache_leftpad, "left padding"))
     if max_seqlen_k_new:
         _lacks(fn, "max_seqlen_k_new", max_seqlen_k_new, "appending new keys to the cache", "0")
-    if has_softcap:
-        _lacks(fn, "has_softcap", has_softcap, "soft capping", "False")
-    if attention_chunk:
-        _lacks(fn, "attention_chunk", attention_chunk, "chunked local attention", "0")
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
-    if _windowed(window_size):
-        causal_of(fn, causal, window_size, max_seqlen_q, max_seqlen_k)
+    mask_of(fn, causal, window_size, max_seqlen_q, max_seqlen_k)  # its errors: a window that is not one
     return backend(fn).scheduler_metadata(cache_seqlens)

@@ -10,13 +10,59 @@ MAX_CTAS_PER_SM = 2
 MAX_TILE_ROWS = 192
 
 
-def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False):
-    """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"). Keys
-    the package does not choose (tiles, scheduler, combine) are left to the library's defaults."""
+FEATURE_KEYS = ("window", "chunk", "softcap", "sinks", "alibi")  # flashjit.h, MASKS AND SCORES
+
+
+class Features:
+    """A call's masks and score modifiers (flashjit.h, MASKS AND SCORES), each off by default: the window's two
+    sides (-1 unbounded), the attention chunk (0 none), the soft cap (0 none), the sink logits [heads_q] and the
+    ALiBi slopes ([heads_q] or [batch, heads_q]) as tensors. spec_keys: the spec keys they need."""
+    __slots__ = ("window_left", "window_right", "chunk", "softcap", "sinks", "alibi_slopes")
+
+    def __init__(self, window_left=-1, window_right=-1, chunk=0, softcap=0.0, sinks=None, alibi_slopes=None):
+        self.window_left, self.window_right, self.chunk, self.softcap = window_left, window_right, chunk, softcap
+        self.sinks, self.alibi_slopes = sinks, alibi_slopes
+
+    def spec_keys(self):
+        on = {"window": self.window_left >= 0 or self.window_right >= 0, "chunk": self.chunk > 0,
+              "softcap": self.softcap > 0, "sinks": self.sinks is not None, "alibi": self.alibi_slopes is not None}
+        return tuple(key for key in FEATURE_KEYS if on[key])
+
+    def __bool__(self):
+        return bool(self.spec_keys())
+
+    def __repr__(self):
+        return (f"Features(window=({self.window_left}, {self.window_right}), chunk={self.chunk}, softcap={self.softcap}, "
+                f"sinks={self.sinks is not None}, alibi_slopes={self.alibi_slopes is not None})")
+
+
+# The features' spec keys by the arguments that ask for them (NotImplementedError names the feature).
+FEATURE_ARGUMENTS = {"window": "window_size (a sliding window)", "chunk": "attention_chunk (chunked local attention)",
+                     "softcap": "softcap (soft capping)", "sinks": "s_aux (attention sinks)", "alibi": "alibi_slopes (ALiBi)"}
+
+
+def require_feature_keys(lib, spec, feature_keys):
+    """NotImplementedError naming the feature when the library's spec parser refuses its key (a build whose
+    kernels do not have it yet); other refusals are left to the library's errors at kernel_get."""
+    reason = lib.supported(spec)
+    if reason is None:
+        return
+    for key in feature_keys:
+        if f"'{key}'" in reason or reason.startswith(key + ":"):
+            raise NotImplementedError(f"flashjit: {FEATURE_ARGUMENTS[key]} is not supported by this flashjit build "
+                                      f"(spec '{spec}': {reason})")
+
+
+def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=()):
+    """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"), with the
+    spec keys of its masks and score modifiers (Features.spec_keys) after. Keys the package does not choose
+    (tiles, scheduler, combine) are left to the library's defaults."""
     spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(bool(causal))}"
     for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
         if on:
             spec += f",{key}=1"
+    for key in feature_keys:
+        spec += f",{key}=1"
     return spec
 
 
@@ -40,7 +86,7 @@ def most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv):
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits,
-         pack_gqa):
+         pack_gqa, feature_keys=()):
     """(spec, max_splits) of a launch (max_splits 0: no split). Split-KV and packed heads are varlen kernels
     (the library's rule). num_splits: 1 = no split, > 1 = at most that many, <= 0 = as many as the library
     chooses (most_splits; a launch it could give only one runs unsplit). pack_gqa: -1 (None) packs heads for
@@ -53,4 +99,4 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split), max_splits
+    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys), max_splits

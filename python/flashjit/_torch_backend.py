@@ -146,10 +146,11 @@ def _rows(t):
 
 
 def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None):
+            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None):
     """One launch on the current stream of q's device. Tensors were checked by the caller (check_* below);
     returns the LSE tensor, or None when not wanted. record (a list): gets the launch's _FastLaunch, for the
-    fast path of later calls like this one."""
+    fast path of later calls like this one. features: the call's masks and score modifiers (_plan.Features,
+    checked by check_features), None when off."""
     index = q.get_device()
     dev = _devices.get(index) or device(index)
     dtype = q.dtype
@@ -175,13 +176,16 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         ks, vs = k.stride()[:3], v.stride()[:3]
     if batch == 0 or seqlen_q == 0 or seqlen_k == 0 or q.shape[0] == 0:
         return _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse)
-    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa)
+    feature_keys = features.spec_keys() if features is not None else ()
+    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa, feature_keys)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
         spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, heads_q,
-                                heads_kv, num_splits, pack_gqa)
+                                heads_kv, num_splits, pack_gqa, feature_keys)
+        if feature_keys:
+            _plan.require_feature_keys(dev.lib, spec, feature_keys)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
     handle, spec, max_splits = planned
     lse = None
@@ -197,8 +201,10 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           cu_seqlens_q.data_ptr() if varlen else 0, cu_seqlens_k.data_ptr() if cu_seqlens_k is not None else 0,
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0)
+    if features is not None:
+        _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
-    if record is not None:
+    if record is not None and features is None:  # the fast path's argument bytes hold no feature pointers
         record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q),
                                   layout))
     if max_splits:
@@ -207,6 +213,33 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     if status != 0:
         raise library_error(dev.lib, status, f"attention_forward({spec})")
     return lse
+
+
+def _fill_features(args, features, heads_q):
+    """The C fields of the masks and score modifiers (flashjit.h, MASKS AND SCORES)."""
+    args.window_left, args.window_right = features.window_left, features.window_right
+    args.attention_chunk, args.softcap = features.chunk, features.softcap
+    if features.sinks is not None:
+        args.sinks = features.sinks.data_ptr()
+        args.sinks_dtype = _capi.DTYPE_BF16 if features.sinks.dtype == torch.bfloat16 else _capi.DTYPE_FP32
+    if features.alibi_slopes is not None:
+        args.alibi_slopes = features.alibi_slopes.data_ptr()
+        args.alibi_batch_stride = features.alibi_slopes.stride(0) if features.alibi_slopes.dim() == 2 else 0
+
+
+def check_features(fn, features, where):
+    """The sink and slope tensors (shapes and dtypes checked by the interface) on q's device, contiguous."""
+    if features is None:
+        return
+    for name, t in (("s_aux", features.sinks), ("alibi_slopes", features.alibi_slopes)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
+        if t.device != where:
+            _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
+        if t.stride(-1) != 1:
+            _fail(fn, name, f"the last dimension must be contiguous; strides {t.stride()}")
 
 
 def library_error(lib, status, what):
@@ -331,19 +364,22 @@ def loaded_specs():
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
         cu_seqlens_k: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], block_table: Optional[torch.Tensor],
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
-        return_lse: bool) -> torch.Tensor:
+        return_lse: bool, window_left: int, window_right: int, attention_chunk: int, softcap: float,
+        sinks: Optional[torch.Tensor], alibi_slopes: Optional[torch.Tensor]) -> torch.Tensor:
     """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
     (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
     ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
     that empty tensor."""
+    features = _plan.Features(window_left, window_right, attention_chunk, softcap, sinks, alibi_slopes)
     lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                  softmax_scale, causal, num_splits, pack_gqa, return_lse)
+                  softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None)
     return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)  # as the fake: no torch.device made
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, num_splits, pack_gqa, return_lse):
+              softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left, window_right, attention_chunk,
+              softcap, sinks, alibi_slopes):
     if not return_lse:
         return q.new_empty((0,), dtype=torch.float32)
     if cu_seqlens_q is not None:
@@ -356,16 +392,18 @@ def _compiling():
 
 
 def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None):
+        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None):
     """The op when torch.compile traces; in eager the same launch without the dispatcher (its cost per call
     is what engines calling once per layer pay)."""
     if _compiling():
+        f = features if features is not None else _plan.Features()
         lse = fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, int(max_seqlen_q),
                   int(max_seqlen_k), float(softmax_scale), bool(causal), int(num_splits), int(pack_gqa),
-                  bool(return_lse))
+                  bool(return_lse), int(f.window_left), int(f.window_right), int(f.chunk), float(f.softcap), f.sinks,
+                  f.alibi_slopes)
         return lse if return_lse else None
     return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record)
+                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features)
 
 
 # ---- tensor checks (clear messages naming the argument) ------------------------------------------
@@ -457,8 +495,8 @@ def _cu_seqlens_dense(batch, seqlen, dev):
     return t
 
 
-def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
-    fast = not return_lse and fast_path_open()
+def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None):
+    fast = not return_lse and features is None and fast_path_open()
     if fast:
         try:
             key = (0, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
@@ -475,12 +513,15 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse):
     check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
     if k.shape[0] != q.shape[0]:
         _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
+    check_features(fn, features, q.device)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     if q.shape[-1] % 8:
-        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse), q.shape[-1], None, return_lse)
+        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features), q.shape[-1], None,
+                         return_lse)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     record = [] if fast else None
-    lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record)
+    lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record,
+              features)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
@@ -491,8 +532,8 @@ def _wants_grad(q, k, v):
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-                           softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse):
-    fast = not return_lse and seqused_q is None and fast_path_open()
+                           softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse, features=None):
+    fast = not return_lse and seqused_q is None and features is None and fast_path_open()
     if fast:
         try:
             key = (1, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
@@ -544,29 +585,31 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         check_metadata(fn, seqused_q, "seqused_q", 1, index, batch)
     if out is not None:
         check_out(fn, out, q.shape, q)
+    check_features(fn, features, index)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     if q.shape[-1] % 8:
         return _unpadded(flash_attn_varlen_func(*_padded(q, k, v), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                 seqused_q, seqused_k, scale, causal, num_splits, pack_gqa, block_table,
-                                                None, return_lse), q.shape[-1], out, return_lse)
+                                                None, return_lse, features), q.shape[-1], out, return_lse)
     if seqused_q is not None and batch > 0:
         return _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
-                                    seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse)
+                                    seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse,
+                                    features)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale,
-                            causal, num_splits, pack_gqa, out, return_lse):
+                            causal, num_splits, pack_gqa, out, return_lse, features=None):
     # The fast path takes cache_seqlens as a tensor only (an int or None makes a tensor per call).
-    fast = not return_lse and type(cache_seqlens) is torch.Tensor and fast_path_open()
+    fast = not return_lse and type(cache_seqlens) is torch.Tensor and features is None and fast_path_open()
     if fast:
         try:
             key = (2, q.shape, q.stride(), q.dtype, q.get_device(), k_cache.shape, k_cache.stride(), k_cache.dtype,
@@ -615,11 +658,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
         check_metadata(fn, cache_seqlens, "cache_seqlens", 1, index, batch)
     if out is not None:
         check_out(fn, out, q.shape, q)
+    check_features(fn, features, index)
     if q.shape[-1] % 8:
         scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
         return _unpadded(flash_attn_with_kvcache(*_padded(q, k_cache, v_cache), cache_seqlens, page_table, cu_seqlens_q,
-                                                 max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse),
-                         q.shape[-1], out, return_lse)
+                                                 max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse,
+                                                 features), q.shape[-1], out, return_lse)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
@@ -634,7 +678,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     fast = fast and q_rows.data_ptr() == q.data_ptr() and out_rows.data_ptr() == out.data_ptr()
     record = [] if fast else None
     lse = run(q_rows, k_cache, v_cache, out_rows, cu, None, cache_seqlens, page_table, queries, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features)
     if fast:
         remember(key, record, None if varlen else cu)  # the dense queries' offsets: the plan keeps them alive
     if not return_lse:
@@ -685,7 +729,7 @@ def _unpadded(result, head_dim, out, return_lse):
 
 
 def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, scale,
-                         causal, num_splits, pack_gqa, block_table, out, return_lse):
+                         causal, num_splits, pack_gqa, block_table, out, return_lse, features=None):
     """seqused_q as FA3 reads it: sequence b's queries are rows cu_seqlens_q[b] .. + seqused_q[b] (the rest of
     its rows are neither read nor written), its causal mask aligned to seqused_q[b] queries. The used rows are
     gathered into a packed Q (offsets: the running sum of seqused_q), run, and their O rows put back; rows not
@@ -699,7 +743,8 @@ def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     seq = torch.searchsorted(cu_used[1:], rows, right=True).clamp_(max=batch - 1)
     source = torch.where(rows < cu_used[-1], cu_seqlens_q[seq] + rows - cu_used[seq], 0).clamp_(0, max(total - 1, 0))
     result = flash_attn_varlen_func(q.index_select(0, source), k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                    None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse)
+                                    None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse,
+                                    features)
     o_used, lse_used = result if return_lse else (result, None)
     # Row r of sequence b (position p = r - cu_seqlens_q[b]) is used when p < counts[b]; its O is packed row
     # cu_used[b] + p.

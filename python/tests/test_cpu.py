@@ -322,14 +322,9 @@ class EntryPoints(unittest.TestCase):
     def test_unsupported_arguments_are_named(self):
         import flashjit
         cases = [
-            (flashjit.flash_attn_func, {"window_size": (128, 0)}, r"window_size=\(128, 0\) is not supported yet"),
-            (flashjit.flash_attn_func, {"softcap": 30.0}, "softcap=30.0"),
             (flashjit.flash_attn_func, {"qv": object()}, "qv="),
             (flashjit.flash_attn_func, {"sm_margin": 4}, "sm_margin=4"),
-            (flashjit.flash_attn_func, {"attention_chunk": 1024}, "attention_chunk=1024"),
-            (flashjit.flash_attn_varlen_func, {"alibi_slopes": object()}, "alibi_slopes="),
             (flashjit.flash_attn_varlen_func, {"dropout_p": 0.1}, "dropout_p=0.1"),
-            (flashjit.flash_attn_varlen_func, {"s_aux": object()}, "s_aux="),
             (flashjit.flash_attn_varlen_func, {"fa_version": 1}, "fa_version=1"),
             (flashjit.flash_attn_with_kvcache, {"k": object()}, "k=.*appending new keys"),
             (flashjit.flash_attn_with_kvcache, {"rotary_cos": object()}, "rotary_cos="),
@@ -379,28 +374,103 @@ class EntryPoints(unittest.TestCase):
 
     def test_window_size_reads_as_fa3_reads_it(self):
         """q 100 queries, k 300 keys: a left side of at least 299 keys and a right side of at least 99 queries are
-        no window, and causal is the window (-1, 0) (flash_api.cpp, mha_fwd)."""
+        no window, and causal is the window (-1, 0) (flash_api.cpp, mha_fwd); a window that still masks keys is
+        flashjit's sliding window, (left, 0) causal with a left bound."""
         import flashjit
-        cases = [((-1, 0), False, True), ((299, 0), False, True), ((5000, 0), True, True), ((-1, 99), False, False),
-                 ((1000, 1000), False, False), ((299, 7), True, True), ((-1, -1), True, True), ((-1, 98), False, None),
-                 ((298, 0), False, None), ((298, -1), True, None)]
-        for window, causal, want in cases:
+        cases = [((-1, 0), False, True, None), ((299, 0), False, True, None), ((5000, 0), True, True, None),
+                 ((-1, 99), False, False, None), ((1000, 1000), False, False, None), ((299, 7), True, True, None),
+                 ((-1, -1), True, True, None), ((-1, 98), False, False, (-1, 98)), ((298, 0), False, True, (298, 0)),
+                 ((298, -1), True, True, (298, 0)), ((0, 0), False, True, (0, 0)), ((127, 3), False, False, (127, 3))]
+        for window, causal, want, sides in cases:
             with recording_backend() as fake:
-                if want is None:
-                    with self.assertRaisesRegex(NotImplementedError, r"window_size=.*sliding window", msg=window):
-                        flashjit.flash_attn_func(*dense(), causal=causal, window_size=window)
-                    continue
                 flashjit.flash_attn_func(*dense(), causal=causal, window_size=window)
-            self.assertIs(fake.calls[0][1][4], want, msg=(window, causal))
+            args = fake.calls[0][1]
+            self.assertIs(args[4], want, msg=(window, causal))
+            if sides is None:
+                self.assertEqual(len(args), 6, msg=f"{window}: no features expected, got {args[6:]}")
+            else:
+                self.assertEqual((args[6].window_left, args[6].window_right), sides, msg=(window, causal))
+                self.assertEqual(args[6].spec_keys(), ("window",))
         # the keys a paged cache reaches are its table's columns x the page size (FA3's seqlen_k)
         q, pool = FakeTensor(3, 1, 32, 128), FakeTensor(64, 16, 8, 128)
         with recording_backend() as fake:
             flashjit.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=FakeTensor(3), page_table=FakeTensor(3, 20),
                                              window_size=(319, 0))
         self.assertIs(fake.calls[0][1][8], False)  # one query: causal or not is the same mask; FA3's right side -1
-        with recording_backend(), self.assertRaisesRegex(NotImplementedError, "window_size"):
+        self.assertEqual(len(fake.calls[0][1]), 13)
+        with recording_backend() as fake:
             flashjit.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=FakeTensor(3), page_table=FakeTensor(3, 20),
                                              window_size=(318, 0))
+        self.assertEqual((fake.calls[0][1][13].window_left, fake.calls[0][1][13].window_right), (318, -1))
+
+    def test_masks_and_score_modifiers_reach_the_launch(self):
+        """window_size, attention_chunk, softcap, alibi_slopes and s_aux (learnable_sink) become the launch's
+        Features in each function (flashjit.h, MASKS AND SCORES), in the spec keys' order."""
+        import flashjit
+        sinks, slopes = FakeTensor(8, dtype="torch.float32"), FakeTensor(2, 8, dtype="torch.float32")
+        all_on = dict(window_size=(128, 0), attention_chunk=8192, softcap=50.0, alibi_slopes=slopes)
+        calls = [
+            ("flash_attn_func", dense(), dict(all_on, s_aux=sinks), 6, slopes),
+            ("flash_attn_func", dense(), dict(all_on, learnable_sink=sinks), 6, slopes),
+            ("flash_attn_varlen_func", varlen(hq=8, hkv=8), dict(all_on, s_aux=sinks, seqused_k=FakeTensor(4), block_table=FakeTensor(4, 300),
+                                                                 alibi_slopes=FakeTensor(4, 8, dtype="torch.float32")),
+             16, None),
+            ("flash_attn_with_kvcache", dense(), dict(all_on, s_aux=sinks, cache_seqlens=5), 13, slopes),
+        ]
+        for name, positional, kw, at, want_slopes in calls:
+            with recording_backend() as fake:
+                getattr(flashjit, name)(*positional, **kw)
+            args = fake.calls[0][1]
+            self.assertEqual(len(args), at + 1, name)
+            f = args[at]
+            self.assertEqual(f.spec_keys(), ("window", "chunk", "softcap", "sinks", "alibi"), name)
+            self.assertEqual((f.window_left, f.window_right, f.chunk, f.softcap), (128, 0, 8192, 50.0), name)
+            self.assertIs(f.sinks, sinks, name)
+            if want_slopes is not None:
+                self.assertIs(f.alibi_slopes, want_slopes, name)
+        # FA3's off values stay off: softcap <= 0, chunk 0, no tensors
+        with recording_backend() as fake:
+            flashjit.flash_attn_func(*dense(), softcap=-1.0, attention_chunk=0, alibi_slopes=None, s_aux=None)
+        self.assertEqual(len(fake.calls[0][1]), 6)
+
+    def test_bad_feature_values_raise_value_error_naming_the_argument(self):
+        import flashjit
+        f32 = "torch.float32"
+        calls = [
+            (dict(window_size=(-2, 0)), "window_size"),
+            (dict(window_size=(5,)), "window_size"),
+            (dict(attention_chunk=-1), "attention_chunk"),
+            (dict(softcap=float("nan")), "softcap"),
+            (dict(softcap=float("inf")), "softcap"),
+            (dict(s_aux=FakeTensor(8, dtype="torch.float16")), r"s_aux: dtype torch.float16"),
+            (dict(s_aux=FakeTensor(4, dtype=f32)), r"s_aux: shape \(4,\); expected \(8,\)"),
+            (dict(learnable_sink=FakeTensor(8, 1, dtype=f32)), "learnable_sink: shape"),
+            (dict(s_aux=FakeTensor(8, dtype=f32), learnable_sink=FakeTensor(8, dtype=f32)), "pass one"),
+            (dict(alibi_slopes=FakeTensor(8, dtype="torch.bfloat16")), r"alibi_slopes: dtype torch.bfloat16"),
+            (dict(alibi_slopes=FakeTensor(3, 8, dtype=f32)), r"alibi_slopes: shape \(3, 8\); expected \(8,\) or \(2, 8\)"),
+            (dict(alibi_slopes=FakeTensor(2, 4, dtype=f32)), "alibi_slopes: shape"),
+        ]
+        for kw, pattern in calls:
+            with recording_backend() as fake, self.assertRaisesRegex(ValueError, pattern, msg=kw):
+                flashjit.flash_attn_func(*dense(), **kw)
+            self.assertEqual(fake.calls, [], kw)
+
+    def test_a_library_without_the_feature_key_raises_not_implemented_naming_it(self):
+        """The library answers whether its spec parser has the key: until the kernels have the feature, the call
+        raises NotImplementedError naming the argument; once they do, nothing is raised."""
+        from flashjit import _capi, _plan
+        lib = _capi.library()
+        for key, argument in (("window", "window_size"), ("chunk", "attention_chunk"), ("softcap", "softcap"),
+                              ("sinks", "s_aux"), ("alibi", "alibi_slopes")):
+            spec = _plan.spec_text("bf16", 128, True, True, True, feature_keys=(key,))
+            self.assertTrue(spec.endswith(f",{key}=1"), spec)
+            if lib.supported(spec) is None:
+                _plan.require_feature_keys(lib, spec, (key,))  # the kernel has it: nothing raised
+                continue
+            with self.assertRaisesRegex(NotImplementedError, f"flashjit: {argument} .*not supported by this flashjit build"):
+                _plan.require_feature_keys(lib, spec, (key,))
+        # another refusal (not a feature key) is left to kernel_get's error
+        _plan.require_feature_keys(lib, "dtype=bf16,head_dim=7,window=1", ())
 
     def test_features_flashjit_lacks_raise_not_implemented_however_they_arrive(self):
         import flashjit
@@ -418,13 +488,10 @@ class EntryPoints(unittest.TestCase):
             ("v_cache head dim 512", lambda: flashjit.flash_attn_with_kvcache(*dense(d=64, dv=512), cache_seqlens=3),
              r"v_cache: head dim 512 apart from q's 64"),
             ("head dim 288", lambda: flashjit.flash_attn_varlen_func(*varlen(d=288)), r"q: head dim 288 .*up to 256"),
-            ("a sliding window", lambda: flashjit.flash_attn_func(*dense(), window_size=(64, 0)), "window_size="),
             ("scheduling FP8", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
                                                                        qkv_dtype=fp8), r"qkv_dtype=.*FP8"),
             ("scheduling a V head dim", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
                                                                                 headdim_v=64), "headdim_v=64"),
-            ("scheduling softcap", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
-                                                                           has_softcap=True), "has_softcap=True"),
         ]
         for label, call, pattern in calls:
             with recording_backend() as fake:

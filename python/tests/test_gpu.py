@@ -588,9 +588,110 @@ def case_fa3_not_implemented():
               r"k_cache: dtype torch.float8_e4m3fn"),
              ("V head dim 64", lambda: flashjit.flash_attn_func(q, k, k[..., :64]), r"v: head dim 64 apart from q's 128"),
              ("head dim 288", lambda: flashjit.flash_attn_func(*(rand(gen, 1, 8, 2, 288, dtype=torch.bfloat16),) * 3),
-              r"head dim 288"),
-             ("a sliding window", lambda: flashjit.flash_attn_func(q, k, k, window_size=(8, 0)), "window_size=")]
+              r"head dim 288")]
     expect_not_implemented("not implemented: {}", cases)
+
+
+def feature_reference(q, k, v, causal, scale, left=-1, right=-1, chunk=0, softcap=0.0, sinks=None, slopes=None):
+    """One sequence's float64 (O, LSE) with flashjit.h's MASKS AND SCORES: p = i + sk - sq; window p - left <= j <=
+    p + right (-1 unbounded; causal: right 0); chunk j // C == p // C; softcap c tanh(s scale / c) before the mask;
+    ALiBi -slope |p - j| on the scaled score; the sink a key with no value, in the LSE. A row with no key: O = 0,
+    LSE = -inf, or the sink's logit."""
+    sq, hq, d = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    qd = q.double().transpose(0, 1)
+    kd = k.double().transpose(0, 1).repeat_interleave(hq // hkv, 0)
+    vd = v.double().transpose(0, 1).repeat_interleave(hq // hkv, 0)
+    s = qd @ kd.transpose(-1, -2) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    p = torch.arange(sq, device=q.device).view(-1, 1) + sk - sq
+    j = torch.arange(sk, device=q.device).view(1, -1)
+    if slopes is not None:
+        s = s - slopes.double().view(-1, 1, 1) * (p - j).abs().double()
+    seen = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+    if causal or right >= 0:
+        seen &= j <= p + (0 if causal else right)
+    if left >= 0:
+        seen &= j >= p - left
+    if chunk > 0:
+        seen &= torch.div(j, chunk, rounding_mode="floor") == torch.div(p, chunk, rounding_mode="floor")
+    s = s.masked_fill(~seen, float("-inf"))
+    if sinks is not None:
+        s = torch.cat([s, sinks.double().view(-1, 1, 1).expand(hq, sq, 1)], -1)
+        vd = torch.cat([vd, torch.zeros(hq, 1, d, dtype=torch.float64, device=q.device)], 1)
+    lse = torch.logsumexp(s, -1)
+    w = torch.nan_to_num(torch.exp(s - lse.unsqueeze(-1)), nan=0.0)
+    return (w @ vd).transpose(0, 1), lse.transpose(0, 1)
+
+
+def case_masks_and_scores():
+    """window_size, attention_chunk, softcap, alibi_slopes and s_aux through flash_attn_func, flash_attn_varlen_func
+    (paged) and flash_attn_with_kvcache (decode, split) against float64; a library without a feature's spec key
+    raises NotImplementedError naming it (reported as such, not as a pass)."""
+    gen = torch.Generator(device="cuda").manual_seed(38)
+    b, sq, sk, hq, hkv, d = 2, 300, 1000, 8, 2, 128
+    q, k, v = (rand(gen, b, n, h, d, dtype=torch.bfloat16) for n, h in ((sq, hq), (sk, hkv), (sk, hkv)))
+    sinks = torch.randn(hq, generator=gen, device="cuda", dtype=torch.float32) * 4
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda", dtype=torch.float32)
+    per_batch = torch.stack([slopes, slopes * 0.5])
+    settings = [
+        ("window 127 causal", dict(window_size=(127, 0)), dict(causal=True, left=127)),
+        ("window 0 causal", dict(window_size=(0, 0)), dict(causal=True, left=0)),
+        ("window (128, 129)", dict(window_size=(128, 129)), dict(left=128, right=129)),
+        ("window right only", dict(window_size=(-1, 64)), dict(right=64)),
+        ("chunk 256 causal", dict(causal=True, attention_chunk=256), dict(causal=True, chunk=256)),
+        ("softcap 30", dict(softcap=30.0), dict(softcap=30.0)),
+        ("softcap 50 causal", dict(causal=True, softcap=50.0), dict(causal=True, softcap=50.0)),
+        ("sinks", dict(s_aux=sinks), dict(sinks=sinks)),
+        ("sinks very negative, window", dict(window_size=(128, 0), s_aux=sinks - 80), dict(causal=True, left=128, sinks=sinks - 80)),
+        ("sinks large bf16", dict(s_aux=(sinks + 30).bfloat16()), dict(sinks=(sinks + 30).bfloat16())),
+        ("alibi per head", dict(causal=True, alibi_slopes=slopes), dict(causal=True, slopes=slopes)),
+        ("alibi per batch", dict(alibi_slopes=per_batch), dict(slopes=per_batch)),
+        ("all", dict(window_size=(200, 0), attention_chunk=512, softcap=50.0, s_aux=sinks, alibi_slopes=slopes),
+         dict(causal=True, left=200, chunk=512, softcap=50.0, sinks=sinks, slopes=slopes)),
+    ]
+    scale = d ** -0.5
+    for label, kw, ref in settings:
+        name = f"masks and scores: func {label}"
+        try:
+            out, lse = flashjit.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+        except NotImplementedError as e:
+            report(name, False, f"not in this build: {e}"[:100])
+            continue
+        torch.cuda.synchronize()
+        worst_o = worst_lse = 0.0
+        for i in range(b):
+            r = dict(ref)
+            if r.get("slopes") is not None and r["slopes"].dim() == 2:
+                r["slopes"] = r["slopes"][i]
+            o_ref, lse_ref = feature_reference(q[i], k[i], v[i], scale=scale, **{"causal": False, **r})
+            worst_o = max(worst_o, ((out[i].double() - o_ref).norm() / o_ref.norm().clamp_min(1e-30)).item())
+            got = lse[i].transpose(0, 1).double()
+            both_inf = torch.isinf(got) & torch.isinf(lse_ref)
+            worst_lse = max(worst_lse, (got - lse_ref).abs().masked_fill(both_inf, 0).max().item())
+        report(name, worst_o <= 6e-3 and worst_lse <= 1e-3, f"O {worst_o:.2e} LSE {worst_lse:.2e}")
+    # decode through the paged cache, split, with a window and sinks (gpt-oss's sliding layers)
+    name = "masks and scores: kvcache split window 128 + sinks"
+    cache_k, cache_v = rand(gen, 64, 16, hkv, d, dtype=torch.bfloat16), rand(gen, 64, 16, hkv, d, dtype=torch.bfloat16)
+    table = torch.randperm(64, device="cuda", dtype=torch.int32)[:2 * 32].view(2, 32)
+    lengths = torch.tensor([500, 37], device="cuda", dtype=torch.int32)
+    qd = rand(gen, 2, 1, hq, d, dtype=torch.bfloat16)
+    try:
+        out, lse = flashjit.flash_attn_with_kvcache(qd, cache_k, cache_v, cache_seqlens=lengths, page_table=table,
+                                                    causal=True, window_size=(128, 0), s_aux=sinks, num_splits=0,
+                                                    return_softmax_lse=True)
+    except NotImplementedError as e:
+        report(name, False, f"not in this build: {e}"[:100])
+        return
+    torch.cuda.synchronize()
+    worst = 0.0
+    for i, n in enumerate(lengths.tolist()):
+        keys = cache_k[table[i].long()].reshape(-1, hkv, d)[:n]
+        vals = cache_v[table[i].long()].reshape(-1, hkv, d)[:n]
+        o_ref, _ = feature_reference(qd[i], keys, vals, True, scale, left=128, sinks=sinks)
+        worst = max(worst, ((out[i].double() - o_ref).norm() / o_ref.norm().clamp_min(1e-30)).item())
+    report(name, worst <= 6e-3, f"O {worst:.2e}")
 
 
 def case_seqused_q():
@@ -803,6 +904,7 @@ CASES = [
     ("fa3 ignored arguments", case_fa3_arguments_ignored),
     ("fa3 not implemented", case_fa3_not_implemented),
     ("seqused_q", case_seqused_q),
+    ("masks and scores", case_masks_and_scores),
     ("zero keys", case_zero_keys),
     ("head dim padded", case_head_dim_padded),
     ("scheduler metadata", case_scheduler_metadata),
