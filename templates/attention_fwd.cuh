@@ -113,25 +113,39 @@ FJ_DEVICE SeqlenInfo seqlen_info(const Params& p, int batch) {
   return s;
 }
 
-// The K/V blocks query block m_block visits (visibility.cuh). The two CTAs of a cluster load the
-// same blocks: both take the longer range; the extra blocks are fully masked for the shorter one
-// (they sit at the right, among the masked iterations).
+// The K/V blocks query block m_block visits (visibility.cuh), by the rendered Mask
+// (kernel_mask.cuh): the one block range the producer and the consumers walk (walk_blocks), its
+// masked blocks at the right end and, with a two-sided mask (window, chunk), at the left end too.
+// The two CTAs of a cluster load the same blocks: both take the longer range; the extra blocks
+// are fully masked for the shorter one (they sit at the right, among the masked iterations;
+// clusters take the causal mask alone: spec/).
 // With packed heads a query block is tokens_per_tile queries (visibility.cuh); with key splits
-// the range is cut to the tile's split.
+// the range is cut to the tile's split, and the splits cut only the sequence's visible blocks.
 FJ_DEVICE int tokens_per_tile(const Params& p) { return kPackGQA ? kBlockM >> p.pack_shift : kBlockM; }
-FJ_DEVICE KeySplit tile_key_split(const Params& p, const SeqlenInfo& s) {
-  return key_split(s.seqlen_k, kBlockN, p.num_splits, p.split_blocks);
+FJ_DEVICE VisibleKeySplit tile_key_split(const Params& p, const SeqlenInfo& s) {
+  if constexpr (Mask::kTwoSided) return visible_key_split(Mask::rule(p), s.seqlen_q, s.seqlen_k, kBlockN, p.num_splits, p.split_blocks);
+  const KeySplit ks = key_split(s.seqlen_k, kBlockN, p.num_splits, p.split_blocks);
+  return {0, ks.blocks_per_split, ks.splits};
 }
+static_assert(!Mask::kTwoSided || kCluster == 1, "a cluster's shared walk takes the causal mask alone");
 
-FJ_DEVICE BlockRange tile_block_range(const Params& p, const SeqlenInfo& s, int m_block, int split) {
+FJ_DEVICE MaskBlockRange tile_block_range(const Params& p, const SeqlenInfo& s, int m_block, int split) {
+  if constexpr (Mask::kTwoSided) {
+    MaskBlockRange r = mask_block_range(Mask::rule(p), m_block, tokens_per_tile(p), kBlockN, s.seqlen_q, s.seqlen_k);
+    if constexpr (kSplitKV) r = split_block_range(r, tile_key_split(p, s), split);
+    return r;
+  }
   BlockRange r = kv_block_range(kCausal, m_block, tokens_per_tile(p), kBlockN, s.seqlen_q, s.seqlen_k);
   if (kCausal && kCluster == 2) {
     const int whole = r.count() - r.n_masked;
     r.n_max = max(r.n_max, kv_block_range(kCausal, m_block ^ 1, kBlockM, kBlockN, s.seqlen_q, s.seqlen_k).n_max);
     r.n_masked = r.count() - whole;
   }
-  if constexpr (kSplitKV) r = split_block_range(r, tile_key_split(p, s), split);
-  return r;
+  if constexpr (kSplitKV) {
+    const VisibleKeySplit ks = tile_key_split(p, s);
+    r = split_block_range(r, KeySplit{ks.blocks_per_split, ks.splits}, split);
+  }
+  return {r.n_min, r.n_max, r.n_masked, 0};
 }
 
 // Ring position of a K/V block (counted over all of this CTA's tiles): stage and the parity of
@@ -458,7 +472,7 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
 // NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
 // slot's wait and load overlap that store.
 FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local,
-                            int ring, const BlockRange& range, uint32_t rank) {
+                            int ring, const MaskBlockRange& range, uint32_t rank) {
   const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
   const int n_blocks = range.count();
   const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block n_min (right to left)
@@ -492,7 +506,7 @@ FJ_DEVICE void produce_dynamic(const Params& p, const SmemLayout& sm) {
       if (kDeviceLengths) skip_tiles_to(p, dynamic_skip(p, index, tile, seq));
       continue;
     }
-    const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
+    const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
     produce_tile(p, sm, tile, seq, local, ring, range, 0u);
     ring += range.count();
     ++local;
@@ -524,7 +538,7 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     const Tile tile = tile_of(p, slot);
     const SeqlenInfo seq = seqlen_info(p, tile.batch);
     if (!tile_has_rows(p, seq, tile)) continue;
-    const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
+    const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
     produce_tile(p, sm, tile, seq, local, ring, range, rank);
     ring += range.count();
     ++local;
@@ -629,22 +643,33 @@ FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16
 struct ScoreRule {
   int seqlen_q, seqlen_k;  // the tile's sequence
   int pack_shift;          // packed heads: a row's query is row >> pack_shift
+  MaskRule mask_rule;      // the rendered Mask's rule (read only where Mask::kTwoSided)
 
-  // Per row: the last visible key (visibility.cuh), relative to this thread's first column in
-  // the block, so each element compares a constant offset against one of two registers.
+  // Per row: the last visible key (visibility.cuh), and with a two-sided mask the first,
+  // relative to this thread's first column in the block, so each element compares a constant
+  // offset against one or two of four registers.
   FJ_DEVICE void mask(float (&s)[kBlockN / 2], const Fragment& f, int n) const {
     const int first_col = n * kBlockN + f.col(0);
-    int last_visible[2];
+    int last_visible[2], first_visible[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       // NOTES: the shift written out here, not as a member function: calling one kept the rule's
       // fields in memory and the d64 three-warpgroup kernel spilled 8 bytes.
       const int query = kPackGQA ? (f.row0 + 8 * r) >> pack_shift : f.row0 + 8 * r;
-      last_visible[r] = last_visible_key(kCausal, query, seqlen_q, seqlen_k) - first_col;
+      if constexpr (Mask::kTwoSided) {
+        last_visible[r] = last_visible_key(mask_rule, query, seqlen_q, seqlen_k) - first_col;
+        first_visible[r] = first_visible_key(mask_rule, query, seqlen_q, seqlen_k) - first_col;
+      } else {
+        last_visible[r] = last_visible_key(kCausal, query, seqlen_q, seqlen_k) - first_col;
+      }
     }
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) {
-      if (f.col(i) - f.col(0) > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
+      const int offset = f.col(i) - f.col(0);
+      if (offset > last_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
+      if constexpr (Mask::kTwoSided) {
+        if (offset < first_visible[Fragment::row_half(i)]) s[i] = FJ_NEG_INF;
+      }
     }
   }
 
@@ -711,7 +736,9 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // At head dim 256 (O takes 128 registers) the recompute path spilled 60-72 bytes until it hid its
 // operands' addresses (see recompute_scores_and_probs); there it runs without the causal mask only:
 // on the H200 it gained 0-3 % without the mask and was level with it (bench/NOTES.md, 51).
-constexpr bool kExpAgainstRunningMax = kVCols < 256 || !kCausal;
+// With a two-sided mask (window, chunk) its masked steps at both ends leave no registers for it at
+// head dim 256 either (168 bytes spilled without the causal mask).
+constexpr bool kExpAgainstRunningMax = kVCols < 256 || !(kCausal || Mask::kTwoSided);
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
                                          SoftmaxState& st, float scale_log2, float (&correction)[2], int wg) {
   rule.apply<false>(s, f, n);
@@ -1164,11 +1191,11 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   int which = kWalkBySlot ? slot : local;
   const Tile tile = consumer_tile(p, sm, which);
   const SeqlenInfo seq = consumer_seqlen(p, sm, which, tile);
-  const BlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
+  const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
-             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0}};
+             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p)}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
 
@@ -1199,34 +1226,47 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // masked steps' state, live through the unmasked loop there, spilled 8 bytes, so that variant
     // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
     // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
-    constexpr bool kShareLastPV = !(kCausal && kVCols >= 256 && kDeviceLengths);
+    // A two-sided mask at d256 takes the separate form everywhere (the shared one spilled 28-32 bytes).
+    constexpr bool kShareLastPV = !(kVCols >= 256 && ((kCausal && kDeviceLengths) || Mask::kTwoSided));
+    // The walk (visibility.cuh: BlockWalk): steps [0, n_masked_right) and, with a two-sided mask,
+    // [unmasked_end, n_blocks) need the mask; the steps between are whole blocks. Masked steps
+    // after the first (either end) run one at a time, as the causal diagonal's do.
+    constexpr bool kMaskedSteps = kCausal || Mask::kTwoSided;  // masked blocks may follow the first
+    const int unmasked_end = Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks;
     float probs[kBlockN / 2], pending[2];
     int it = 0;
     if constexpr (kShareLastPV) {
 #pragma unroll 1
       for (;;) {
-        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        if (kFirstBlockMasked || it < range.n_masked_right || (Mask::kTwoSided && it >= unmasked_end)) c.scores_alone<true>(it, probs, pending, st);
         else c.scores_alone<false>(it, probs, pending, st);
         if (it == 0) pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
         ++it;
-        if (!kCausal || it >= range.n_masked) {
+        if (!kMaskedSteps || it >= range.n_masked_right) {
 #pragma unroll 1
-          for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+          for (; it < unmasked_end; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
         }
-        c.pv_alone(kCausal ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
-        if (!kCausal || it >= n_blocks) break;
+        c.pv_alone(kMaskedSteps ? it - 1 : n_blocks - 1, o, probs, pending);  // the last block's, or a masked one's
+        if (!kMaskedSteps || it >= n_blocks) break;
       }
     } else {
-      const int masked_end = max(range.n_masked, 1);
+      const int masked_end = max(range.n_masked_right, 1);
 #pragma unroll 1
       for (; it < masked_end; ++it) {
         if (it > 0) c.pv_alone(it - 1, o, probs, pending);
-        if (kFirstBlockMasked || it < range.n_masked) c.scores_alone<true>(it, probs, pending, st);
+        if (kFirstBlockMasked || it < range.n_masked_right || (Mask::kTwoSided && it >= unmasked_end)) c.scores_alone<true>(it, probs, pending, st);
         else c.scores_alone<false>(it, probs, pending, st);
         if (it == 0) pending[0] = pending[1] = 1.f;
       }
 #pragma unroll 1
-      for (; it < n_blocks; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      for (; it < unmasked_end; ++it) c.overlapped_block<false>(it, o, probs, pending, st);
+      if constexpr (Mask::kTwoSided) {
+#pragma unroll 1
+        for (; it < n_blocks; ++it) {  // the left end's masked blocks
+          c.pv_alone(it - 1, o, probs, pending);
+          c.scores_alone<true>(it, probs, pending, st);
+        }
+      }
       c.pv_alone(n_blocks - 1, o, probs, pending);
     }
   }

@@ -58,6 +58,16 @@ struct Params {
   // one), zero between launches: each warpgroup's rows count their splits in, and the last one
   // merges the partials and puts its counter back to zero (attention_fwd.cuh: merge_if_last_split).
   uint32_t* merge_counters;
+  // Masks and score modifiers (spec keys window, chunk, softcap, sinks, alibi), each read only by a
+  // kernel that compiled its feature in (kernel_mask.cuh); the off values otherwise. Positions are
+  // bottom-right aligned (visibility.cuh: MaskRule).
+  int window_left, window_right;  // keys left / right of a row's position a row sees; -1: unbounded
+  int chunk;                      // keys per attention chunk; 0: none
+  float softcap;                  // 0: none
+  const void* sinks;              // [heads_q] sink logits, float32 or (sinks_bf16) bf16; null: none
+  int sinks_bf16;
+  const float* alibi_slopes;      // [heads_q], or [batch][alibi_batch_stride]; null: none
+  int64_t alibi_batch_stride;
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

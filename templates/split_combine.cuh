@@ -30,7 +30,7 @@ extern "C" __global__ void __launch_bounds__(32 * kCombineWarps) flashjit_attent
   // after the wait. Small decode cells are a chain of dependent reads: this takes two off it.
   const int batch = sequence_of_row(p, row);
   if (batch < 0) return;  // a row past the last sequence: no output
-  const int splits = key_split(seqlen_info(p, batch).seqlen_k, kBlockN, p.num_splits, p.split_blocks).splits;
+  const int splits = tile_key_split(p, seqlen_info(p, batch)).splits;  // the attention kernel's
   if (!split_writes_partials(p.num_splits, splits)) return;  // the attention kernel wrote this row
   griddep_wait();  // the attention kernel's partials are complete and visible
   merge_split_row(p, row, head, splits, lane);

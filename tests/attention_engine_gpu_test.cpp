@@ -370,6 +370,45 @@ TEST(AttentionEngineGpu, SplitKvInlineCombine) {
 
 // flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
 // padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
+// Sliding windows and attention chunks (issue 38) through the engine's inputs: ragged batches
+// against packed, dense and paged K/V (pages of 1, 16, 64 and 256 keys: only the window's pages
+// are read; unread K/V and pages hold NaN), split-KV decode with both combines (the splits cover
+// only the visible keys) and packed heads, causal or not, head dims 64-256.
+TEST(AttentionEngineGpu, SlidingWindowsAndChunksThroughEveryKvSourceAndSplit) {
+  std::mt19937_64 shapes(38);
+  std::vector<EngineCase> cases;
+  const std::pair<int, int> windows[] = {{0, 0}, {1, -1}, {127, 0}, {128, -1}, {-1, 129}, {129, 128}, {4096, 0}};
+  const int pages[] = {1, 16, 64, 256};
+  int i = 0;
+  for (auto [left, right] : windows)
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+      const int dims[] = {64, 128, 256};
+      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      p.features.window_left = left, p.features.window_right = right;
+      cases.push_back({engine_spec(p, "window=1"), p});
+      ++i;
+    }
+  for (int chunk : {1, 64, 300})
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged}) {
+      EngineProblem p = ragged(shapes, true, 128, chunk != 64, 8, 2, kv, 16, 7, 700);
+      p.features.chunk = chunk;
+      cases.push_back({engine_spec(p, "chunk=1"), p});
+      p.features.window_left = 100;
+      cases.push_back({engine_spec(p, "window=1,chunk=1"), p});
+    }
+  for (const char* combine : {"", ",combine=inline"})
+    for (auto [left, right] : {std::pair{127, 0}, {128, -1}, {4096, 0}, {0, 0}})
+      for (int queries : {1, 4}) {
+        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
+        p.max_splits = 16;
+        p.inline_combine = *combine != '\0';
+        p.features.window_left = left, p.features.window_right = right;
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1"), p});
+        ++i;
+      }
+  run_all(cases);
+}
+
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();

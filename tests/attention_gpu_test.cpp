@@ -262,6 +262,39 @@ TEST(AttentionGpu, CausalDealHoldsBackAnyNumberOfBlocks) {
 }
 
 // Fully masked rows: bottom-right causal with seqlen_q > seqlen_k leaves the first rows with no key.
+// Sliding windows and attention chunks (spec keys window, chunk; issue 38): windows 0, 1, 127,
+// 128, 129 and 4096 keys on the left, the right or both, chunks of 1, 64, 100 and 1024 keys alone and
+// with a window, causal or not, queries longer and shorter than keys (rows that see no key: O = 0,
+// LSE = -inf), both dtypes, head dims 64-256, against the float64 reference with the same rule.
+TEST(AttentionGpu, SlidingWindowsAndAttentionChunks) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, int> windows[] = {{0, 0}, {1, -1}, {127, 0}, {128, -1}, {-1, 129}, {129, 128}, {4096, 0}, {4096, 4096}, {-1, 0}};
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {4097, 4097}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  int i = 0;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (auto [left, right] : windows) {
+          const auto [sq, sk] = shapes[i++ % 6];
+          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          p.features.window_left = left, p.features.window_right = right;
+          cases.push_back({spec_text(bf16, d, causal, "window=1"), p});
+        }
+  for (int chunk : {1, 64, 100, 1024})
+    for (bool causal : {false, true})
+      for (int d : {64, 128, 192}) {
+        const auto [sq, sk] = shapes[i++ % 6];
+        Problem p = problem(i % 2 == 0, d, causal, sq, sk, 2, 4, 1);
+        p.features.chunk = chunk;
+        cases.push_back({spec_text(i % 2 == 0, d, causal, "chunk=1"), p});
+        Problem both = p;
+        both.features.window_left = 127;
+        cases.push_back({spec_text(i % 2 == 0, d, causal, "window=1,chunk=1"), both});
+      }
+  run_all(cases);
+}
+
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;

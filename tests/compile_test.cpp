@@ -189,3 +189,44 @@ TEST(Compile, DecodeModulesHaveNoSpills) {
 
 }  // namespace
 }  // namespace flashjit
+
+namespace flashjit {
+namespace {
+
+// Issue 38's window and chunk variants (a two-sided Mask): dense, varlen, paged, packed heads and
+// split-KV (both combines), causal or not, both dtypes, head dims 64-256: each compiles for
+// sm_90a without a spill or a stack frame (tests/gpu/check_sass.sh checks their SASS for HGMMA
+// and local memory where cuobjdump is).
+class MaskFeatureVariant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaskFeatureVariant, CompilesWithoutSpills) {
+  auto config = make_config(*parse_spec(GetParam()));
+  ASSERT_TRUE(config) << config.error().message;
+  auto kernel = compile_with_nvrtc(make_compile_request(*config));
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
+  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
+  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
+  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
+  std::printf("  %-64s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
+                         ::testing::Values("dtype=bf16,head_dim=64,causal=1,window=1", "dtype=fp16,head_dim=64,window=1",
+                                           "dtype=bf16,head_dim=96,causal=1,chunk=1", "dtype=bf16,head_dim=128,causal=1,window=1",
+                                           "dtype=fp16,head_dim=128,window=1,chunk=1", "dtype=bf16,head_dim=192,chunk=1",
+                                           "dtype=bf16,head_dim=256,causal=1,window=1", "dtype=fp16,head_dim=256,window=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,chunk=1",
+                                           "dtype=fp16,head_dim=256,causal=1,varlen=1,paged=1,window=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1",
+                                           "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1",
+                                           "dtype=bf16,head_dim=256,causal=1,varlen=1,pack_gqa=1,split_kv=1,window=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,window=1"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace flashjit

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "launch/feature_args.hpp"
+
 // The pack and split rules, compiled here as host code (the kernel's own).
 #include "../../templates/visibility.cuh"
 
@@ -201,7 +203,11 @@ TileGeometry tile_geometry(const KernelConfig& c, const AttentionArgs& a, int sm
     return g;
   }
   const uint64_t tiles = attention_query_blocks(c, a) * uint64_t(g.tile_heads) * uint64_t(a.batch);
-  const int key_blocks = int((int64_t(a.seqlen_k) + c.spec.block_n - 1) / c.spec.block_n);
+  // The blocks the launch's rows see (a window of w keys: about w / block_n + 1 at any length),
+  // as the kernel's visible_key_split cuts them.
+  const WindowChunk w = launch_window_chunk(c.spec, a);
+  const MaskRule rule = {c.spec.causal, w.window_left, w.window_right, w.chunk};
+  const int key_blocks = visible_key_split(rule, a.seqlen_q, a.seqlen_k, c.spec.block_n, 1, 0).blocks_per_split;
   const uint64_t fill = tiles > 0 ? uint64_t(resident_ctas(c, sm_count)) / tiles : 1;  // splits that give every CTA slot a tile
   g.splits = int(std::clamp<uint64_t>(fill, 1, uint64_t(std::min(most, std::max(1, key_blocks)))));
   return g;
@@ -275,6 +281,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
                             " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
   }
   if (Status st = check_engine_inputs(config.spec, a); !st) return st;
+  if (Status st = check_feature_inputs(config.spec, a); !st) return st;
   // Pointers and strides as TMA takes them (a packed tensor's batch stride is not used).
   const std::pair<const char*, uint64_t> pointers[] = {{"q", a.q}, {"k", a.k}, {"v", a.v}, {"o", a.o}};
   for (auto [name, ptr] : pointers) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "driver/tensor_map.hpp"
+#include "launch/feature_args.hpp"
 #include "launch/tile_schedule.hpp"
 
 // The kernel's deal and divisors, compiled here as host code: the host fits them with it.
@@ -102,7 +103,22 @@ void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
   p.lse_partial = reinterpret_cast<float*>(partials + split_lse_offset(c, a));
 }
 
+
 }  // namespace
+
+// (validated: the args hold the off values for the features the spec did not compile in).
+void set_feature_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
+  const WindowChunk w = launch_window_chunk(c.spec, a);
+  p.window_left = w.window_left;
+  p.window_right = w.window_right;
+  p.chunk = w.chunk;
+  const FeatureInputs& f = a.features;
+  p.softcap = c.spec.softcap ? f.softcap : 0.f;
+  p.sinks = c.spec.sinks ? reinterpret_cast<const void*>(f.sinks) : nullptr;
+  p.sinks_bf16 = c.spec.sinks && f.sinks_bf16 ? 1 : 0;
+  p.alibi_slopes = c.spec.alibi ? reinterpret_cast<const float*>(f.alibi_slopes) : nullptr;
+  p.alibi_batch_stride = c.spec.alibi ? f.alibi_batch_stride : 0;
+}
 
 void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, CausalHold hold) {
   // The kernel's tile_deal as the kernel builds it on this grid; phase 1's rounds fitted by the
@@ -176,6 +192,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.batch = a.batch;
   set_engine_inputs(p, c, a);
   set_decode_inputs(p, c, a, geometry);
+  set_feature_inputs(p, c, a);
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
   set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;

@@ -23,6 +23,10 @@ static_assert(sizeof(TmaDesc) == sizeof(CUtensorMap));
 using KernelParams = Params;
 using TensorMapBytes = TmaDesc;
 
+// The launch's masks and score modifiers (AttentionArgs.features) into the parameters: the values
+// of the features the spec compiled in, the off values for the others.
+void set_feature_inputs(KernelParams& params, const KernelConfig& config, const AttentionArgs& args);
+
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
 // the tiles = query blocks x heads_q x batch): persistent, min(tiles, max_ctas) CTAs (pass the
 // device's SM count: one CTA fits per SM) where config.persistent; else, or when max_ctas is 0,

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <utility>
 
-// deal_unit: the rule the kernel deals by; kv_block_range: the blocks a tile visits.
+#include "launch/feature_args.hpp"
+
+// deal_unit: the rule the kernel deals by; mask_block_range: the blocks a tile visits.
 #include "../../templates/tile_schedule.cuh"
 #include "../../templates/visibility.cuh"
 
@@ -26,10 +28,11 @@ constexpr int64_t kMaxFillRows = 16;  // snake rows of held-back blocks per idle
 
 struct Shape {
   int64_t block_m, block_n, seqlen_q, seqlen_k, m_blocks, heads, ctas;
-  // The K/V blocks the kernel visits (visibility.cuh, causal) plus the per-tile overhead.
+  MaskRule rule;  // causal, with the launch's window and chunk
+  // The K/V blocks the kernel visits (visibility.cuh: only those inside some row's window or
+  // chunk) plus the per-tile overhead.
   int64_t cost(int64_t m_block) const {
-    return kv_block_range(true, int(m_block), int(block_m), int(block_n), int(seqlen_q), int(seqlen_k)).count() +
-           kTileOverheadBlocks;
+    return mask_block_range(rule, int(m_block), int(block_m), int(block_n), int(seqlen_q), int(seqlen_k)).count() + kTileOverheadBlocks;
   }
 };
 
@@ -69,8 +72,9 @@ CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, un
   if (args.seqlen_k < args.seqlen_q) return {};
   if (config.q_buffers < 2) return {};  // a held-back tile's Q load would wait for the last O store
   if (spec.dynamic_schedule) return {};  // the tiles are taken from a counter, not dealt
+  const WindowChunk w = launch_window_chunk(spec, args);
   Shape s{spec.block_m, spec.block_n, args.seqlen_q, args.seqlen_k, int64_t(attention_query_blocks(config, args)),
-          int64_t(args.heads_q) * args.batch, grid_ctas};
+          int64_t(args.heads_q) * args.batch, grid_ctas, MaskRule{true, w.window_left, w.window_right, w.chunk}};
   const int64_t slack = s.block_m % s.block_n ? 1 : 0;
   // Total cost, every head alike.
   int64_t per_head = 0;

@@ -57,6 +57,12 @@ std::string render_constants(const KernelConfig& c) {
   return out;
 }
 
+// The kernel's mask type (templates/kernel_mask.cuh): the causal flag alone, or with a sliding
+// window and attention chunks.
+std::string render_mask_type(const AttentionSpec& s) {
+  return std::string("using Mask = ") + (s.masks_window_or_chunk() ? "WindowChunkMask" : "CausalMask") + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -67,14 +73,18 @@ std::string_view embedded_template(std::string_view name) {
 }
 
 std::string render_attention_source(const KernelConfig& config) {
-  // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the tile deal,
-  // the shared-memory tile layout, the wgmma shapes this variant uses, the split merge (called by
-  // the kernel with combine=inline; small, and only parsed elsewhere), the kernel.
+  // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the score
+  // modifiers and finalize step, the mask types and the one this variant uses, the tile deal, the
+  // shared-memory tile layout, the wgmma shapes this variant uses, the split merge (called by the
+  // kernel with combine=inline; small, and only parsed elsewhere), the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
   out += embedded_template("attention_params.cuh");
   out += embedded_template("visibility.cuh");
+  out += embedded_template("score_mod.cuh");
+  out += embedded_template("kernel_mask.cuh");
+  out += render_mask_type(config.spec);
   out += embedded_template("tile_schedule.cuh");
   out += embedded_template("tile_layout.cuh");
   out += render_wgmma_shapes(config);

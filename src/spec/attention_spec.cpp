@@ -160,6 +160,22 @@ const std::vector<Field>& fields() {
          return bad_value("combine", v, "kernel or inline");
        },
        [](const AttentionSpec& s) { return s.inline_combine ? std::string("inline") : std::string(); }},
+      // Masks and score modifiers (issue 38); printed only when on, so every earlier spec keeps its text.
+      {"window", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.window, "window", v); },
+       [](const AttentionSpec& s) { return s.window ? std::string("1") : std::string(); }},
+      {"chunk", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.chunk, "chunk", v); },
+       [](const AttentionSpec& s) { return s.chunk ? std::string("1") : std::string(); }},
+      {"softcap", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.softcap, "softcap", v); },
+       [](const AttentionSpec& s) { return s.softcap ? std::string("1") : std::string(); }},
+      {"sinks", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.sinks, "sinks", v); },
+       [](const AttentionSpec& s) { return s.sinks ? std::string("1") : std::string(); }},
+      {"alibi", kBoolAllowed,
+       [](AttentionSpec& s, std::string_view v) { return set_bool(s.alibi, "alibi", v); },
+       [](const AttentionSpec& s) { return s.alibi ? std::string("1") : std::string(); }},
   };
   return table;
 }
@@ -276,6 +292,18 @@ Status validate_spec(const AttentionSpec& s) {
     if (s.consumer_wgs == 3) return fail_scheduler("with consumer_wgs=3 (no registers for the dynamic producer)");
     if (s.cluster == 2) return fail_scheduler("with cluster=2 (one CTA per tile)");
   }
+  // NOTES: a cluster's two CTAs load the union of their block ranges; with a window or chunks the
+  // ranges differ at both ends, which the cluster's shared walk does not take yet.
+  if (s.masks_window_or_chunk() && s.cluster == 2) {
+    return fail("cluster", 2, s.window ? "1 with window=1 (the two CTAs' windows differ at both ends)" : "1 with chunk=1 (the two CTAs' chunks differ at both ends)");
+  }
+  // Not in the kernel yet: refused by name rather than compiled without effect.
+  auto not_yet = [](const char* key, const char* what) {
+    return Error::invalid_spec(key, std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0 (" + what + " are not in the kernel yet)");
+  };
+  if (s.softcap) return not_yet("softcap", "softcapped scores");
+  if (s.sinks) return not_yet("sinks", "learnable sinks");
+  if (s.alibi) return not_yet("alibi", "ALiBi biases");
   return {};
 }
 

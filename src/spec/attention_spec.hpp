@@ -36,8 +36,16 @@ struct AttentionSpec {
                                   // heaviest first, instead of the static deal (scheduler=static)
   bool inline_combine = false;    // combine=inline (split_kv): the last split of each tile merges the partials in the
                                   // attention kernel (counters in the caller's workspace), no second kernel
+  // Masks and score modifiers compiled in (templates/visibility.cuh, score_mod.cuh); their values
+  // come at run time (AttentionArgs.features). Off: today's kernels, text and cache key unchanged.
+  bool window = false;   // sliding window: window_left / window_right keys around a row's position
+  bool chunk = false;    // attention chunks (Llama 4): a row sees only its own chunk's keys
+  bool softcap = false;  // softcap * tanh(score * scale / softcap) before the mask
+  bool sinks = false;    // learnable sinks: one logit per query head in every row's denominator
+  bool alibi = false;    // ALiBi: -slope * |position - key| added to the scaled score
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
+  bool masks_window_or_chunk() const { return window || chunk; }
   bool operator==(const AttentionSpec&) const = default;
 };
 

@@ -113,6 +113,13 @@ void DeviceBuffer::fill_bytes(unsigned char value, size_t from) {
   expect_ok(check(api_, api_.cuCtxSynchronize(), "cuCtxSynchronize"), "fill_bytes");
 }
 
+void set_mask_features(FeatureInputs& inputs, const AttentionFeatures& features) {
+  inputs.window_left = features.window_left;
+  inputs.window_right = features.window_right;
+  inputs.chunk = features.chunk;
+  inputs.softcap = float(features.softcap);
+}
+
 std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset) {
   uint32_t words[2] = {1, 1};
   buffer.download(words, sizeof(words), offset);
@@ -255,6 +262,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.v_strides = to_args(pl.v);
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
+  set_mask_features(args.features, p.features);
   // scheduler=dynamic: the tile counter, zeroed as a caller does once; the launch must leave it so.
   std::optional<DeviceBuffer> counter;
   if (config.spec.dynamic_schedule) {

@@ -9,6 +9,7 @@
 
 #include "config/kernel_config.hpp"
 #include "driver/cuda_driver.hpp"
+#include "launch/attention_args.hpp"
 #include "verify/reference.hpp"
 
 namespace flashjit {
@@ -40,6 +41,10 @@ class DeviceBuffer {
 std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset = 0);
 // combine=inline: "" when all `words` merge counters at `offset` are back at zero, else the first that is not.
 std::string merge_counters_error(const DeviceBuffer& buffer, size_t offset, size_t words);
+
+// The reference's window, chunk and softcap into a launch's feature inputs (a spec with the keys
+// window, chunk or softcap reads them; one without refuses them when set).
+void set_mask_features(FeatureInputs& inputs, const AttentionFeatures& features);
 
 enum class Layout {
   kContiguous,  // [b, s, h, d]

@@ -320,6 +320,7 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.heads_kv = p.heads_kv;
   a.q_strides = a.o_strides = {0, p.heads_q * d, d};
   a.softmax_scale = float(p.scale);
+  set_mask_features(a.features, p.features);
   EngineInputs& e = a.engine;
   if (p.dense_q) {  // the packed rows of equal sequences are the dense layout
     a.q_strides.batch = a.o_strides.batch = int64_t(cap.max_seqlen_q) * p.heads_q * d;

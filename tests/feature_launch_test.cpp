@@ -1,0 +1,191 @@
+// Issue 38's windows and chunks on the host: the spec keys, the launch's feature inputs checked
+// against them (messages name the field and the spec key), the parameters they fill, the split
+// count and the tile deal's cost over the visible keys only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "config/kernel_config.hpp"
+#include "launch/attention_launch.hpp"
+#include "launch/feature_args.hpp"
+#include "launch/tile_schedule.hpp"
+#include "spec/attention_spec.hpp"
+
+namespace flashjit {
+namespace {
+
+KernelConfig config_of(const std::string& text) {
+  auto spec = parse_spec(text);
+  EXPECT_TRUE(spec) << spec.error().message;
+  auto config = make_config(*spec);
+  EXPECT_TRUE(config) << config.error().message;
+  return *config;
+}
+
+std::string spec_error(const std::string& text) {
+  auto spec = parse_spec(text);
+  return spec ? std::string() : spec.error().message;
+}
+
+std::string feature_error(const std::string& spec, const FeatureInputs& f, int heads_q = 8) {
+  AttentionArgs a = attention_extents(2, 128, 128, heads_q, heads_q);
+  a.features = f;
+  const Status st = check_feature_inputs(config_of(spec).spec, a);
+  return st ? std::string() : st.error().message;
+}
+
+TEST(FeatureSpec, KeysPrintOnlyWhenOnAndRoundTrip) {
+  const std::string plain = "dtype=bf16,head_dim=128,causal=1";
+  EXPECT_EQ(to_string(*parse_spec(plain)), plain);  // every earlier text and cache key unchanged
+  EXPECT_EQ(to_string(*parse_spec(plain + ",window=0,chunk=false")), plain);
+  const AttentionSpec both = *parse_spec("chunk=1,window=true,dtype=bf16,head_dim=64");
+  EXPECT_TRUE(both.window);
+  EXPECT_TRUE(both.chunk);
+  EXPECT_EQ(to_string(both), "dtype=bf16,head_dim=64,causal=0,window=1,chunk=1");
+  EXPECT_EQ(*parse_spec(to_string(both)), both);
+  EXPECT_NE(spec_error("dtype=bf16,window=2").find("spec field 'window': value '2' is not allowed"), std::string::npos)
+      << spec_error("dtype=bf16,window=2");
+}
+
+TEST(FeatureSpec, WhatTheKernelCannotDoYetIsRefusedByName) {
+  EXPECT_NE(spec_error("dtype=bf16,head_dim=128,causal=1,cluster=2,window=1").find("spec field 'cluster': value 2 is not allowed; allowed: 1 with window=1"),
+            std::string::npos);
+  EXPECT_NE(spec_error("dtype=bf16,head_dim=128,cluster=2,chunk=1").find("allowed: 1 with chunk=1"), std::string::npos);
+  for (const char* key : {"softcap", "sinks", "alibi"}) {
+    const std::string error = spec_error(std::string("dtype=bf16,head_dim=128,") + key + "=1");
+    EXPECT_NE(error.find(std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0"), std::string::npos) << error;
+    EXPECT_NE(error.find("not in the kernel yet"), std::string::npos) << error;
+  }
+}
+
+TEST(FeatureArgs, ValuesWithoutTheirSpecKeyNameFieldAndKey) {
+  const std::string plain = "dtype=bf16,head_dim=128,causal=1";
+  EXPECT_EQ(feature_error(plain, {}), "");
+  FeatureInputs f;
+  f.window_left = 127;
+  EXPECT_EQ(feature_error(plain, f), "window_left: 127 needs spec key window=1 (off: -1)");
+  f = {};
+  f.window_right = 0;
+  EXPECT_EQ(feature_error(plain, f), "window_right: 0 needs spec key window=1 (off: -1)");
+  f = {};
+  f.chunk = 8192;
+  EXPECT_EQ(feature_error(plain + ",window=1", f), "attention_chunk: 8192 needs spec key chunk=1 (off: 0)");
+  f = {};
+  f.softcap = 50;
+  EXPECT_EQ(feature_error(plain, f), "softcap: 50 needs spec key softcap=1 (off: 0)");
+  f = {};
+  f.sinks = 0x1000;
+  EXPECT_EQ(feature_error(plain, f), "sinks: 0x1000 needs spec key sinks=1 (off: null)");
+  f = {};
+  f.sinks_bf16 = true;
+  EXPECT_EQ(feature_error(plain, f), "sinks_dtype: bf16 needs spec key sinks=1 (off: float32)");
+  f = {};
+  f.alibi_slopes = 0x1000;
+  EXPECT_EQ(feature_error(plain, f), "alibi_slopes: 0x1000 needs spec key alibi=1 (off: null)");
+  f = {};
+  f.alibi_batch_stride = 8;
+  EXPECT_EQ(feature_error(plain, f), "alibi_batch_stride: 8 needs spec key alibi=1 (off: 0)");
+}
+
+TEST(FeatureArgs, WindowAndChunkRanges) {
+  const std::string window = "dtype=bf16,head_dim=128,window=1", chunk = "dtype=bf16,head_dim=128,chunk=1";
+  for (auto [left, right] : {std::pair{-1, -1}, {0, 0}, {127, 0}, {0, 127}, {4096, -1}, {-1, 4096}}) {
+    FeatureInputs f;
+    f.window_left = left, f.window_right = right;
+    EXPECT_EQ(feature_error(window, f), "") << left << "," << right;
+    EXPECT_EQ(feature_error(window + ",causal=1", f), "") << left << "," << right;  // causal: the right bound is 0
+  }
+  FeatureInputs f;
+  f.window_left = -2;
+  EXPECT_EQ(feature_error(window, f), "window_left: -2 is not allowed; allowed: -1 (unbounded) or 0 and more keys");
+  f = {};
+  f.window_right = -5;
+  EXPECT_EQ(feature_error(window, f), "window_right: -5 is not allowed; allowed: -1 (unbounded) or 0 and more keys");
+  f = {};
+  EXPECT_EQ(feature_error(chunk, f), "attention_chunk: 0 is not allowed; allowed: 1 or more keys per chunk (spec key chunk=1)");
+  f.chunk = -3;
+  EXPECT_NE(feature_error(chunk, f).find("attention_chunk: -3 is not allowed"), std::string::npos);
+  f.chunk = 1;
+  EXPECT_EQ(feature_error(chunk, f), "");
+}
+
+TEST(FeatureArgs, ValidateAttentionArgsChecksTheFeatures) {
+  const KernelConfig config = config_of("dtype=bf16,head_dim=128,causal=1");
+  AttentionArgs a = attention_extents(1, 256, 256, 8, 8);
+  a.q = a.k = a.v = a.o = 0x10000;
+  a.q_strides = a.o_strides = a.k_strides = a.v_strides = contiguous_bshd(256, 8, 128);
+  EXPECT_TRUE(validate_attention_args(config, a));
+  a.features.window_left = 127;
+  const Status st = validate_attention_args(config, a);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message, "window_left: 127 needs spec key window=1 (off: -1)");
+}
+
+TEST(FeatureParams, WindowAndChunkReachTheParametersOnlyWhereCompiledIn) {
+  AttentionArgs a = attention_extents(1, 256, 256, 8, 8);
+  a.features.window_left = 127, a.features.window_right = 3, a.features.chunk = 64;
+  KernelParams p{};
+  set_feature_inputs(p, config_of("dtype=bf16,head_dim=128,causal=1,window=1,chunk=1"), a);
+  EXPECT_EQ(p.window_left, 127);
+  EXPECT_EQ(p.window_right, 3);  // the kernel's rule reads causal as a right bound of 0
+  EXPECT_EQ(p.chunk, 64);
+  KernelParams w{};
+  set_feature_inputs(w, config_of("dtype=bf16,head_dim=128,window=1"), a);
+  EXPECT_EQ(w.window_left, 127);
+  EXPECT_EQ(w.chunk, 0);
+  KernelParams off{};
+  set_feature_inputs(off, config_of("dtype=bf16,head_dim=128,causal=1"), attention_extents(1, 256, 256, 8, 8));
+  EXPECT_EQ(off.window_left, -1);
+  EXPECT_EQ(off.window_right, -1);
+  EXPECT_EQ(off.chunk, 0);
+  EXPECT_EQ(off.softcap, 0.f);
+  EXPECT_EQ(off.sinks, nullptr);
+  EXPECT_EQ(off.alibi_slopes, nullptr);
+}
+
+AttentionArgs decode_args(int batch, int seqlen_k, int max_splits) {
+  AttentionArgs a = attention_extents(batch, 1, seqlen_k, 32, 8);
+  a.engine.total_q = batch;
+  a.decode.max_splits = max_splits;
+  return a;
+}
+
+TEST(FeatureSplits, AWindowSplitsOnlyItsVisibleBlocks) {
+  const KernelConfig plain = config_of("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1");
+  const KernelConfig window = config_of("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,window=1");
+  AttentionArgs a = decode_args(1, 32768, 64);
+  EXPECT_EQ(tile_geometry(plain, a, 132).splits, 16);
+  a.features.window_left = 127;  // the decode row sees keys 32640..32767: block 255 alone (block_n 128)
+  EXPECT_EQ(tile_geometry(window, a, 132).splits, 1);
+  a.features.window_left = 128;  // from key 32639: blocks 254 and 255
+  EXPECT_EQ(tile_geometry(window, a, 132).splits, 2);
+  a.features.window_left = 1000;  // from key 31767: blocks 248..255
+  EXPECT_EQ(tile_geometry(window, a, 132).splits, 8);
+  a.features.window_left = -1;  // unbounded: as without the key
+  EXPECT_EQ(tile_geometry(window, a, 132).splits, 16);
+  const KernelConfig chunk = config_of("dtype=bf16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,chunk=1");
+  AttentionArgs c = decode_args(1, 32768, 64);
+  c.features.chunk = 8192;  // the last row's chunk: keys 24576..32767, 64 blocks
+  EXPECT_EQ(tile_geometry(chunk, c, 132).splits, 16);
+  c.features.chunk = 300;  // keys 32700..32767: one block
+  EXPECT_EQ(tile_geometry(chunk, c, 132).splits, 1);
+}
+
+TEST(FeatureCost, AWindowsTilesCostItsVisibleBlocks) {
+  // Causal tiles cost from one block to all of them: the deal holds light ones back. Under a
+  // window of 128 keys every tile costs two or three blocks: nothing is worth holding back.
+  const KernelConfig causal = config_of("dtype=bf16,head_dim=128,causal=1");
+  const KernelConfig window = config_of("dtype=bf16,head_dim=128,causal=1,window=1");
+  AttentionArgs a = attention_extents(1, 8192, 8192, 16, 16);
+  EXPECT_GT(causal_hold(causal, a, 132).fill_blocks, 0);
+  a.features.window_left = -1;
+  EXPECT_GT(causal_hold(window, a, 132).fill_blocks, 0);  // an unbounded window is the causal mask
+  a.features.window_left = 127;
+  EXPECT_EQ(causal_hold(window, a, 132).fill_blocks, 0);
+  EXPECT_EQ(causal_hold(window, a, 132).held_heads, 0);
+}
+
+}  // namespace
+}  // namespace flashjit
