@@ -140,6 +140,12 @@ fi
 # varlen + paged, split-KV with the combine kernel and with the inline merge (the last split's CTA reads the
 # other CTAs' partials), on ragged lengths with decode and speculative rows, an empty and a keyless
 # sequence (FLASHJIT_SANITIZE_INLINE=1 is the older name of this step).
+# One spec of each mask and score feature, with the tool's feature flags where this build's tool has them.
+feature_sanitizer_specs() {
+  "$TOOL" check --help 2>/dev/null | grep -q -- --window-left || return 0
+  echo "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1 --seqlens $SEQLENS --heads-q 8 --heads-kv 1 --page-size 16 --window-left 127"
+  echo "dtype=bf16,head_dim=128,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1 --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --window-left 300 --chunk 512"
+}
 if command -v compute-sanitizer >/dev/null && { [ "${FLASHJIT_SANITIZE_SPECS:-0}" = 1 ] || [ "${FLASHJIT_SANITIZE_INLINE:-0}" = 1 ]; }; then
   SEQLENS=1:700,4:1000,0:5,1:0,3:3,1:2000,16:1500,130:77
   for tool in memcheck racecheck; do
@@ -155,6 +161,7 @@ dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1 --seqlens $SEQLENS --heads-q 8
 dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=kernel --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --page-size 16
 dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --page-size 16
 dtype=fp16,head_dim=64,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline --seqlens $SEQLENS --heads-q 32 --heads-kv 8
+$(feature_sanitizer_specs)
 SPECS
     [ $bad -eq 0 ] && row "compute-sanitizer $tool ($n specs: dense, engine, split-KV both combines)" pass "" ||
       row "compute-sanitizer $tool ($n specs)" FAIL "$bad failed: $(grep -m1 FAILED "$OUT/sanitizer-specs-$tool.log")"
@@ -168,6 +175,11 @@ for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",pag
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra"
   DECODE_SPECS+=" dtype=$dt,head_dim=$d,varlen=1,pack_gqa=1,split_kv=1$extra,combine=inline"; done
   done; done
+# The mask and score-modifier variants (spec keys window, chunk, ...): one of each kind of K/V source and split.
+FEATURE_SPECS="dtype=bf16,head_dim=128,causal=1,window=1 dtype=fp16,head_dim=256,window=1 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1
+  dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1 dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1
+  dtype=bf16,head_dim=192,chunk=1"
+DECODE_SPECS+=" $FEATURE_SPECS"
 if [ "${FLASHJIT_SASS:-1}" = 1 ]; then
   if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
   else row "SASS: HGMMA, no LDL/STL (default variants)" FAIL "$(tail -1 "$OUT/sass.log")"; fi
