@@ -31,9 +31,8 @@
 #ifndef FJ_DEVICE
 #define FJ_DEVICE inline
 #endif
-#if !defined(__CUDACC__)
-#include <math.h>
-#endif
+// The host includes <cmath> before this header (the reference, the tests): a rendered kernel takes no
+// headers (Render.DeterministicAndSpecific), so none is included here.
 
 // Math by the value's type: float in the kernel, double in the reference. (The kernel may use the
 // hardware's approximate tanh and exp2 for the same formulas.)
