@@ -95,7 +95,9 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
   auto work = [&](size_t first, size_t step) {
     RowAttention row_attention;
     for (size_t i = first; i < tasks.size(); i += step) {
-      const auto [b, row, h] = tasks[i];
+      // Plain ints, not a structured binding: the lambda below captures b (clang before 16 cannot
+      // capture a binding; the fuzz build uses clang).
+      const int b = tasks[i].b, row = tasks[i].row, h = tasks[i].h;
       const int kvh = h / group;
       const int64_t qi = at.q_index(b, row, h);
       auto dot = [&](int j) {
