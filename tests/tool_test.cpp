@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +35,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/tuning.hpp"
+#include "verify/reference.hpp"
 
 extern char** environ;
 
@@ -1225,6 +1228,217 @@ TEST(Tool, KeyLockLogLineNamesItsOwnError) {
   ASSERT_NE(line, std::string::npos) << r;
   EXPECT_NE(r.err.substr(line, r.err.find('\n', line) - line).find(std::strerror(EISDIR)), std::string::npos) << r;
 }
+
+
+// ---- issue 38: masks and scores in check and bench ----
+
+// Each mask or score flag needs its spec key; without it the flag is refused naming both (exit
+// 2), before any device is needed.
+TEST(Tool, FeatureFlagsNeedTheirSpecKeys) {
+  const EnvChanges no_driver = {{"FLASHJIT_LIBCUDA", kNoDriver}};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> flags = {
+      {{"--window-left", "127"}, "window=1"}, {{"--window-right", "0"}, "window=1"}, {{"--chunk", "8192"}, "chunk=1"},
+      {{"--softcap", "30"}, "softcap=1"},    {{"--sinks"}, "sinks=1"},            {{"--sinks=1.5"}, "sinks=1"},
+      {{"--alibi"}, "alibi=1"},              {{"--alibi-per-batch"}, "alibi=1"}};
+  for (const char* command : {"check", "bench"}) {
+    for (const auto& [flag, key] : flags) {
+      std::vector<std::string> args = {command, "--spec", "dtype=bf16,head_dim=64,causal=1"};
+      args.insert(args.end(), flag.begin(), flag.end());
+      ToolRun r = run_tool(args, no_driver);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flag[0] << "\n" << r;
+      const std::string name = flag[0].substr(0, flag[0].find('='));
+      EXPECT_NE(r.err.find(name + " needs spec key " + key), std::string::npos) << r;
+    }
+  }
+  // A key whose run-time value no flag gives (the launch would refuse a chunk of 0).
+  ToolRun chunk = run_tool({"check", "--spec", "dtype=bf16,head_dim=64,chunk=1"}, no_driver);
+  EXPECT_EQ(chunk.exit_code, 2) << chunk;
+  EXPECT_NE(chunk.err.find("spec key chunk=1 needs --chunk"), std::string::npos) << chunk;
+  // A grid's cells have no feature keys: the flags need --spec.
+  ToolRun grid = run_tool({"bench", "--grid", "headline", "--window-left", "127"}, no_driver);
+  EXPECT_EQ(grid.exit_code, 2) << grid;
+  EXPECT_NE(grid.err.find("--window-left needs --spec"), std::string::npos) << grid;
+}
+
+// Bad values are refused naming the flag and what is allowed, whatever the spec.
+TEST(Tool, FeatureFlagValuesAreChecked) {
+  const EnvChanges no_driver = {{"FLASHJIT_LIBCUDA", kNoDriver}};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--window-left", "-2"}, "--window-left: -2 is not allowed; allowed: -1 (unbounded)"},
+      {{"--window-right", "-5"}, "--window-right: -5 is not allowed"},
+      {{"--chunk", "0"}, "--chunk: 0 is not allowed; allowed: 1 or more"},
+      {{"--softcap", "-1"}, "--softcap: -1.000000 is not allowed; allowed: a finite cap above 0"},
+      {{"--softcap", "inf"}, "--softcap: inf is not allowed"},
+      {{"--sinks=large"}, "--sinks: 'large' is not allowed"},
+      {{"--sinks", "--sinks-dtype", "fp16"}, "--sinks-dtype: 'fp16' is not allowed; allowed: fp32, bf16"},
+      {{"--sinks-dtype", "bf16"}, "--sinks-dtype needs --sinks"}};
+  for (const char* command : {"check", "bench"}) {
+    for (const auto& [flags, says] : cases) {
+      std::vector<std::string> args = {command, "--spec", "dtype=bf16,head_dim=64,window=1,chunk=1"};
+      args.insert(args.end(), flags.begin(), flags.end());
+      ToolRun r = run_tool(args, no_driver);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flags[0] << "\n" << r;
+      EXPECT_NE(r.err.find(says), std::string::npos) << r;
+    }
+  }
+}
+
+#ifdef FLASHJIT_FAKE_LIBCUDA
+// The "features" object of a check's or a bench row's JSON: what the reference took and, under
+// "launch", what the launch's arguments held.
+const json::Object* features_of(const json::Object& o) { return o.getObject("features"); }
+const json::Object* launch_of(const json::Object& o) {
+  const json::Object* f = features_of(o);
+  return f ? f->getObject("launch") : nullptr;
+}
+
+// check --window-left/--window-right/--chunk reach the float64 reference and the launch, dense
+// and engine cells alike (the fake driver runs nothing; the dense check of zeros against zeros
+// passes, the engine one fails against the CPU reference: only the JSON is read here).
+TEST(Tool, CheckPassesWindowsAndChunksToTheReferenceAndTheLaunch) {
+  TempDir dir;
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}};
+  const std::vector<std::string> common = {"--heads-q", "4", "--heads-kv", "2", "--cache-dir", dir.sub("cache"), "--json"};
+  struct Case {
+    std::vector<std::string> args;
+    int left, right, chunk;
+  };
+  const Case cases[] = {
+      {{"--spec", "dtype=bf16,head_dim=64,causal=1,window=1", "--window-left", "127", "--batch", "1", "--seqlen-q", "300",
+        "--seqlen-k", "500"}, 127, -1, 0},
+      {{"--spec", "dtype=bf16,head_dim=64,window=1,chunk=1", "--window-left", "3", "--window-right", "9", "--chunk", "64",
+        "--batch", "1", "--seqlen-q", "200", "--seqlen-k", "200"}, 3, 9, 64},
+      {{"--spec", "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1", "--window-left", "16", "--seqlens", "1:40,3:20",
+        "--page-size", "16"}, 16, -1, 0},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"check"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), common.begin(), common.end());
+    ToolRun r = run_tool(args, fake);
+    ASSERT_NE(r.exit_code, 2) << r;
+    json::Value v = parse_json(r);
+    const json::Object* out = v.getAsObject();
+    ASSERT_TRUE(out && features_of(*out) && launch_of(*out)) << r;
+    for (const json::Object* side : {features_of(*out), launch_of(*out)}) {
+      EXPECT_EQ(num(*side, "window_left"), c.left) << r;
+      EXPECT_EQ(num(*side, "window_right"), c.right) << r;
+      EXPECT_EQ(num(*side, "chunk"), c.chunk) << r;
+    }
+    EXPECT_EQ(boolean(*launch_of(*out), "sinks"), 0) << r;
+    EXPECT_EQ(boolean(*launch_of(*out), "alibi_slopes"), 0) << r;
+    EXPECT_NE(str(*out, "shape").find(" window=" + std::to_string(c.left) + "," + std::to_string(c.right)), std::string::npos) << r;
+  }
+}
+
+// The visible (query, key) pairs of one sequence under a window and causal mask, by the
+// definition: row i at p = i + sk - sq sees key j when p - left <= j <= p (causal) or p + right.
+double brute_force_pairs(int sq, int sk, bool causal, int left, int right) {
+  double pairs = 0;
+  for (int i = 0; i < sq; ++i) {
+    const int p = i + sk - sq;
+    for (int j = 0; j < sk; ++j) {
+      const bool left_ok = left < 0 || j >= p - left;
+      const bool right_ok = causal ? j <= p : right < 0 || j <= p + right;
+      pairs += left_ok && right_ok;
+    }
+  }
+  return pairs;
+}
+
+// bench times a window like any cell, its FLOPs counted over the visible pairs (4 x head_dim a
+// pair and head) and its K/V bytes over the keys some row sees; the launch gets the window.
+TEST(Tool, BenchCountsAWindowsFlopsOverTheVisiblePairs) {
+  TempDir dir;
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}};
+  ToolRun r = run_tool({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=64,causal=1,window=1", "--window-left", "127", "--batch",
+                        "2", "--seqlen-q", "1024", "--seqlen-k", "1024", "--heads-q", "4", "--heads-kv", "2", "--cache-dir",
+                        dir.sub("cache"), "--json"},
+                       fake);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  json::Value v = parse_json(r);
+  const json::Array* rows = v.getAsArray();
+  ASSERT_TRUE(rows && rows->size() == 1) << r;
+  const json::Object* row = (*rows)[0].getAsObject();
+  ASSERT_TRUE(row && launch_of(*row)) << r;
+  EXPECT_EQ(real(*row, "flops"), 4.0 * 2 * 4 * 64 * brute_force_pairs(1024, 1024, true, 127, -1)) << r;
+  EXPECT_EQ(real(*row, "kv_bytes"), 2.0 * 2 * 2 * 2 * 1024 * 64) << r;  // every key is some row's
+  EXPECT_EQ(num(*launch_of(*row), "window_left"), 127) << r;
+  // An engine cell: decode rows see only the window's keys, and so does the K/V count.
+  ToolRun engine = run_tool({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=64,causal=1,varlen=1,window=1", "--window-left",
+                             "127", "--seqlens", "1:4000,2:300", "--heads-q", "4", "--heads-kv", "2", "--cache-dir", dir.sub("cache"),
+                             "--json"},
+                            fake);
+  json::Value ev = parse_json(engine);
+  const json::Array* erows = ev.getAsArray();
+  ASSERT_TRUE(erows && erows->size() == 1) << engine;
+  const json::Object* erow = (*erows)[0].getAsObject();
+  ASSERT_TRUE(erow && launch_of(*erow)) << engine;
+  const double pairs = brute_force_pairs(1, 4000, true, 127, -1) + brute_force_pairs(2, 300, true, 127, -1);
+  EXPECT_EQ(real(*erow, "flops"), 4.0 * 4 * 64 * pairs) << engine;
+  EXPECT_EQ(real(*erow, "kv_bytes"), 2.0 * 2 * 2 * 64 * (128 + 129)) << engine;
+  EXPECT_EQ(num(*launch_of(*erow), "window_left"), 127) << engine;
+}
+
+// The spec keys softcap, sinks and alibi, where the kernel has them: the flags' values reach the
+// reference and the launch (sink and slope pointers set, their type and stride), random sinks mix
+// large and very negative logits exact in their type, ALiBi's slopes are MPT's, per batch varied.
+TEST(Tool, SoftcapSinksAndAlibiReachTheReferenceAndTheLaunch) {
+  const char* spec = "dtype=bf16,head_dim=64,causal=1,softcap=1,sinks=1,alibi=1";
+  if (auto parsed = parse_spec(spec); !parsed) GTEST_SKIP() << "this build's kernels lack the keys: " << parsed.error().message;
+  TempDir dir;
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}};
+  const int heads = 6, batch = 3;
+  for (const char* command : {"check", "bench"}) {
+    for (bool per_batch : {false, true}) {
+      for (const char* sinks : {"--sinks", "--sinks=2.5"}) {
+        std::vector<std::string> args = {command, "--spec", spec, "--softcap", "30", sinks, "--sinks-dtype", per_batch ? "bf16" : "fp32",
+                                         per_batch ? "--alibi-per-batch" : "--alibi", "--batch", std::to_string(batch), "--seqlen-q",
+                                         "128", "--seqlen-k", "256", "--heads-q", std::to_string(heads), "--heads-kv", "2",
+                                         "--cache-dir", dir.sub("cache"), "--json"};
+        if (std::string(command) == "bench") args.insert(args.end(), {"--iters", "3"});
+        ToolRun r = run_tool(args, fake);
+        ASSERT_NE(r.exit_code, 2) << r;
+        json::Value v = parse_json(r);
+        const json::Object* out = v.getAsObject();
+        if (const json::Array* rows = v.getAsArray(); rows && rows->size() == 1) out = (*rows)[0].getAsObject();
+        ASSERT_TRUE(out && features_of(*out) && launch_of(*out)) << r;
+        const json::Object& ref = *features_of(*out);
+        const json::Object& launch = *launch_of(*out);
+        EXPECT_EQ(real(ref, "softcap"), 30.0) << r;
+        EXPECT_EQ(real(launch, "softcap"), 30.0) << r;
+        // Sinks: one a head, in the type asked for, the launch's pointer set.
+        EXPECT_EQ(boolean(launch, "sinks"), 1) << r;
+        EXPECT_EQ(str(launch, "sinks_dtype"), per_batch ? "bf16" : "fp32") << r;
+        const json::Array* sink_values = ref.getArray("sinks");
+        ASSERT_TRUE(sink_values && int(sink_values->size()) == heads) << r;
+        double largest = -1e300, lowest = 1e300;
+        for (const json::Value& s : *sink_values) {
+          const double value = *s.getAsNumber();
+          largest = std::max(largest, value), lowest = std::min(lowest, value);
+          EXPECT_EQ(value, per_batch ? double(half_bits_to_float(float_to_half_bits(float(value), true), true)) : double(float(value)))
+              << "not exact in its type: " << value;
+          if (std::string(sinks) != "--sinks") EXPECT_EQ(value, 2.5) << r;
+        }
+        if (std::string(sinks) == "--sinks") {
+          EXPECT_GE(largest, 8.0) << r;   // a sink that outweighs every key
+          EXPECT_LE(lowest, -30.0) << r;  // and one that counts for nothing
+        }
+        // ALiBi: MPT's slopes per head, or per sequence and head, varied across sequences.
+        EXPECT_EQ(boolean(launch, "alibi_slopes"), 1) << r;
+        EXPECT_EQ(num(launch, "alibi_batch_stride"), per_batch ? heads : 0) << r;
+        const json::Array* slopes = ref.getArray("alibi_slopes");
+        ASSERT_TRUE(slopes && int(slopes->size()) == (per_batch ? batch * heads : heads)) << r;
+        for (int h = 0; h < heads; ++h) {
+          const double mpt = double(float(std::exp2(-8.0 * (h + 1) / heads)));
+          if (!per_batch) EXPECT_EQ(*(*slopes)[size_t(h)].getAsNumber(), mpt) << "head " << h << "\n" << r;
+          else EXPECT_NE(*(*slopes)[size_t(h)].getAsNumber(), *(*slopes)[size_t(heads + h)].getAsNumber()) << "head " << h << "\n" << r;
+        }
+      }
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace flashjit

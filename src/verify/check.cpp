@@ -120,6 +120,38 @@ void set_mask_features(FeatureInputs& inputs, const AttentionFeatures& features)
   inputs.softcap = float(features.softcap);
 }
 
+FeatureBuffers::FeatureBuffers(const DriverApi& api, int batch, int heads_q)
+    : batch_(batch), heads_q_(heads_q), sinks_(api, size_t(heads_q) * 4), slopes_(api, size_t(batch) * heads_q * 4) {}
+
+std::string FeatureBuffers::upload(const AttentionFeatures& features, bool sinks_bf16) {
+  if (std::string bad = features.error(batch_, heads_q_); !bad.empty()) return bad;
+  if (!features.sinks.empty()) {
+    if (sinks_bf16) {
+      std::vector<uint16_t> bits;
+      for (double sink : features.sinks) bits.push_back(float_to_half_bits(float(sink), true));
+      sinks_.upload(bits.data(), bits.size() * 2);
+    } else {
+      const std::vector<float> values(features.sinks.begin(), features.sinks.end());
+      sinks_.upload(values.data(), values.size() * 4);
+    }
+  }
+  if (!features.alibi_slopes.empty()) {
+    const std::vector<float> values(features.alibi_slopes.begin(), features.alibi_slopes.end());
+    slopes_.upload(values.data(), values.size() * 4);
+  }
+  return "";
+}
+
+void FeatureBuffers::set_launch_features(FeatureInputs& inputs, const AttentionFeatures& features, bool sinks_bf16) const {
+  set_mask_features(inputs, features);
+  if (!features.sinks.empty()) inputs.sinks = sinks_.ptr(), inputs.sinks_bf16 = sinks_bf16;
+  if (!features.alibi_slopes.empty()) {
+    inputs.alibi_slopes = slopes_.ptr();
+    // AttentionFeatures::slope's reading: [heads_q] for every sequence, else [batch][heads_q].
+    inputs.alibi_batch_stride = int64_t(features.alibi_slopes.size()) == heads_q_ ? 0 : heads_q_;
+  }
+}
+
 std::string tile_counter_error(const DeviceBuffer& buffer, size_t offset) {
   uint32_t words[2] = {1, 1};
   buffer.download(words, sizeof(words), offset);
@@ -226,7 +258,7 @@ void grow_keys(const Problem& p, const Placement& pl, std::vector<uint16_t>& inp
 }  // namespace
 
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
-                            const Problem& p, Layout layout, bool with_lse, std::mt19937_64& rng) {
+                            const Problem& p, Layout layout, bool with_lse, std::mt19937_64& rng, bool sinks_bf16) {
   CheckResult result;
   const DriverApi& api = *device.api;
   if (layout == Layout::kPackedQKV && p.seqlen_q != p.seqlen_k) { result.error = "packed QKV needs seqlen_q == seqlen_k"; return result; }
@@ -262,7 +294,10 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.v_strides = to_args(pl.v);
   args.o_strides = to_args(pl.o);
   args.softmax_scale = float(p.scale);
-  set_mask_features(args.features, p.features);
+  FeatureBuffers features(api, p.batch, p.heads_q);
+  if (std::string bad = features.upload(p.features, sinks_bf16); !bad.empty()) { result.error = bad; return result; }
+  features.set_launch_features(args.features, p.features, sinks_bf16);
+  result.launched = args.features;
   // scheduler=dynamic: the tile counter, zeroed as a caller does once; the launch must leave it so.
   std::optional<DeviceBuffer> counter;
   if (config.spec.dynamic_schedule) {

@@ -46,6 +46,24 @@ std::string merge_counters_error(const DeviceBuffer& buffer, size_t offset, size
 // window, chunk or softcap reads them; one without refuses them when set).
 void set_mask_features(FeatureInputs& inputs, const AttentionFeatures& features);
 
+// The features' sinks and slopes on the device as a launch reads them: sinks float32 or bf16
+// `[heads_q]` (the reference's values should be exact in that type), slopes float32 `[heads_q]` or
+// `[batch][heads_q]`. Sized once for up to `batch` sequences of `heads_q` heads (set-up, not a
+// timed path); upload replaces the values, so one set of buffers serves every problem checked on it.
+class FeatureBuffers {
+ public:
+  FeatureBuffers(const DriverApi& api, int batch, int heads_q);
+  // "" when uploaded, else what does not fit (AttentionFeatures::error's words, or the room).
+  std::string upload(const AttentionFeatures& features, bool sinks_bf16);
+  // set_mask_features, then the sink and slope pointers and their type and stride where
+  // `features` has sinks or slopes (they must have been uploaded).
+  void set_launch_features(FeatureInputs& inputs, const AttentionFeatures& features, bool sinks_bf16) const;
+
+ private:
+  int batch_, heads_q_;
+  DeviceBuffer sinks_, slopes_;
+};
+
 enum class Layout {
   kContiguous,  // [b, s, h, d]
   kPackedQKV,   // one [b, s, hq + 2 hkv, d] buffer (needs seqlen_q == seqlen_k), O contiguous
@@ -70,6 +88,7 @@ struct CheckResult {
   double o_error = 0;       // ||O - ref|| / ||ref||
   double lse_error = 0;     // max |lse - ref| / max(1, |ref|); -inf must match exactly
   size_t unwritten = 0;     // output elements still holding the poison (NaN)
+  FeatureInputs launched;   // the launch's feature inputs (window, chunk, softcap, sink and slope pointers)
   bool passed(bool bf16) const;
 };
 
@@ -78,9 +97,11 @@ double o_error_bound(bool bf16);
 inline constexpr double kLseErrorBound = 1e-4;
 
 // Fresh random inputs in `layout`, poisoned outputs, one launch of `function` (a kernel of
-// `config`), then the float64 reference on the same inputs.
+// `config`), then the float64 reference on the same inputs. The problem's features go to the
+// launch too, its sinks as bf16 with `sinks_bf16`, else float32.
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
-                            const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng);
+                            const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng,
+                            bool sinks_bf16 = false);
 
 // Unloads the helper kernels (reference, random fill) from a context: call before releasing it.
 void drop_verify_kernels(CUcontext context);

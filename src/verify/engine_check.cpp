@@ -298,6 +298,7 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       // align the start.
       workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
                          size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      features(api, cap.batch, p.heads_q),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
       capacity_(cap) {
@@ -322,7 +323,7 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.heads_kv = p.heads_kv;
   a.q_strides = a.o_strides = {0, p.heads_q * d, d};
   a.softmax_scale = float(p.scale);
-  set_mask_features(a.features, p.features);
+  features.set_launch_features(a.features, p.features, p.sinks_bf16);
   EngineInputs& e = a.engine;
   if (p.dense_q) {  // the packed rows of equal sequences are the dense layout
     a.q_strides.batch = a.o_strides.batch = int64_t(cap.max_seqlen_q) * p.heads_q * d;
@@ -402,6 +403,10 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   buffers.k.upload(k.data(), buffers.k.bytes());
   buffers.v.upload(v.data(), buffers.v.bytes());
   if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
+  if (std::string bad = buffers.features.upload(p.features, p.sinks_bf16); !bad.empty()) {
+    result.error = bad;
+    return outcome;
+  }
   buffers.o.fill_bytes(0xFF);
   buffers.lse.fill_bytes(0xFF);
   if (config.spec.dynamic_schedule != cap.tile_counter) {
@@ -413,6 +418,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     return outcome;
   }
   const AttentionArgs args = buffers.args(p, true);
+  result.launched = args.features;
   // A partial a combine reads but no tile wrote shows as NaN; the counters are left as the last
   // launch left them (zero).
   const size_t start = size_t(buffers.workspace_start() - buffers.workspace.ptr());

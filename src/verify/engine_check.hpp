@@ -59,8 +59,10 @@ struct EngineProblem {
   // (checked_rows_of), for the timing tool's large cells; the rest are only checked for being
   // written. 0: every row.
   int reference_rows = 0;
-  // Issue 38's features for the float64 reference (alibi_slopes [batch, heads_q] per sequence).
+  // Issue 38's features for the float64 reference and the launch (alibi_slopes [batch, heads_q]
+  // per sequence); the launch reads the sinks as bf16 with sinks_bf16, else as float32.
   AttentionFeatures features;
+  bool sinks_bf16 = false;
   std::string describe() const;
 };
 
@@ -105,6 +107,7 @@ class EngineBuffers {
   uint64_t workspace_start() const;  // the workspace's 256-byte aligned start (the args' workspace)
 
   DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, workspace;
+  FeatureBuffers features;  // sinks and slopes, uploaded by each check
   int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)
   TensorStrides pool_strides;    // paged / dense: row, head strides of K and V
 

@@ -62,7 +62,10 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   // NOTES: the check before timing covers 32 rows of each longer sequence: the float64 CPU
   // reference of every row took minutes at 8 x 512 x 8k (`flashjit check` covers every row).
   p.reference_rows = kBenchReferenceRows;
+  p.features = cell.features;
+  p.sinks_bf16 = cell.sinks_bf16;
   EngineBuffers buffers(api, p, capacity_for(p));
+  t.features = buffers.args(p, false).features;  // the same before the check uploads the sinks and slopes
   std::mt19937_64 rng(1234);
   const EngineCheck checked = check_engine_attention({&api, context, stream, sm_count}, fns, config, p, buffers, rng);
   if (!checked.result.passed(p.bf16) || !checked.result.error.empty()) {
@@ -101,6 +104,9 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   std::vector<AttentionArgs> args(sets);
+  // The sinks and slopes: one copy for every input set, uploaded here, before anything is timed.
+  FeatureBuffers features(api, cell.batch, cell.heads_q);
+  if (std::string bad = features.upload(cell.features, cell.sinks_bf16); !bad.empty()) { t.error = bad; return t; }
   // scheduler=dynamic: one tile counter (zeroed once; every launch leaves it at zero) for all sets.
   std::optional<DeviceBuffer> counter;
   if (config.spec.dynamic_schedule) {
@@ -122,7 +128,9 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
     if (counter) a.decode.workspace = counter->ptr(), a.decode.workspace_bytes = counter->bytes();
+    features.set_launch_features(a.features, cell.features, cell.sinks_bf16);
   }
+  t.features = args[0].features;
   // Parameters built once per input set, as the C API keeps them for repeated arguments (its
   // params cache): the timed launches are what an engine's steady state pays, no tensor-map
   // encoding in them.

@@ -16,6 +16,7 @@
 
 #include "launch/attention_launch.hpp"
 #include "runtime/engine.hpp"
+#include "verify/reference.hpp"
 
 namespace flashjit::tool {
 
@@ -27,6 +28,10 @@ struct Cell {
   // page_size keys a page); checked against the float64 reference once, then timed.
   std::vector<int> engine_q, engine_k;
   int page_size = 16;
+  // Masks and scores (spec keys window, chunk, softcap, sinks, alibi): the launch's values, the
+  // sinks as bf16 with sinks_bf16, else float32; slopes [heads_q] or [batch][heads_q].
+  AttentionFeatures features;
+  bool sinks_bf16 = false;
   bool engine() const { return spec.varlen || spec.paged; }
 };
 
@@ -36,6 +41,7 @@ struct Timing {
   int registers = 0;
   std::string kernel_spec;    // the resolved spec of the kernel that ran
   bool long_kernel = false;   // it was the spec's long-sequence kernel (config/length_choice.hpp)
+  FeatureInputs features;     // what the timed launches read (window, chunk, softcap, sink and slope pointers)
   std::string error;
 };
 

@@ -18,9 +18,13 @@
 #include "launch/attention_launch.hpp"
 #include "tools/flashjit/bench_timer.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/feature_flags.hpp"
 #include "verify/check.hpp"
 #include "verify/device_random.hpp"
 #include "verify/engine_check.hpp"
+
+// The mask rule (keys_read), as the kernels and the reference apply it.
+#include "../../templates/visibility.cuh"
 
 namespace flashjit::tool {
 namespace cl = llvm::cl;
@@ -88,23 +92,53 @@ EngineProblem engine_problem(const Cell& c) {
   p.causal = c.spec.causal;
   p.seqlen_q = c.engine_q;
   p.seqlen_k = c.engine_k;
+  p.features = c.features;
   return p;
 }
 
+bool has_window_or_chunk(const AttentionFeatures& f) { return f.window_left != -1 || f.window_right != -1 || f.chunk != 0; }
+
+// The keys some row of a sequence sees (a row's keys are one run whose ends never move left:
+// visibility.cuh, MaskRule), which are the keys the kernel reads.
+double keys_read(const AttentionFeatures& f, bool causal, int seqlen_q, int seqlen_k) {
+  const MaskRule rule{causal, f.window_left, f.window_right, f.chunk};
+  int first = seqlen_k, last = -1;
+  for (int row = 0; row < seqlen_q; ++row) {
+    if (visible_key_count(rule, row, seqlen_q, seqlen_k) <= 0) continue;
+    first = std::min(first, first_visible_key(rule, row, seqlen_q, seqlen_k));
+    last = std::max(last, last_visible_key(rule, row, seqlen_q, seqlen_k));
+  }
+  return last >= first ? last - first + 1 : 0;
+}
+
+// Useful FLOPs (4 x head_dim a visible query-key pair and head): a window or a chunk counts the
+// pairs its rule leaves visible; a causal mask alone counts half of seqlen_q x seqlen_k where they
+// are equal (FlashAttention-3's count; the exact pairs are (s + 1) / s of it), an engine cell
+// every sequence's visible pairs.
 double flops(const Cell& c) {
   if (c.engine()) return 4.0 * c.heads_q * c.spec.head_dim * visible_pairs(engine_problem(c));
+  if (has_window_or_chunk(c.features)) {
+    EngineProblem one = engine_problem(c);
+    one.seqlen_q = {c.seqlen_q};
+    one.seqlen_k = {c.seqlen_k};
+    return 4.0 * c.batch * c.heads_q * c.spec.head_dim * visible_pairs(one);
+  }
   const double f = 4.0 * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k * c.spec.head_dim;
   return c.spec.causal && c.seqlen_q == c.seqlen_k ? f / 2 : f;
 }
 
-// Bytes of K and V read (the decode figure of merit).
+// Bytes of K and V read (the decode figure of merit): every key of a sequence, or with a window
+// or a chunk the keys some row sees.
 double kv_bytes(const Cell& c) {
+  const bool masked = has_window_or_chunk(c.features);
+  double keys = 0;
   if (c.engine()) {
-    double keys = 0;
-    for (int k : c.engine_k) keys += k;
-    return 2.0 * 2.0 * c.heads_kv * keys * c.spec.head_dim;
+    for (size_t b = 0; b < c.engine_k.size(); ++b)
+      keys += masked ? keys_read(c.features, c.spec.causal, c.engine_q[b], c.engine_k[b]) : c.engine_k[b];
+  } else {
+    keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
-  return 2.0 * 2.0 * c.batch * c.heads_kv * double(c.seqlen_k) * c.spec.head_dim;
+  return 2.0 * 2.0 * c.heads_kv * keys * c.spec.head_dim;
 }
 
 }  // namespace
@@ -115,6 +149,7 @@ int run_bench() {
   if (!Grid.empty() && !BenchSpecs.empty()) return usage_error("--grid and --spec do not go together: bench a grid, or specs on the shape flags");
   std::vector<Cell> cells = cells_for(Grid.empty() && BenchSpecs.empty() ? "all" : Grid.getValue());
   if (!Grid.empty() && cells.empty()) return usage_error("unknown --grid '" + Grid + "'; allowed: fa3, headline, gqa, decode, all");
+  if (BenchSpecs.empty() && !first_feature_flag().empty()) return usage_error(first_feature_flag() + " needs --spec (a grid's cells have no masks or scores)");
   for (const std::string& text : BenchSpecs) {
     auto spec = parse_spec(text);
     if (!spec) return fail(spec.error());
@@ -139,6 +174,10 @@ int run_bench() {
       return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
     }
     if (BPageSize.getNumOccurrences() > 0 && !c.spec.paged) return usage_error("--page-size needs a paged=1 spec");
+    FeatureChoice features;
+    if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
+    c.features = features.features;
+    c.sinks_bf16 = features.sinks_bf16;
     cells.push_back(c);
   }
   if (Iters < 1) return usage_error("--iters must be at least 1");
@@ -178,13 +217,15 @@ int run_bench() {
                                         {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},
                                         {"registers", t.registers}, {"floor_idle_ms", t.floor_idle_ms},
                                         {"floor_graph_ms", t.floor_graph_ms}, {"kernel_spec", t.kernel_spec},
-                                        {"long_kernel", t.long_kernel}, {"error", t.error}});
+                                        {"long_kernel", t.long_kernel}, {"flops", flops(c)}, {"kv_bytes", kv_bytes(c)},
+                                        {"features", features_json({c.features, c.sinks_bf16}, t.features)},
+                                        {"error", t.error}});
     } else {
       std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %8.1f %-6s %s\n", c.group.c_str(),
                   dtype_name(c.spec.dtype), c.spec.head_dim, int(c.spec.causal), c.batch, c.seqlen_q, c.seqlen_k, c.heads_q,
                   c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers,
                   (t.floor_idle_ms - t.floor_graph_ms) * 1e3, t.error.empty() ? (t.long_kernel ? "long" : "main") : "-",
-                  t.error.c_str());
+                  (c.features.describe().empty() ? t.error : c.features.describe().substr(1) + (t.error.empty() ? "" : " " + t.error)).c_str());
       std::fflush(stdout);
     }
   }

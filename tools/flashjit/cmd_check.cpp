@@ -9,6 +9,7 @@
 #include "driver/context.hpp"
 #include "driver/device_info.hpp"
 #include "tools/flashjit/commands.hpp"
+#include "tools/flashjit/feature_flags.hpp"
 #include "verify/check.hpp"
 #include "verify/engine_check.hpp"
 
@@ -43,7 +44,7 @@ bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error
 
 // A ragged batch (varlen / paged spec) against the float64 reference.
 int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, const AttentionFunctions& functions,
-                     const KernelConfig& config) {
+                     const KernelConfig& config, const FeatureChoice& features) {
   EngineProblem p;
   p.bf16 = config.spec.dtype == DType::kBf16;
   p.head_dim = config.spec.head_dim;
@@ -56,6 +57,8 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   p.inline_combine = config.spec.inline_combine;
   std::string error;
   parse_seqlens(Seqlens, p, &error);  // checked before the device
+  p.features = features.features;
+  p.sinks_bf16 = features.sinks_bf16;
   std::mt19937_64 rng(std::random_device{}());
   EngineBuffers buffers(api, p, capacity_for(p));
   const EngineCheck check = check_engine_attention({&api, context, stream, sm_count}, functions, config, p, buffers, rng);
@@ -65,7 +68,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
     llvm::json::Object out{{"spec", to_string(config.spec)}, {"shape", p.describe()}, {"passed", ok},
                            {"o_rel_error", r.o_error}, {"o_bound", o_error_bound(p.bf16)}, {"lse_error", r.lse_error},
                            {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error},
-                           {"detail", check.detail}};
+                           {"detail", check.detail}, {"features", features_json(features, r.launched)}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
   } else {
     std::printf("spec        %s\nshape       %s\n", to_string(config.spec).c_str(), p.describe().c_str());
@@ -100,6 +103,16 @@ int run_check() {
     return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
   }
   if (PageSize.getNumOccurrences() > 0 && !spec->paged) return usage_error("--page-size needs a paged=1 spec");
+  // The mask and score flags against the spec's keys, for the sequences checked.
+  int sequences = Batch;
+  if (spec->varlen || spec->paged) {
+    EngineProblem lengths;
+    std::string error;
+    parse_seqlens(Seqlens, lengths, &error);
+    sequences = int(lengths.seqlen_q.size());
+  }
+  FeatureChoice features;
+  if (std::string bad = features_from_flags(*spec, sequences, HeadsQ, &features); !bad.empty()) return usage_error(bad);
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
   if (!family) return fail(family.error());
@@ -120,7 +133,8 @@ int run_check() {
   if (!loaded) return fail(loaded.error());
   // 3. Run and compare.
   if (prepared->config.spec.varlen || prepared->config.spec.paged) {
-    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, {(*loaded)->function(), (*loaded)->more(0)}, prepared->config);
+    const int rc = run_engine_check(**api, context->get(), stream, info->sm_count, {(*loaded)->function(), (*loaded)->more(0)}, prepared->config,
+                                    features);
     (*api)->cuStreamDestroy(stream);
     engine.modules().drop_context(context->get());
     drop_verify_kernels(context->get());
@@ -131,9 +145,10 @@ int run_check() {
   p.head_dim = prepared->config.spec.head_dim;
   p.causal = prepared->config.spec.causal;
   p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;
+  p.features = features.features;
   std::mt19937_64 rng(std::random_device{}());
   CheckResult r = check_attention({*api, context->get(), stream, info->sm_count}, (*loaded)->function(), prepared->config, p,
-                                  Layout::kContiguous, true, rng);
+                                  Layout::kContiguous, true, rng, features.sinks_bf16);
   (*api)->cuStreamDestroy(stream);
   // Modules go before the context that holds them is released.
   engine.modules().drop_context(context->get());
@@ -142,7 +157,8 @@ int run_check() {
   if (json_option()) {
     llvm::json::Object out{{"spec", to_string(prepared->config.spec)}, {"shape", p.describe()}, {"passed", ok},
                            {"o_rel_error", r.o_error}, {"o_bound", o_error_bound(p.bf16)}, {"lse_error", r.lse_error},
-                           {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error}};
+                           {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error},
+                           {"features", features_json(features, r.launched)}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
   } else {
     std::printf("spec        %s\nshape       %s\ndevice      %s\n", to_string(prepared->config.spec).c_str(), p.describe().c_str(),

@@ -1,0 +1,37 @@
+// The mask and score flags `check` and `bench` share (spec keys window, chunk, softcap, sinks,
+// alibi): --window-left, --window-right, --chunk, --softcap, --sinks[=VALUE], --sinks-dtype,
+// --alibi, --alibi-per-batch. They become the float64 reference's AttentionFeatures, which the
+// verify stage uploads and passes to the launch (FeatureBuffers), so both see the same values.
+#pragma once
+#include <string>
+
+#include <llvm/Support/JSON.h>
+
+#include "launch/attention_args.hpp"
+#include "spec/attention_spec.hpp"
+#include "verify/reference.hpp"
+
+namespace flashjit::tool {
+
+struct FeatureChoice {
+  AttentionFeatures features;
+  bool sinks_bf16 = false;  // --sinks-dtype bf16 (the sink values are then exact in bf16)
+};
+
+// The flags' features for `batch` sequences of `heads_q` query heads under `spec`; "" when they
+// apply, else the usage error: a bad value naming the flag and what is allowed, a flag whose spec
+// key the spec lacks naming both, or a spec key whose value no flag gave.
+std::string features_from_flags(const AttentionSpec& spec, int batch, int heads_q, FeatureChoice* out);
+
+// The first mask or score flag given ("--chunk"), or "" when none was.
+std::string first_feature_flag();
+
+// What a run used, for --json: the reference's features (window, chunk, softcap, sink values and
+// their type, slopes) and what the launch read (its FeatureInputs: sizes, whether each pointer is
+// set, the slopes' batch stride).
+llvm::json::Object features_json(const FeatureChoice& choice, const FeatureInputs& launched);
+
+// ALiBi slopes as MPT sets them: head h of heads_q gets 2^(-8 (h + 1) / heads_q).
+double mpt_alibi_slope(int head, int heads_q);
+
+}  // namespace flashjit::tool
