@@ -52,6 +52,7 @@ case "${FLASHJIT_PART:-}" in
   targets)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_ENGINE_PEERS:=1}" "${FLASHJIT_DECODE_PEERS:=1}" "${FLASHJIT_PYTHON:=host}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}"
     : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
@@ -109,6 +110,31 @@ if [ "${FLASHJIT_CHECKS:-1}" = 1 ]; then
       --seqlen-k 1000 --heads-q 8 --heads-kv 2 >"$OUT/check_no_nvrtc.log" 2>&1; then
     row "check from the cache without NVRTC" pass "$(grep 'O error' "$OUT/check_no_nvrtc.log" | awk '{print $3}')"
   else row "check from the cache without NVRTC" FAIL "$(tail -1 "$OUT/check_no_nvrtc.log")"; fi
+fi
+
+# 3c. The masks and score modifiers through `flashjit check` (FLASHJIT_FEATURE_CHECKS, on with the checks):
+# windows, chunks, softcap, sinks and ALiBi on dense, paged and split-KV cells; a spec whose keys this
+# build's parser refuses (its feature not in the kernel yet) is listed as skipped.
+if [ "${FLASHJIT_FEATURE_CHECKS:-${FLASHJIT_CHECKS:-1}}" = 1 ]; then
+  while read -r spec flags; do
+    [ -n "$spec" ] || continue
+    if ! "$TOOL" source --spec "$spec" >/dev/null 2>"$OUT/feature_spec.err"; then
+      row "check $spec" skip "$(head -1 "$OUT/feature_spec.err" | cut -c1-70)"; continue
+    fi
+    if timeout 300 "$TOOL" check --spec "$spec" $flags >"$OUT/feature_check.log" 2>&1; then
+      row "check $spec $flags" pass "$(grep 'O error' "$OUT/feature_check.log" | awk '{print $3}')"
+    else row "check $spec $flags" FAIL "$(tail -1 "$OUT/feature_check.log" | cut -c1-70)"; cat "$OUT/feature_check.log" >>"$OUT/feature_checks_failed.log"; fi
+  done <<'CHECKS'
+dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1 --window-left 127 --seqlens 1:8192,512:8192,0:100,37:37,1:130 --page-size 16 --heads-q 64 --heads-kv 8
+dtype=bf16,head_dim=128,causal=1,window=1 --window-left 4096 --batch 1 --seqlen-q 8192 --seqlen-k 8192 --heads-q 32 --heads-kv 8
+dtype=bf16,head_dim=128,window=1 --window-left 129 --window-right 128 --batch 2 --seqlen-q 1000 --seqlen-k 3000 --heads-q 8 --heads-kv 2
+dtype=bf16,head_dim=128,causal=1,chunk=1 --chunk 1024 --batch 1 --seqlen-q 4096 --seqlen-k 4096 --heads-q 16 --heads-kv 4
+dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1 --window-left 127 --seqlens 1:8192,4:4000,1:100 --page-size 16 --heads-q 64 --heads-kv 8
+dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 127 --sinks --sinks-dtype bf16 --seqlens 1:8192,512:8192,0:5 --page-size 16 --heads-q 64 --heads-kv 8
+dtype=bf16,head_dim=256,causal=1,window=1,softcap=1 --window-left 4095 --softcap 30 --batch 1 --seqlen-q 4096 --seqlen-k 8192 --heads-q 8 --heads-kv 4
+dtype=fp16,head_dim=128,causal=1,alibi=1 --alibi-per-batch --batch 3 --seqlen-q 700 --seqlen-k 1500 --heads-q 16 --heads-kv 4
+dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,sinks=1 --sinks=12 --seqlens 1:8192,1:64 --page-size 16 --heads-q 64 --heads-kv 8
+CHECKS
 fi
 
 # 4. compute-sanitizer on small shapes, one per head dim, both tools.
@@ -244,6 +270,30 @@ if decide dense_dynamic; then
     row "decide dense: dynamic / held-back deal (TF/s)" pass "$(tail -1 "$OUT/decide_dense_dynamic.txt" | cut -c1-80)" ||
     row "decide dense dynamic" FAIL "$(tail -1 "$OUT/decide_dense_dynamic.txt")"
   cat "$OUT/decide_dense_dynamic.txt"
+fi
+
+# 6g. The masks' and score modifiers' costs (FLASHJIT_FEATURE_BENCH=1; on in the targets part): a 4096-key
+# window against the causal kernel over 32k keys (TFLOP/s over the visible FLOPs: target >= 0.95x),
+# a decode of 64 x 8k keys with a 128-key window against one of 64 x 128 keys without one (target: within
+# 1.1x), gpt-oss's 8k prefill (window 128 + sinks), each skipped where this build refuses the spec.
+if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
+  decode64=$(printf '1:8192,%.0s' $(seq 64)); decode64=${decode64%,}
+  window64=$(printf '1:128,%.0s' $(seq 64)); window64=${window64%,}
+  while read -r name spec flags; do
+    [ -n "$name" ] || continue
+    "$TOOL" source --spec "$spec" >/dev/null 2>&1 || { row "bench $name" skip "spec refused by this build"; continue; }
+    timeout 120 "$TOOL" bench --spec "$spec" $flags >"$OUT/feature_bench_$name.txt" 2>&1 &&
+      row "bench $name" pass "$(tail -1 "$OUT/feature_bench_$name.txt" | awk '{print $10" us "$12" TF/s"}')" ||
+      row "bench $name" FAIL "$(tail -1 "$OUT/feature_bench_$name.txt" | cut -c1-70)"
+    tail -1 "$OUT/feature_bench_$name.txt"
+  done <<BENCHES
+causal32k dtype=bf16,head_dim=128,causal=1 --batch 1 --seqlen-q 32768 --seqlen-k 32768 --heads-q 32 --heads-kv 8
+window4096_32k dtype=bf16,head_dim=128,causal=1,window=1 --window-left 4096 --batch 1 --seqlen-q 32768 --seqlen-k 32768 --heads-q 32 --heads-kv 8
+decode64x8k_window128 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1 --window-left 127 --seqlens $decode64 --page-size 16 --heads-q 64 --heads-kv 8
+decode64x128 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $window64 --page-size 16 --heads-q 64 --heads-kv 8
+gptoss_prefill8k dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 127 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
+gptoss_prefill8k_sinks dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,sinks=1 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
+BENCHES
 fi
 
 # 6d. Nsight Compute on chunked prefill against a paged cache, the paged kernel and its contiguous
