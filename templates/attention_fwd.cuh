@@ -8,8 +8,8 @@
 // Seams, each the one place a feature enters: SeqlenInfo (a tile's sequence: offsets and lengths,
 // from the parameters or the engine's device metadata), tile_block_range (the K/V blocks a tile
 // visits, both bounds), load_tile (where a K/V block is: dense, packed or paged), ScoreRule (what
-// scores go through before the softmax, on every softmax path), write_output (TMA store, or row
-// stores up to a packed sequence's end).
+// scores go through before the softmax, on every softmax path: the rendered ScoreMod, then the
+// Mask), write_output (TMA store, or row stores up to a packed sequence's end).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
@@ -638,12 +638,14 @@ FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16
 
 // ================================================================ scores -> probabilities
 // What a block's scores go through before the exponentials, for every softmax path (the full
-// online softmax, the fast path against the running max and its recompute): today the
-// visibility rule on the blocks that need it; a soft cap or a score modifier enters here, once.
+// online softmax, the fast path against the running max and its recompute): the rendered score
+// modifier (kernel_score_mod.cuh: softcap, ALiBi) on every block, then the visibility rule on the
+// blocks that need it.
 struct ScoreRule {
   int seqlen_q, seqlen_k;  // the tile's sequence
   int pack_shift;          // packed heads: a row's query is row >> pack_shift
   MaskRule mask_rule;      // the rendered Mask's rule (read only where Mask::kTwoSided)
+  ScoreMod score_mod;      // this thread's rows' (consume_tile: tile_score_mod)
 
   // Per row: the last visible key (visibility.cuh), and with a two-sided mask the first,
   // relative to this thread's first column in the block, so each element compares a constant
@@ -674,7 +676,8 @@ struct ScoreRule {
   }
 
   template <bool kMasked>
-  FJ_DEVICE void apply(float (&s)[kBlockN / 2], const Fragment& f, int n) const {
+  FJ_DEVICE void apply(float (&s)[kBlockN / 2], const Fragment& f, int n, const Params& p) const {
+    score_mod.apply(s, f, n, p);
     if (kMasked) mask(s, f, n);
   }
 };
@@ -738,10 +741,13 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // on the H200 it gained 0-3 % without the mask and was level with it (bench/NOTES.md, 51).
 // With a two-sided mask (window, chunk) its masked steps at both ends leave no registers for it at
 // head dim 256 either (168 bytes spilled without the causal mask).
-constexpr bool kExpAgainstRunningMax = kVCols < 256 || !(kCausal || Mask::kTwoSided);
+// A score modifier's per-score work leaves no registers for it either (d64, three warpgroups: 16
+// bytes spilled with the softcap).
+constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !ScoreMod::kScoreWork;
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
-                                         SoftmaxState& st, float scale_log2, float (&correction)[2], int wg) {
-  rule.apply<false>(s, f, n);
+                                         SoftmaxState& st, const Params& p, float (&correction)[2], int wg) {
+  const float scale_log2 = p.scale_log2;
+  rule.apply<false>(s, f, n, p);
   float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
@@ -763,9 +769,9 @@ FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRul
 // The full path: the rule, then the online softmax (slack 0: the max moves to the block's own).
 template <bool kMasked>
 FJ_DEVICE void scores_to_probs(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
-                               SoftmaxState& st, float scale_log2, float (&correction)[2], float slack = kRescaleSlack) {
-  rule.apply<kMasked>(s, f, n);
-  online_softmax<kMasked>(s, st, scale_log2, correction, slack);
+                               SoftmaxState& st, const Params& p, float (&correction)[2], float slack = kRescaleSlack) {
+  rule.apply<kMasked>(s, f, n, p);
+  online_softmax<kMasked>(s, st, p.scale_log2, correction, slack);
 }
 
 // P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
@@ -854,7 +860,7 @@ struct Consumer {
     }
     wgmma_wait<0>();
     fence_registers(probs);
-    scores_to_probs<false>(probs, rule, f, block_of(it), st, p.scale_log2, pending, 0.f);
+    scores_to_probs<false>(probs, rule, f, block_of(it), st, p, pending, 0.f);
   }
 
   // NOTES (correctness): V rows past the sequence's last key in its last block hold whatever the
@@ -896,7 +902,7 @@ struct Consumer {
     fence_registers(probs);
     release_k(it);
     release_q_after_scores(it);
-    scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p.scale_log2, pending);
+    scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p, pending);
     if constexpr (kMasked) clear_v_past_keys(it);
   }
 
@@ -925,10 +931,10 @@ struct Consumer {
     if constexpr (kMasked || !kExpAgainstRunningMax) {
       release_k(it);
       release_q_after_scores(it);
-      scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p.scale_log2, pending);
+      scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p, pending);
     } else {
       // K(it) stays until the exponentials pass: the rare block that fails recomputes S from it.
-      if (!probs_against_running_max(probs, rule, f, block_of(it), st, p.scale_log2, pending, turn.wg)) recompute_scores_and_probs(it, probs, st, pending);
+      if (!probs_against_running_max(probs, rule, f, block_of(it), st, p, pending, turn.wg)) recompute_scores_and_probs(it, probs, st, pending);
       release_k(it);
       release_q_after_scores(it);
     }
@@ -1181,6 +1187,19 @@ FJ_DEVICE Tile consumer_tile(const Params& p, const SmemLayout& sm, int which) {
   return tile_at(p, published);
 }
 
+// The score modifier for this thread's two rows (accumulator rows row0 and row0 + 8): their query
+// heads and key positions (bottom-right aligned).
+FJ_DEVICE ScoreMod tile_score_mod(const Params& p, const Tile& tile, const SeqlenInfo& seq, int row0) {
+  int head[2], position[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const RowTarget at = row_target(p, tile, row0 + 8 * r);
+    head[r] = at.head;
+    position[r] = at.query + seq.seqlen_k - seq.seqlen_q;
+  }
+  return ScoreMod::make(p, tile.batch, head, position);
+}
+
 // One tile: the main loop over its K/V blocks, then the epilogue. `ring` is the ring position of
 // its first K/V block; returns how many it used.
 // Consumers that walk the deal with skips (lengths on the device, one Q buffer) decode a tile by
@@ -1195,9 +1214,10 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
-             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p)}};
+             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
+  c.rule.score_mod = tile_score_mod(p, tile, seq, c.f.row0);
 
   float o[kVCols / 2];
 #pragma unroll
@@ -1226,8 +1246,9 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // masked steps' state, live through the unmasked loop there, spilled 8 bytes, so that variant
     // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
     // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
-    // A two-sided mask at d256 takes the separate form everywhere (the shared one spilled 28-32 bytes).
-    constexpr bool kShareLastPV = !(kVCols >= 256 && ((kCausal && kDeviceLengths) || Mask::kTwoSided));
+    // A two-sided mask at d256 takes the separate form everywhere (the shared one spilled 28-32 bytes),
+    // and so does a score modifier with either (the softcap: 68 bytes at d128, window, paged).
+    constexpr bool kShareLastPV = !(kVCols >= 256 && ((kCausal && kDeviceLengths) || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kDeviceLengths || Mask::kTwoSided));
     // The walk (visibility.cuh: BlockWalk): steps [0, n_masked_right) and, with a two-sided mask,
     // [unmasked_end, n_blocks) need the mask; the steps between are whole blocks. Masked steps
     // after the first (either end) run one at a time, as the causal diagonal's do.

@@ -68,6 +68,11 @@ struct Params {
   int sinks_bf16;
   const float* alibi_slopes;      // [heads_q], or [batch][alibi_batch_stride]; null: none
   int64_t alibi_batch_stride;
+  // The kernel's split of the score path (score_mod.cuh: score_unit): with softcap, tanh's factor
+  // scale / softcap per q . k (scale_log2 is then softcap x log2(e)); 1 / score_unit, a logit in
+  // the units of the kernel's scores (ALiBi's slopes).
+  float softcap_prescale;
+  float inv_score_unit;
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

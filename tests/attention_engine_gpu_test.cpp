@@ -409,6 +409,42 @@ TEST(AttentionEngineGpu, SlidingWindowsAndChunksThroughEveryKvSourceAndSplit) {
   run_all(cases);
 }
 
+// Softcap 30 and 50 (issue 38), alone and with a window, through packed, paged (pages of 1 to 256
+// keys) and dense K/V, and decode batches through split-KV with both combines, at the default scale
+// and at scale 1 (the cap bends the scores), against the float64 reference; outputs poisoned,
+// unread K/V NaN.
+TEST(AttentionEngineGpu, SoftcapThroughEveryKvSourceAndSplit) {
+  std::mt19937_64 shapes(382);
+  std::vector<EngineCase> cases;
+  const int pages[] = {1, 16, 64, 256};
+  int i = 0;
+  for (double cap : {30.0, 50.0})
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+      const int dims[] = {64, 128, 256};
+      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      p.features.softcap = cap;
+      if (i % 2 == 1) p.scale = 1.0;
+      cases.push_back({engine_spec(p, "softcap=1"), p});
+      p.features.window_left = 127, p.features.window_right = p.causal ? 0 : 64;
+      cases.push_back({engine_spec(p, "window=1,softcap=1"), p});
+      ++i;
+    }
+  for (const char* combine : {"", ",combine=inline"})
+    for (double cap : {30.0, 50.0})
+      for (int queries : {1, 4}) {
+        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
+        p.max_splits = 16;
+        p.inline_combine = *combine != '\0';
+        p.features.softcap = cap;
+        if (queries == 1) p.scale = 1.0;
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",softcap=1"), p});
+        p.features.window_left = 1000, p.features.window_right = 0;
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,softcap=1"), p});
+        ++i;
+      }
+  run_all(cases);
+}
+
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();

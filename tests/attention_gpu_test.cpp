@@ -295,6 +295,30 @@ TEST(AttentionGpu, SlidingWindowsAndAttentionChunks) {
   run_all(cases);
 }
 
+// Softcap 30 and 50 (spec key softcap; issue 38), alone and with windows, causal or not, both
+// dtypes, head dims 64-256, at the default scale and at scale 1 (scaled scores of tens of units:
+// the cap bends them), queries longer and shorter than keys, against the float64 reference.
+TEST(AttentionGpu, SoftcapAloneAndWithWindows) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  int i = 0;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (double cap : {30.0, 50.0}) {
+          const auto [sq, sk] = shapes[i++ % 5];
+          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          p.features.softcap = cap;
+          if (i % 2 == 0) p.scale = 1.0;
+          cases.push_back({spec_text(bf16, d, causal, "softcap=1"), p});
+          Problem windowed = p;
+          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
+          cases.push_back({spec_text(bf16, d, causal, "window=1,softcap=1"), windowed});
+        }
+  run_all(cases);
+}
+
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;

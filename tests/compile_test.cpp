@@ -230,3 +230,47 @@ INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
 
 }  // namespace
 }  // namespace flashjit
+
+namespace flashjit {
+namespace {
+
+// Issue 38's score modifiers (a rendered ScoreMod: softcap) alone and with windows: dense, varlen,
+// paged, packed heads and split-KV (both combines), causal or not, both dtypes, head dims 64-256:
+// each compiles for sm_90a without a spill or a stack frame (tests/gpu/check_sass.sh checks their
+// SASS for HGMMA and local memory where cuobjdump is).
+class ScoreFeatureVariant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScoreFeatureVariant, CompilesWithoutSpills) {
+  auto config = make_config(*parse_spec(GetParam()));
+  ASSERT_TRUE(config) << config.error().message;
+  auto kernel = compile_with_nvrtc(make_compile_request(*config));
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
+  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
+  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
+  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
+  EXPECT_NE(kernel->cubin.find("flashjit_attention_fwd"), std::string::npos);
+  std::printf("  %-72s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ScoreFeatureVariant,
+                         ::testing::Values("dtype=bf16,head_dim=64,causal=1,softcap=1", "dtype=fp16,head_dim=64,softcap=1",
+                                           "dtype=bf16,head_dim=96,softcap=1", "dtype=bf16,head_dim=128,causal=1,softcap=1",
+                                           "dtype=fp16,head_dim=128,softcap=1", "dtype=bf16,head_dim=192,causal=1,softcap=1",
+                                           "dtype=bf16,head_dim=256,causal=1,softcap=1", "dtype=fp16,head_dim=256,softcap=1",
+                                           "dtype=bf16,head_dim=256,causal=1,window=1,softcap=1",
+                                           "dtype=fp16,head_dim=128,window=1,chunk=1,softcap=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,softcap=1",
+                                           "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,window=1,softcap=1",
+                                           "dtype=fp16,head_dim=64,varlen=1,paged=1,softcap=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1",
+                                           "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,softcap=1",
+                                           "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,split_kv=1,softcap=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,softcap=1"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace flashjit

@@ -53,10 +53,18 @@ TEST(FeatureSpec, WhatTheKernelCannotDoYetIsRefusedByName) {
   EXPECT_NE(spec_error("dtype=bf16,head_dim=128,causal=1,cluster=2,window=1").find("spec field 'cluster': value 2 is not allowed; allowed: 1 with window=1"),
             std::string::npos);
   EXPECT_NE(spec_error("dtype=bf16,head_dim=128,cluster=2,chunk=1").find("allowed: 1 with chunk=1"), std::string::npos);
-  for (const char* key : {"softcap", "sinks", "alibi"}) {
+  for (const char* key : {"sinks", "alibi"}) {
     const std::string error = spec_error(std::string("dtype=bf16,head_dim=128,") + key + "=1");
     EXPECT_NE(error.find(std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0"), std::string::npos) << error;
     EXPECT_NE(error.find("not in the kernel yet"), std::string::npos) << error;
+  }
+}
+
+TEST(FeatureSpec, KernelFeatureKeysAreAccepted) {
+  for (const char* key : {"softcap"}) {
+    const std::string text = std::string("dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,") + key + "=1";
+    EXPECT_EQ(spec_error(text), "") << key;
+    EXPECT_EQ(to_string(*parse_spec(text)), text);
   }
 }
 
@@ -143,6 +151,31 @@ TEST(FeatureParams, WindowAndChunkReachTheParametersOnlyWhereCompiledIn) {
   EXPECT_EQ(off.softcap, 0.f);
   EXPECT_EQ(off.sinks, nullptr);
   EXPECT_EQ(off.alibi_slopes, nullptr);
+}
+
+// The kernel keeps scores in units of the cap with softcap (templates/score_mod.cuh): the exp2
+// step folds softcap x log2(e), the tanh takes scale / softcap; without it the scale stays folded.
+TEST(FeatureParams, SoftcapSplitsTheScaleFromTheExp2Step) {
+  AttentionArgs a = attention_extents(1, 256, 256, 8, 8);
+  a.softmax_scale = 0.125f;
+  a.features.softcap = 50;
+  KernelParams cap{};
+  set_feature_inputs(cap, config_of("dtype=bf16,head_dim=64,causal=1,softcap=1"), a);
+  EXPECT_EQ(cap.softcap, 50.f);
+  EXPECT_FLOAT_EQ(cap.scale_log2, 50.f * 1.4426950408889634f);
+  EXPECT_FLOAT_EQ(cap.softcap_prescale, 0.125f / 50.f);
+  EXPECT_FLOAT_EQ(cap.inv_score_unit, 1.f / 50.f);
+  KernelParams off{};
+  a.features.softcap = 0;
+  set_feature_inputs(off, config_of("dtype=bf16,head_dim=64,causal=1"), a);
+  EXPECT_EQ(off.softcap, 0.f);
+  EXPECT_EQ(off.scale_log2, 0.125f * 1.4426950408889634f);  // as before issue 38
+  EXPECT_EQ(off.softcap_prescale, 0.f);
+  EXPECT_FLOAT_EQ(off.inv_score_unit, 8.f);
+  KernelParams default_scale{};
+  a.softmax_scale = 0;
+  set_feature_inputs(default_scale, config_of("dtype=bf16,head_dim=64,causal=1"), a);
+  EXPECT_FLOAT_EQ(default_scale.scale_log2, 1.4426950408889634f / 8.f);  // 1 / sqrt(64)
 }
 
 AttentionArgs decode_args(int batch, int seqlen_k, int max_splits) {

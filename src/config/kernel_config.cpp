@@ -132,8 +132,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // Two CTAs an SM (ctas_per_sm=2) hold one consumer warpgroup each.
   if (s.ctas_per_sm == 0) s.ctas_per_sm = 1;
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
-  // The dynamic scheduler's producer needs registers three consumer warpgroups do not leave.
-  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : (d <= 64 && !s.causal && !s.dynamic_schedule) ? 3 : 2;
+  // The dynamic scheduler's producer needs registers three consumer warpgroups do not leave; nor
+  // does the softcap's tanh with lengths on the device (228 bytes spilled in 128 registers).
+  const bool three_wgs = d <= 64 && !s.causal && !s.dynamic_schedule && !(s.softcap && (s.varlen || s.paged));
+  if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : three_wgs ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;

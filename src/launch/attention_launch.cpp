@@ -11,6 +11,7 @@
 
 // The kernel's deal and divisors, compiled here as host code: the host fits them with it.
 #include "../../templates/tile_schedule.cuh"
+#include "../../templates/score_mod.cuh"
 
 namespace flashjit {
 namespace {
@@ -106,6 +107,10 @@ void set_decode_inputs(KernelParams& p, const KernelConfig& c, const AttentionAr
 
 }  // namespace
 
+float launch_softmax_scale(const KernelConfig& c, const AttentionArgs& a) {
+  return a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
+}
+
 // (validated: the args hold the off values for the features the spec did not compile in).
 void set_feature_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
   const WindowChunk w = launch_window_chunk(c.spec, a);
@@ -118,6 +123,13 @@ void set_feature_inputs(KernelParams& p, const KernelConfig& c, const AttentionA
   p.sinks_bf16 = c.spec.sinks && f.sinks_bf16 ? 1 : 0;
   p.alibi_slopes = c.spec.alibi ? reinterpret_cast<const float*>(f.alibi_slopes) : nullptr;
   p.alibi_batch_stride = c.spec.alibi ? f.alibi_batch_stride : 0;
+  // The kernel keeps scores in units of score_unit (templates/score_mod.cuh): with a cap the
+  // softmax's own scale is 1, the tanh takes q . k x scale / softcap and the exp2 step folds in
+  // softcap x log2(e); without one the scale stays folded into the exp2 step.
+  const float scale = launch_softmax_scale(c, a);
+  p.scale_log2 = exp2_scale(scale, p.softcap);
+  p.softcap_prescale = p.softcap > 0 ? scale / p.softcap : 0.f;
+  p.inv_score_unit = 1.f / score_unit(scale, p.softcap);
 }
 
 void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& a, unsigned grid_ctas, CausalHold hold) {
@@ -187,8 +199,6 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   p.seqlen_q = a.seqlen_q;
   p.seqlen_k = a.seqlen_k;
   p.heads_q = a.heads_q;
-  const float scale = a.softmax_scale != 0 ? a.softmax_scale : 1.0f / std::sqrt(float(c.spec.head_dim));
-  p.scale_log2 = scale * 1.4426950408889634f;
   p.batch = a.batch;
   set_engine_inputs(p, c, a);
   set_decode_inputs(p, c, a, geometry);

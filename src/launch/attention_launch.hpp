@@ -25,7 +25,11 @@ using TensorMapBytes = TmaDesc;
 
 // The launch's masks and score modifiers (AttentionArgs.features) into the parameters: the values
 // of the features the spec compiled in, the off values for the others.
+// Also the score path's split (scale_log2, softcap_prescale, inv_score_unit: templates/score_mod.cuh).
 void set_feature_inputs(KernelParams& params, const KernelConfig& config, const AttentionArgs& args);
+
+// The softmax scale a launch runs with: args.softmax_scale, or 1 / sqrt(head_dim) where it is 0.
+float launch_softmax_scale(const KernelConfig& config, const AttentionArgs& args);
 
 // Block = config.threads, dynamic shared memory = config.smem_bytes. Grid (1-D, the kernel walks
 // the tiles = query blocks x heads_q x batch): persistent, min(tiles, max_ctas) CTAs (pass the

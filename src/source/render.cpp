@@ -63,6 +63,11 @@ std::string render_mask_type(const AttentionSpec& s) {
   return std::string("using Mask = ") + (s.masks_window_or_chunk() ? "WindowChunkMask" : "CausalMask") + ";\n";
 }
 
+// The kernel's score modifier (templates/kernel_score_mod.cuh): none, or the softcap.
+std::string render_score_mod_type(const AttentionSpec& s) {
+  return std::string("using ScoreMod = ") + (s.softcap ? "Softcap" : "NoScoreMod") + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -74,7 +79,8 @@ std::string_view embedded_template(std::string_view name) {
 
 std::string render_attention_source(const KernelConfig& config) {
   // Order matters: constants, PTX wrappers, the parameters, the visibility rule, the score
-  // modifiers and finalize step, the mask types and the one this variant uses, the tile deal, the
+  // modifiers and finalize step, the mask types and the one this variant uses, the score modifier
+  // types and the one this variant uses, the tile deal, the
   // shared-memory tile layout, the wgmma shapes this variant uses, the split merge (called by the
   // kernel with combine=inline; small, and only parsed elsewhere), the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
@@ -85,6 +91,8 @@ std::string render_attention_source(const KernelConfig& config) {
   out += embedded_template("score_mod.cuh");
   out += embedded_template("kernel_mask.cuh");
   out += render_mask_type(config.spec);
+  out += embedded_template("kernel_score_mod.cuh");
+  out += render_score_mod_type(config.spec);
   out += embedded_template("tile_schedule.cuh");
   out += embedded_template("tile_layout.cuh");
   out += render_wgmma_shapes(config);
