@@ -291,6 +291,12 @@ causal32k dtype=bf16,head_dim=128,causal=1 --batch 1 --seqlen-q 32768 --seqlen-k
 window4096_32k dtype=bf16,head_dim=128,causal=1,window=1 --window-left 4096 --batch 1 --seqlen-q 32768 --seqlen-k 32768 --heads-q 32 --heads-kv 8
 decode64x8k_window128 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1 --window-left 127 --seqlens $decode64 --page-size 16 --heads-q 64 --heads-kv 8
 decode64x128 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $window64 --page-size 16 --heads-q 64 --heads-kv 8
+softcap_off_d64 dtype=bf16,head_dim=64,causal=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 32 --heads-kv 8
+softcap50_d64 dtype=bf16,head_dim=64,causal=1,softcap=1 --softcap 50 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 32 --heads-kv 8
+softcap_off_d128 dtype=bf16,head_dim=128,causal=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+softcap50_d128 dtype=bf16,head_dim=128,causal=1,softcap=1 --softcap 50 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+softcap_off_d256 dtype=bf16,head_dim=256,causal=1 --batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8 --heads-kv 4
+softcap50_d256 dtype=bf16,head_dim=256,causal=1,softcap=1 --softcap 50 --batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8 --heads-kv 4
 gptoss_prefill8k dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 127 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 gptoss_prefill8k_sinks dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,sinks=1 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 BENCHES
