@@ -28,6 +28,7 @@
 #      bench/decode_peers.py (FLASHJIT_DECODE_PEERS, FLASHJIT_DECODE_PEERS_ARGS)
 #   9. the Python package: GPU tests, wheel, example (FLASHJIT_PYTHON=1), host cost (=host: that alone)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests, flashjit, libflashjit.so
+#   as the build lays it out (libflashjit.so -> .so.1 -> .so.X.Y.Z: the wheel check reads the version there)
 #   (and for the Tool.* tests that use it, libflashjit_fake_cuda.so); without it, builds here.
 #   Full logs in $OUT (or ./out).
 set -u -o pipefail
