@@ -51,6 +51,21 @@ class Layouts(unittest.TestCase):
             _capi.ARGS_PACKER.pack_into(packed, 0, *values)
             self.assertEqual(bytes(packed), bytes(by_name))
 
+    def test_the_backends_packer_call_passes_one_value_per_field(self):
+        """The torch backend writes the args with one ARGS_PACKER.pack_into call (_PACK): its values must be one
+        per field of AttentionArgs, or every call fails at run time ("pack_into expected N items"). Read from the
+        call's text (this machine may have no torch): each plain argument is one value, each *strides one of the
+        four Strides triplets (batch, row, head)."""
+        import ast
+        from flashjit import _capi
+        path = os.path.join(os.path.dirname(_capi.__file__), "_torch_backend.py")
+        calls = [node for node in ast.walk(ast.parse(open(path).read()))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_PACK"]
+        self.assertEqual(len(calls), 1, "one _PACK call in the backend")
+        values = calls[0].args[2:]  # pack_into(buffer, offset, *values)
+        count = sum(len(_capi.Strides._fields_) if isinstance(v, ast.Starred) else 1 for v in values)
+        self.assertEqual(count, len(_capi.ARGS_FIELDS))
+
     def test_structs_are_the_headers(self):
         """Every field's name, offset and the size of each struct the package passes, against the C header's
         declarations laid out by C's rules (natural alignment), not against numbers written here."""
