@@ -9,7 +9,8 @@
 // from the parameters or the engine's device metadata), tile_block_range (the K/V blocks a tile
 // visits, both bounds), load_tile (where a K/V block is: dense, packed or paged), ScoreRule (what
 // scores go through before the softmax, on every softmax path: the rendered ScoreMod, then the
-// Mask), write_output (TMA store, or row stores up to a packed sequence's end).
+// Mask), write_output (the rendered Finalize: normalisation, sink, LSE; then TMA store, or row
+// stores up to a packed sequence's end).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
@@ -1083,21 +1084,21 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
 FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCols / 2], SoftmaxState& st, int wg, int t,
                             const Tile& tile, const SeqlenInfo& seq, const OStaging& out) {
   const bool partials = writes_partials(p, seq);
-  float inv_sum[2];
+  float inv_sum[2];  // O's factor (kernel_finalize.cuh: the row's normalisation, and its sink)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = st.row_sum[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    // Fully masked row: sum 0 -> O = 0 and LSE = -inf.
-    inv_sum[r] = (sum == 0.f || sum != sum) ? 0.f : 1.f / sum;
+    // A split's partial leaves the sink to the merge; a sequence of one split counts it here.
+    // NOTES: the row's head is computed in the call, the row target again where the LSE is
+    // stored: one RowTarget for both (or a lambda for the head) changed the default kernels'
+    // register allocation.
+    inv_sum[r] = Finalize::o_scale(p, row_target(p, tile, f.row0 + 8 * r).head, st.row_max[r], sum, !partials);
     float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
     if (lse_base != nullptr && (f.lane & 3) == 0) {
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
-      if (at.query < seq.seqlen_q) {
-        const float lse = inv_sum[r] == 0.f ? FJ_NEG_INF : st.row_max[r] * 0.69314718055994531f + __logf(sum);
-        lse_base[lse_offset(p, tile, seq, at.head) + at.query] = lse;
-      }
+      if (at.query < seq.seqlen_q) lse_base[lse_offset(p, tile, seq, at.head) + at.query] = Finalize::lse(p, at.head, st.row_max[r], sum, inv_sum[r], !partials);
     }
   }
   // Split partials go out from the registers; the staging memory is released unused.

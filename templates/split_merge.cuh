@@ -5,8 +5,9 @@
 // attention_params.cuh and the wgmma shapes (pack2), before attention_fwd.cuh. For query row `row`
 // (packed) and head `head`:
 //   LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s
-// over the sequence's `splits` splits, O_s normalised by split s's own sums; a row whose splits saw
-// no key gets O = 0 and LSE = -inf, like the attention kernel's.
+// over the sequence's `splits` splits, O_s normalised by split s's own sums, and the rendered
+// Finalize's sink (kernel_finalize.cuh) counted once, here; a row whose splits saw no key gets
+// O = 0 and LSE = -inf (with a sink, the sink's logit), like the attention kernel's.
 //
 // One warp a (row, head): lane l holds splits l, l + 32, ...; each lane then sums four columns of O
 // a pass, over the splits in order (a fixed order: the same inputs give the same bits, whichever
@@ -66,10 +67,11 @@ FJ_DEVICE void merge_split_row(const Params& p, int row, int head, int splits, i
   }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  const float inv_sum = sum > 0.f ? 1.f / sum : 0.f;
+  // The row's factor and LSE (kernel_finalize.cuh): the sink, if any, counts here, once.
+  const float inv_sum = Finalize::merge_o_scale(p, head, top, sum);
 #pragma unroll
   for (int j = 0; j < kMergeSplitsPerLane; ++j) weight[j] *= inv_sum;
-  if (p.lse != nullptr && lane == 0) p.lse[(int64_t)head * p.total_q + row] = sum > 0.f ? top + __logf(sum) : FJ_NEG_INF;
+  if (p.lse != nullptr && lane == 0) p.lse[(int64_t)head * p.total_q + row] = Finalize::merge_lse(p, head, top, sum);
 
   uint16_t* const out = p.o_rows + (int64_t)row * p.o_row_stride + (int64_t)head * p.o_head_stride;
 #pragma unroll

@@ -445,6 +445,54 @@ TEST(AttentionEngineGpu, SoftcapThroughEveryKvSourceAndSplit) {
   run_all(cases);
 }
 
+// One sink logit per query head (exact in bf16): large ones, at and above a row's log-sum over its
+// keys, or very negative ones (no share at all).
+std::vector<double> sink_logits(int heads, bool large) {
+  const double big[] = {8.0, 3.5, 12.0, 0.0}, small[] = {-96.0, -8192.0};
+  std::vector<double> sinks;
+  for (int h = 0; h < heads; ++h) sinks.push_back(large ? big[h % 4] : small[h % 2]);
+  return sinks;
+}
+
+// Learnable sinks (issue 38), large and very negative, float32 and bf16, alone and with a window
+// or softcap, through packed, paged (pages of 1 to 256 keys) and dense K/V, and decode batches
+// (sequences of 0 keys: O = 0, LSE = the sink) through split-KV with both combines, where the sink
+// counts once, in the merge, or in the attention kernel for a sequence of one split; against the
+// float64 reference; outputs poisoned, unread K/V NaN.
+TEST(AttentionEngineGpu, SinksThroughEveryKvSourceAndSplit) {
+  std::mt19937_64 shapes(383);
+  std::vector<EngineCase> cases;
+  const int pages[] = {1, 16, 64, 256};
+  int i = 0;
+  for (bool large : {true, false})
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+      const int dims[] = {64, 128, 256};
+      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      p.features.sinks = sink_logits(8, large);
+      p.sinks_bf16 = i % 2 == 1;
+      cases.push_back({engine_spec(p, "sinks=1"), p});
+      p.features.window_left = 127, p.features.window_right = p.causal ? 0 : 64;
+      cases.push_back({engine_spec(p, "window=1,sinks=1"), p});
+      p.features.softcap = 50;
+      cases.push_back({engine_spec(p, "window=1,softcap=1,sinks=1"), p});
+      ++i;
+    }
+  for (const char* combine : {"", ",combine=inline"})
+    for (bool large : {true, false})
+      for (int queries : {1, 4}) {
+        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
+        p.max_splits = 16;
+        p.inline_combine = *combine != '\0';
+        p.features.sinks = sink_logits(32, large);
+        p.sinks_bf16 = queries > 1;
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",sinks=1"), p});
+        p.features.window_left = 128, p.features.window_right = 0;
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,sinks=1"), p});
+        ++i;
+      }
+  run_all(cases);
+}
+
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();

@@ -319,6 +319,42 @@ TEST(AttentionGpu, SoftcapAloneAndWithWindows) {
   run_all(cases);
 }
 
+// One sink logit per query head (exact in bf16): `large` ones at and far above a row's log-sum over
+// its keys (about 7 with 1000 keys; at 20, O shrinks some e^-13-fold, which bf16 holds and fp16's
+// subnormals would not, so fp16 takes 10), or very negative ones (no share at all).
+std::vector<double> sink_logits(int heads, bool large, bool bf16) {
+  const double big[] = {bf16 ? 20.0 : 10.0, 8.0, 3.5, 0.0}, small[] = {-96.0, -8192.0};
+  std::vector<double> sinks;
+  for (int h = 0; h < heads; ++h) sinks.push_back(large ? big[h % 4] : small[h % 2]);
+  return sinks;
+}
+
+// Learnable sinks (spec key sinks; issue 38), large and very negative, alone, with windows and
+// with softcap, causal or not, both dtypes, head dims 64-256, queries longer than keys (causal
+// rows that see no key: O = 0, LSE = the sink), against the float64 reference.
+TEST(AttentionGpu, SinksAloneAndWithWindows) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  int i = 0;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (bool large : {true, false}) {
+          const auto [sq, sk] = shapes[i++ % 5];
+          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          p.features.sinks = sink_logits(4, large, bf16);
+          cases.push_back({spec_text(bf16, d, causal, "sinks=1"), p});
+          Problem windowed = p;
+          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
+          cases.push_back({spec_text(bf16, d, causal, "window=1,sinks=1"), windowed});
+          Problem capped = p;
+          capped.features.softcap = 30;
+          cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1"), capped});
+        }
+  run_all(cases);
+}
+
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;

@@ -51,6 +51,17 @@ TEST(Render, DeterministicAndSpecific) {
   EXPECT_EQ(nvrtc_view(a).find("#include"), std::string::npos) << "templates must not need headers";
 }
 
+// Each feature's rendered type names the one this variant compiled in, and only that one.
+TEST(Render, FeatureTypesFollowTheSpec) {
+  const std::string plain = request_for("dtype=bf16,head_dim=64,causal=1").source;
+  EXPECT_NE(plain.find("using Finalize = PlainFinalize;"), std::string::npos);
+  EXPECT_NE(plain.find("using ScoreMod = NoScoreMod;"), std::string::npos);
+  const std::string sinks = request_for("dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1").source;
+  EXPECT_NE(sinks.find("using Finalize = SinkFinalize;"), std::string::npos);
+  EXPECT_EQ(sinks.find("using Finalize = PlainFinalize;"), std::string::npos);
+  EXPECT_NE(sinks.find("using Mask = WindowChunkMask;"), std::string::npos);
+}
+
 // The branch for nvcc changes nothing NVRTC compiles: the cubin of the rendered source is the one
 // of its NVRTC view (the text before that branch was added, bar the conditional lines).
 TEST(Render, NvccBranchLeavesTheNvrtcCubinAsItWas) {
@@ -234,10 +245,10 @@ INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
 namespace flashjit {
 namespace {
 
-// Issue 38's score modifiers (a rendered ScoreMod: softcap) alone and with windows: dense, varlen,
-// paged, packed heads and split-KV (both combines), causal or not, both dtypes, head dims 64-256:
-// each compiles for sm_90a without a spill or a stack frame (tests/gpu/check_sass.sh checks their
-// SASS for HGMMA and local memory where cuobjdump is).
+// Issue 38's score modifiers (a rendered ScoreMod: softcap) and sinks (a rendered Finalize) alone
+// and with windows: dense, varlen, paged, packed heads and split-KV (both combines), causal or
+// not, both dtypes, head dims 64-256: each compiles for sm_90a without a spill or a stack frame
+// (tests/gpu/check_sass.sh checks their SASS for HGMMA and local memory where cuobjdump is).
 class ScoreFeatureVariant : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScoreFeatureVariant, CompilesWithoutSpills) {
@@ -265,7 +276,18 @@ INSTANTIATE_TEST_SUITE_P(All, ScoreFeatureVariant,
                                            "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1",
                                            "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,softcap=1",
                                            "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,split_kv=1,softcap=1",
-                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,softcap=1"),
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,softcap=1",
+                                           // learnable sinks (a rendered Finalize): the epilogue, both merges
+                                           "dtype=bf16,head_dim=64,causal=1,sinks=1", "dtype=fp16,head_dim=64,sinks=1",
+                                           "dtype=bf16,head_dim=128,sinks=1", "dtype=fp16,head_dim=192,causal=1,sinks=1",
+                                           "dtype=bf16,head_dim=256,causal=1,sinks=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,sinks=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1",
+                                           "dtype=fp16,head_dim=256,causal=1,varlen=1,paged=1,window=1,softcap=1,sinks=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1",
+                                           "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,sinks=1",
+                                           "dtype=fp16,head_dim=256,causal=1,varlen=1,split_kv=1,combine=inline,window=1,sinks=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,sinks=1"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';

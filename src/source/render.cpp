@@ -68,6 +68,11 @@ std::string render_score_mod_type(const AttentionSpec& s) {
   return std::string("using ScoreMod = ") + (s.softcap ? "Softcap" : "NoScoreMod") + ";\n";
 }
 
+// The kernel's finalize step (templates/kernel_finalize.cuh): plain, or with learnable sinks.
+std::string render_finalize_type(const AttentionSpec& s) {
+  return std::string("using Finalize = ") + (s.sinks ? "SinkFinalize" : "PlainFinalize") + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -93,6 +98,8 @@ std::string render_attention_source(const KernelConfig& config) {
   out += render_mask_type(config.spec);
   out += embedded_template("kernel_score_mod.cuh");
   out += render_score_mod_type(config.spec);
+  out += embedded_template("kernel_finalize.cuh");
+  out += render_finalize_type(config.spec);
   out += embedded_template("tile_schedule.cuh");
   out += embedded_template("tile_layout.cuh");
   out += render_wgmma_shapes(config);

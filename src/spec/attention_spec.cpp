@@ -301,7 +301,6 @@ Status validate_spec(const AttentionSpec& s) {
   auto not_yet = [](const char* key, const char* what) {
     return Error::invalid_spec(key, std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0 (" + what + " are not in the kernel yet)");
   };
-  if (s.sinks) return not_yet("sinks", "learnable sinks");
   if (s.alibi) return not_yet("alibi", "ALiBi biases");
   return {};
 }
