@@ -1248,8 +1248,10 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     // gives them a PV of their own ahead of the unmasked loop. The unmasked blocks keep the
     // overlapped step; without the causal mask both forms fold to first block, loop, last PV.
     // A two-sided mask at d256 takes the separate form everywhere (the shared one spilled 28-32 bytes),
-    // and so does a score modifier with either (the softcap: 68 bytes at d128, window, paged).
-    constexpr bool kShareLastPV = !(kVCols >= 256 && ((kCausal && kDeviceLengths) || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kDeviceLengths || Mask::kTwoSided));
+    // and so does a score modifier with either (the softcap: 68 bytes at d128, window, paged), and
+    // at d256 one holding per-row registers (ALiBi: 88 bytes, causal).
+    constexpr bool kShareLastPV = !(kVCols >= 256 && ((kCausal && kDeviceLengths) || Mask::kTwoSided)) &&
+                                  !(ScoreMod::kScoreWork && (kDeviceLengths || Mask::kTwoSided)) && !(ScoreMod::row_registers() && kVCols >= 256);
     // The walk (visibility.cuh: BlockWalk): steps [0, n_masked_right) and, with a two-sided mask,
     // [unmasked_end, n_blocks) need the mask; the steps between are whole blocks. Masked steps
     // after the first (either end) run one at a time, as the causal diagonal's do.

@@ -493,6 +493,54 @@ TEST(AttentionEngineGpu, SinksThroughEveryKvSourceAndSplit) {
   run_all(cases);
 }
 
+// ALiBi slopes (exact in float32), powers of two falling with the head: [heads], or [batch][heads]
+// with sequence b's scaled by (b + 1) / 2.
+std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
+  std::vector<double> slopes;
+  for (int b = 0; b < (per_batch ? batch : 1); ++b)
+    for (int h = 0; h < heads; ++h) slopes.push_back(std::ldexp(per_batch ? (b + 1) / 2.0 : 1.0, -8 * (h + 1) / heads));
+  return slopes;
+}
+
+// ALiBi (issue 38), slopes per head and per sequence, alone and with a window, softcap or sinks,
+// through packed, paged (pages of 1 to 256 keys) and dense K/V with ragged lengths (positions
+// bottom-right aligned per sequence), packed heads (a row's head from the row), and decode
+// batches through split-KV with both combines, against the float64 reference; outputs poisoned,
+// unread K/V NaN.
+TEST(AttentionEngineGpu, AlibiThroughEveryKvSourceAndSplit) {
+  std::mt19937_64 shapes(384);
+  std::vector<EngineCase> cases;
+  const int pages[] = {1, 16, 64, 256};
+  int i = 0;
+  for (bool per_batch : {false, true})
+    for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
+      const int dims[] = {64, 128, 256};
+      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      p.features.alibi_slopes = alibi_slopes(8, 7, per_batch);
+      cases.push_back({engine_spec(p, "alibi=1"), p});
+      p.features.window_left = 127, p.features.window_right = p.causal ? 0 : 64;
+      cases.push_back({engine_spec(p, "window=1,alibi=1"), p});
+      p.features.softcap = 30;
+      p.features.sinks = sink_logits(8, per_batch);
+      cases.push_back({engine_spec(p, "window=1,softcap=1,sinks=1,alibi=1"), p});
+      ++i;
+    }
+  for (const char* combine : {"", ",combine=inline"})
+    for (bool per_batch : {false, true})
+      for (int queries : {1, 4}) {
+        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
+        p.max_splits = 16;
+        p.inline_combine = *combine != '\0';
+        p.features.alibi_slopes = alibi_slopes(32, 7, per_batch);
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",alibi=1"), p});
+        p.features.window_left = 1000, p.features.window_right = 0;
+        p.features.sinks = sink_logits(32, !per_batch);
+        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,sinks=1,alibi=1"), p});
+        ++i;
+      }
+  run_all(cases);
+}
+
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();

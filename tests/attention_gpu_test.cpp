@@ -355,6 +355,45 @@ TEST(AttentionGpu, SinksAloneAndWithWindows) {
   run_all(cases);
 }
 
+// ALiBi slopes (exact in float32): FlashAttention-2's geometric 2^(-8 (h + 1) / heads) rounded to
+// powers of two, [heads]; or per sequence, [batch][heads], sequence b's scaled by (b + 1) / 2.
+std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
+  std::vector<double> slopes;
+  for (int b = 0; b < (per_batch ? batch : 1); ++b)
+    for (int h = 0; h < heads; ++h) slopes.push_back(std::ldexp(per_batch ? (b + 1) / 2.0 : 1.0, -8 * (h + 1) / heads));
+  return slopes;
+}
+
+// ALiBi (spec key alibi; issue 38), slopes per head and per sequence, alone, with windows, with
+// softcap and with sinks, causal or not, both dtypes, head dims 64-256, at the default scale and
+// at scale 1, queries longer and shorter than keys (the bias from bottom-right aligned positions),
+// against the float64 reference.
+TEST(AttentionGpu, AlibiAloneAndWithWindowsSoftcapAndSinks) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  int i = 0;
+  for (bool bf16 : {false, true})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (bool per_batch : {false, true}) {
+          const auto [sq, sk] = shapes[i++ % 5];
+          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          p.features.alibi_slopes = alibi_slopes(4, 2, per_batch);
+          if (i % 2 == 0) p.scale = 1.0;
+          cases.push_back({spec_text(bf16, d, causal, "alibi=1"), p});
+          Problem windowed = p;
+          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
+          cases.push_back({spec_text(bf16, d, causal, "window=1,alibi=1"), windowed});
+          Problem capped = p;
+          capped.features.softcap = 50;
+          cases.push_back({spec_text(bf16, d, causal, "softcap=1,alibi=1"), capped});
+          capped.features.sinks = sink_logits(4, i % 2 == 0, bf16);
+          cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1,alibi=1"), capped});
+        }
+  run_all(cases);
+}
+
 TEST(AttentionGpu, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;

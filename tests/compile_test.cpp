@@ -60,6 +60,9 @@ TEST(Render, FeatureTypesFollowTheSpec) {
   EXPECT_NE(sinks.find("using Finalize = SinkFinalize;"), std::string::npos);
   EXPECT_EQ(sinks.find("using Finalize = PlainFinalize;"), std::string::npos);
   EXPECT_NE(sinks.find("using Mask = WindowChunkMask;"), std::string::npos);
+  EXPECT_NE(request_for("dtype=bf16,head_dim=64,alibi=1").source.find("using ScoreMod = Alibi;"), std::string::npos);
+  EXPECT_NE(request_for("dtype=bf16,head_dim=64,softcap=1,alibi=1").source.find("using ScoreMod = SoftcapAlibi;"), std::string::npos);
+  EXPECT_NE(request_for("dtype=bf16,head_dim=64,softcap=1").source.find("using ScoreMod = Softcap;"), std::string::npos);
 }
 
 // The branch for nvcc changes nothing NVRTC compiles: the cubin of the rendered source is the one
@@ -245,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
 namespace flashjit {
 namespace {
 
-// Issue 38's score modifiers (a rendered ScoreMod: softcap) and sinks (a rendered Finalize) alone
+// Issue 38's score modifiers (a rendered ScoreMod: softcap, ALiBi) and sinks (a rendered Finalize) alone
 // and with windows: dense, varlen, paged, packed heads and split-KV (both combines), causal or
 // not, both dtypes, head dims 64-256: each compiles for sm_90a without a spill or a stack frame
 // (tests/gpu/check_sass.sh checks their SASS for HGMMA and local memory where cuobjdump is).
@@ -287,7 +290,21 @@ INSTANTIATE_TEST_SUITE_P(All, ScoreFeatureVariant,
                                            "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1",
                                            "dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,sinks=1",
                                            "dtype=fp16,head_dim=256,causal=1,varlen=1,split_kv=1,combine=inline,window=1,sinks=1",
-                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,sinks=1"),
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,sinks=1",
+                                           // ALiBi (a rendered ScoreMod), alone and with softcap
+                                           "dtype=bf16,head_dim=64,causal=1,alibi=1", "dtype=fp16,head_dim=64,alibi=1",
+                                           "dtype=bf16,head_dim=96,alibi=1", "dtype=bf16,head_dim=128,causal=1,alibi=1",
+                                           "dtype=fp16,head_dim=128,softcap=1,alibi=1", "dtype=bf16,head_dim=192,causal=1,alibi=1",
+                                           "dtype=bf16,head_dim=256,causal=1,alibi=1", "dtype=fp16,head_dim=256,softcap=1,alibi=1",
+                                           "dtype=bf16,head_dim=256,causal=1,window=1,alibi=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,alibi=1",
+                                           "dtype=fp16,head_dim=64,varlen=1,paged=1,softcap=1,alibi=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,softcap=1,sinks=1,alibi=1",
+                                           "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,window=1,softcap=1,alibi=1",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,alibi=1",
+                                           "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,alibi=1",
+                                           "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,split_kv=1,sinks=1,alibi=1",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,alibi=1"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';

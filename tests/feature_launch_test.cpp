@@ -53,15 +53,10 @@ TEST(FeatureSpec, WhatTheKernelCannotDoYetIsRefusedByName) {
   EXPECT_NE(spec_error("dtype=bf16,head_dim=128,causal=1,cluster=2,window=1").find("spec field 'cluster': value 2 is not allowed; allowed: 1 with window=1"),
             std::string::npos);
   EXPECT_NE(spec_error("dtype=bf16,head_dim=128,cluster=2,chunk=1").find("allowed: 1 with chunk=1"), std::string::npos);
-  for (const char* key : {"alibi"}) {
-    const std::string error = spec_error(std::string("dtype=bf16,head_dim=128,") + key + "=1");
-    EXPECT_NE(error.find(std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0"), std::string::npos) << error;
-    EXPECT_NE(error.find("not in the kernel yet"), std::string::npos) << error;
-  }
 }
 
 TEST(FeatureSpec, KernelFeatureKeysAreAccepted) {
-  for (const char* key : {"softcap", "sinks"}) {
+  for (const char* key : {"softcap", "sinks", "alibi", "softcap=1,sinks=1,alibi"}) {
     const std::string text = std::string("dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,") + key + "=1";
     EXPECT_EQ(spec_error(text), "") << key;
     EXPECT_EQ(to_string(*parse_spec(text)), text);
@@ -176,6 +171,31 @@ TEST(FeatureParams, SoftcapSplitsTheScaleFromTheExp2Step) {
   a.softmax_scale = 0;
   set_feature_inputs(default_scale, config_of("dtype=bf16,head_dim=64,causal=1"), a);
   EXPECT_FLOAT_EQ(default_scale.scale_log2, 1.4426950408889634f / 8.f);  // 1 / sqrt(64)
+}
+
+// The sink and slope pointers, the sinks' dtype and the slopes' per-batch stride reach the
+// kernel where their spec keys compiled them in; ALiBi's slopes are read in the kernel's score
+// units (1 / scale, or 1 / softcap with a cap: templates/score_mod.cuh).
+TEST(FeatureParams, SinksAndSlopesReachTheParametersWhereCompiledIn) {
+  AttentionArgs a = attention_extents(2, 256, 256, 8, 8);
+  a.softmax_scale = 0.125f;
+  a.features.sinks = 0x2000, a.features.sinks_bf16 = 1;
+  a.features.alibi_slopes = 0x3000, a.features.alibi_batch_stride = 8;
+  KernelParams p{};
+  set_feature_inputs(p, config_of("dtype=bf16,head_dim=64,causal=1,sinks=1,alibi=1"), a);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(p.sinks), 0x2000u);
+  EXPECT_EQ(p.sinks_bf16, 1);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(p.alibi_slopes), 0x3000u);
+  EXPECT_EQ(p.alibi_batch_stride, 8);
+  EXPECT_FLOAT_EQ(p.inv_score_unit, 8.f);
+  EXPECT_FLOAT_EQ(p.scale_log2, 0.125f * 1.4426950408889634f);
+  a.features.softcap = 30;
+  KernelParams capped{};
+  set_feature_inputs(capped, config_of("dtype=bf16,head_dim=64,causal=1,softcap=1,alibi=1"), a);
+  EXPECT_EQ(capped.sinks, nullptr);
+  EXPECT_EQ(capped.sinks_bf16, 0);
+  EXPECT_FLOAT_EQ(capped.inv_score_unit, 1.f / 30.f);
+  EXPECT_FLOAT_EQ(capped.scale_log2, 30.f * 1.4426950408889634f);
 }
 
 AttentionArgs decode_args(int batch, int seqlen_k, int max_splits) {

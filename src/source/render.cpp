@@ -63,9 +63,10 @@ std::string render_mask_type(const AttentionSpec& s) {
   return std::string("using Mask = ") + (s.masks_window_or_chunk() ? "WindowChunkMask" : "CausalMask") + ";\n";
 }
 
-// The kernel's score modifier (templates/kernel_score_mod.cuh): none, or the softcap.
+// The kernel's score modifier (templates/kernel_score_mod.cuh): none, the softcap, ALiBi, or both.
 std::string render_score_mod_type(const AttentionSpec& s) {
-  return std::string("using ScoreMod = ") + (s.softcap ? "Softcap" : "NoScoreMod") + ";\n";
+  const char* type = s.softcap ? (s.alibi ? "SoftcapAlibi" : "Softcap") : (s.alibi ? "Alibi" : "NoScoreMod");
+  return std::string("using ScoreMod = ") + type + ";\n";
 }
 
 // The kernel's finalize step (templates/kernel_finalize.cuh): plain, or with learnable sinks.

@@ -297,11 +297,6 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.masks_window_or_chunk() && s.cluster == 2) {
     return fail("cluster", 2, s.window ? "1 with window=1 (the two CTAs' windows differ at both ends)" : "1 with chunk=1 (the two CTAs' chunks differ at both ends)");
   }
-  // Not in the kernel yet: refused by name rather than compiled without effect.
-  auto not_yet = [](const char* key, const char* what) {
-    return Error::invalid_spec(key, std::string("spec field '") + key + "': value 1 is not allowed; allowed: 0 (" + what + " are not in the kernel yet)");
-  };
-  if (s.alibi) return not_yet("alibi", "ALiBi biases");
   return {};
 }
 
