@@ -207,7 +207,10 @@ for dt in bf16 fp16; do for d in 64 128 256; do for extra in "" ",paged=1" ",pag
 # The mask and score-modifier variants (spec keys window, chunk, ...): one of each kind of K/V source and split.
 FEATURE_SPECS="dtype=bf16,head_dim=128,causal=1,window=1 dtype=fp16,head_dim=256,window=1 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1
   dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1 dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1
-  dtype=bf16,head_dim=192,chunk=1"
+  dtype=bf16,head_dim=192,chunk=1 dtype=bf16,head_dim=256,causal=1,alibi=1
+  dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,softcap=1,sinks=1,alibi=1
+  dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1
+  dtype=bf16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,sinks=1"
 DECODE_SPECS+=" $FEATURE_SPECS"
 if [ "${FLASHJIT_SASS:-1}" = 1 ]; then
   if bash tests/gpu/check_sass.sh "$TOOL" $DECODE_SPECS >"$OUT/sass.log" 2>&1; then row "SASS: HGMMA, no LDL/STL (default variants)" pass "$(tail -1 "$OUT/sass.log")";
@@ -300,6 +303,10 @@ softcap_off_d128 dtype=bf16,head_dim=128,causal=1 --batch 2 --seqlen-q 8192 --se
 softcap50_d128 dtype=bf16,head_dim=128,causal=1,softcap=1 --softcap 50 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 softcap_off_d256 dtype=bf16,head_dim=256,causal=1 --batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8 --heads-kv 4
 softcap50_d256 dtype=bf16,head_dim=256,causal=1,softcap=1 --softcap 50 --batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8 --heads-kv 4
+alibi_off_d128 dtype=bf16,head_dim=128,causal=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+alibi_d128 dtype=bf16,head_dim=128,causal=1,alibi=1 --alibi --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+alibi_per_batch_d256 dtype=bf16,head_dim=256,causal=1,alibi=1 --alibi-per-batch --batch 4 --seqlen-q 4096 --seqlen-k 4096 --heads-q 8 --heads-kv 4
+sinks_off_d64 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1 --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 gptoss_prefill8k dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 127 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 gptoss_prefill8k_sinks dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,sinks=1 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 BENCHES
