@@ -3,6 +3,7 @@
 // the first bad entry of the device metadata (checked here on host copies).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -188,3 +189,43 @@ TEST(ApiEngine, MetadataCheckSeesAMergeCounterLeftSet) {
 }
 
 }  // namespace
+
+// The metadata check reads the sinks (float32 or bf16) and ALiBi slopes a launch would read and names
+// the first that would turn a row into NaN: a NaN or +inf sink (-inf is a sink that never joins), a
+// slope that is not finite; with a batch stride, only each sequence's heads_q slopes are read.
+TEST(ApiEngine, MetadataCheckNamesABadSinkOrSlope) {
+  const Step step;
+  const char* spec = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,sinks=1,alibi=1";
+  if (flashjit_supported(spec, nullptr, 0) != FLASHJIT_SUCCESS) GTEST_SKIP() << "this build: " << message();
+  std::vector<float> sinks(32, 3.0f);
+  sinks[5] = -INFINITY;  // allowed
+  std::vector<float> slopes(4 * 40, 0.5f);
+  for (int b = 0; b < 4; ++b)
+    for (int h = 32; h < 40; ++h) slopes[size_t(b * 40 + h)] = NAN;  // past heads_q: never read
+  flashjit_attention_args_t a = step.args(true);
+  a.sinks = reinterpret_cast<uint64_t>(sinks.data());
+  a.sinks_dtype = FLASHJIT_DTYPE_FP32;
+  a.alibi_slopes = reinterpret_cast<uint64_t>(slopes.data());
+  a.alibi_batch_stride = 40;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_SUCCESS) << message();
+  sinks[7] = NAN;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.sinks[7]") << message();
+  sinks[7] = INFINITY;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.sinks[7]") << message();
+  sinks[7] = 1.0f;
+  slopes[size_t(2 * 40 + 3)] = INFINITY;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.alibi_slopes[83]") << message();
+  slopes[size_t(2 * 40 + 3)] = 0.25f;
+  // bf16 sinks are widened: 0x7fc0 is a bf16 NaN.
+  std::vector<uint16_t> bf16_sinks(32, 0x4040);  // 3.0
+  bf16_sinks[9] = 0x7fc0;
+  a.sinks = reinterpret_cast<uint64_t>(bf16_sinks.data());
+  a.sinks_dtype = FLASHJIT_DTYPE_BF16;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "args.sinks[9]") << message();
+  bf16_sinks[9] = 0x4040;
+  EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_SUCCESS) << message();
+}

@@ -265,7 +265,11 @@ TEST(LengthChoice, CausalSpecsAtAutoHaveTheMeasuredLongSequenceKernel) {
       {"head_dim=256,causal=1,cluster=1", nullptr, {}},      // set by the caller
       {"head_dim=64,causal=1,consumer_wgs=2", nullptr, {}},  // set by the caller
       {"head_dim=256,causal=1,consumer_wgs=2", nullptr, {}},
-      {"head_dim=64,causal=1,block_m=128", nullptr, {}}};
+      {"head_dim=64,causal=1,block_m=128", nullptr, {}},
+      {"dtype=bf16,head_dim=256,causal=1,softcap=1", nullptr, {}},  // masks and score modifiers: not measured
+      {"dtype=bf16,head_dim=64,causal=1,sinks=1", nullptr, {}},
+      {"dtype=bf16,head_dim=256,causal=1,alibi=1", nullptr, {}},
+      {"dtype=bf16,head_dim=64,causal=1,window=1", nullptr, {}}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.spec);
     auto spec = parse_spec(c.spec);

@@ -18,8 +18,18 @@ namespace {
 struct MetadataCopies {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, block_table;
   std::vector<uint32_t> tile_counter, merge_counters;
-  EngineMetadata view() const { return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, tile_counter, merge_counters}; }
+  std::vector<float> sinks, alibi_slopes;
+  EngineMetadata view() const {
+    return {cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, tile_counter, merge_counters, sinks, alibi_slopes};
+  }
 };
+
+float bf16_to_float(uint16_t bits) {
+  const uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
 
 template <class Copy>
 ApiStatus read_metadata(const KernelConfig& config, const AttentionArgs& args, MetadataCopies* out, Copy copy) {
@@ -48,6 +58,22 @@ ApiStatus read_metadata(const KernelConfig& config, const AttentionArgs& args, M
     a.to->resize(size_t(a.count));
     if (a.count == 0) continue;
     if (ApiStatus st = copy(a.field, a.address, a.to->data(), size_t(a.count) * sizeof(int32_t)); !st.ok()) return st;
+  }
+  // Sinks (float32, or bf16 widened here) and ALiBi slopes (float32).
+  out->sinks.resize(size_t(sizes.sinks));
+  if (sizes.sinks > 0 && args.features.sinks_bf16) {
+    std::vector<uint16_t> bits(size_t(sizes.sinks));
+    if (ApiStatus st = copy("args.sinks", args.features.sinks, bits.data(), bits.size() * sizeof(uint16_t)); !st.ok()) return st;
+    for (size_t h = 0; h < bits.size(); ++h) out->sinks[h] = bf16_to_float(bits[h]);
+  } else if (sizes.sinks > 0) {
+    if (ApiStatus st = copy("args.sinks", args.features.sinks, out->sinks.data(), out->sinks.size() * sizeof(float)); !st.ok()) return st;
+  }
+  out->alibi_slopes.resize(size_t(sizes.alibi_slopes));
+  if (sizes.alibi_slopes > 0) {
+    if (ApiStatus st = copy("args.alibi_slopes", args.features.alibi_slopes, out->alibi_slopes.data(), out->alibi_slopes.size() * sizeof(float));
+        !st.ok()) {
+      return st;
+    }
   }
   return {};
 }

@@ -40,6 +40,9 @@ std::optional<LongSequenceVariant> long_sequence_variant(const AttentionSpec& as
   if (asked.varlen || asked.paged) return std::nullopt;
   // The dynamic scheduler balances the tiles itself, and neither variant takes it.
   if (asked.dynamic_schedule) return std::nullopt;
+  // Masks and score modifiers: both variants were measured on plain causal attention only, clusters
+  // do not take a window or chunk, and d256's cluster kernel with a softcap spilled 8 bytes.
+  if (asked.window || asked.chunk || asked.softcap || asked.sinks || asked.alibi) return std::nullopt;
   const Result<KernelConfig> config = make_config(asked);
   if (!config.ok()) return std::nullopt;
   std::optional<LongSequenceVariant> variant;

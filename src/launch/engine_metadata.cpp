@@ -1,6 +1,7 @@
 #include "launch/engine_metadata.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace flashjit {
@@ -67,6 +68,9 @@ EngineMetadataSizes engine_metadata_sizes(const AttentionArgs& a) {
   if (e.cu_seqlens_q != 0) sizes.cu_seqlens_q = int64_t(a.batch) + 1;
   if (e.cu_seqlens_k != 0) sizes.cu_seqlens_k = int64_t(a.batch) + 1;
   if (e.seqused_k != 0) sizes.seqused_k = a.batch;
+  const FeatureInputs& f = a.features;
+  if (f.sinks != 0) sizes.sinks = a.heads_q;
+  if (f.alibi_slopes != 0) sizes.alibi_slopes = f.alibi_batch_stride > 0 ? int64_t(a.batch - 1) * f.alibi_batch_stride + a.heads_q : a.heads_q;
   if (e.block_table != 0) sizes.block_table = int64_t(a.batch) * e.block_table_stride;
   return sizes;
 }
@@ -102,6 +106,29 @@ Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a,
   }
   if (!m.block_table.empty()) {
     if (Status st = check_pages(a, m); !st) return st;
+  }
+  // Sinks and ALiBi slopes: a NaN or an infinite slope would turn whole rows into NaN; a sink of -inf
+  // is a sink that never joins (the row's softmax without it), +inf or NaN are neither.
+  if (int64_t(m.sinks.size()) != sizes.sinks || int64_t(m.alibi_slopes.size()) != sizes.alibi_slopes) {
+    return Error::invalid_argument(sizes.sinks != int64_t(m.sinks.size()) ? "sinks" : "alibi_slopes",
+                                   "sinks / alibi_slopes: not read (" + std::to_string(sizes.sinks) + " and " +
+                                       std::to_string(sizes.alibi_slopes) + " values expected)");
+  }
+  for (size_t h = 0; h < m.sinks.size(); ++h) {
+    const float sink = m.sinks[h];
+    if (std::isnan(sink) || sink == INFINITY) {
+      const std::string field = entry("sinks", int64_t(h));
+      return Error::invalid_argument(field, field + ": " + (std::isnan(sink) ? std::string("nan") : std::string("inf")) +
+                                                " is not allowed; allowed: a finite logit, or -inf (a sink that never joins)");
+    }
+  }
+  const int64_t slope_stride = a.features.alibi_batch_stride;
+  for (size_t i = 0; i < m.alibi_slopes.size(); ++i) {
+    // With a batch stride only the heads_q slopes of each sequence are read.
+    if (slope_stride > 0 && int64_t(i) % slope_stride >= a.heads_q) continue;
+    if (std::isfinite(m.alibi_slopes[i])) continue;
+    const std::string field = entry("alibi_slopes", int64_t(i));
+    return Error::invalid_argument(field, field + ": " + std::to_string(m.alibi_slopes[i]) + " is not allowed; allowed: a finite slope");
   }
   if (config.spec.dynamic_schedule) {
     if (m.tile_counter.size() != 2) return Error::invalid_argument("workspace", "workspace: the tile counter was not read (2 words expected)");
