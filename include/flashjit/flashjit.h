@@ -527,7 +527,8 @@ FLASHJIT_API flashjit_status_t flashjit_merge_attention_states(flashjit_kernel_t
 /* Checks the device metadata args points to (cu_seqlens_q/k, seqused_k, block_table: ENGINE
  * INPUTS) against the contract, after the checks flashjit_attention_forward makes: offsets from 0
  * up that never decrease, sequences within seqlen_q / seqlen_k and the packed rows, seqused_k in
- * range, every page a sequence needs in [0, num_pages). Off the hot path: it copies the arrays to
+ * range, every page a sequence needs in [0, num_pages), the counters in the workspace at zero, each
+ * sink finite or -inf and each ALiBi slope finite (MASKS AND SCORES). Off the hot path: it copies the arrays to
  * the host in the kernel's CUDA context and waits for them (not capture-safe). The first bad entry
  * is named in the last error ("args.cu_seqlens_q[3]: ..."): FLASHJIT_ERROR_INVALID_ARGUMENT. */
 FLASHJIT_API flashjit_status_t flashjit_check_engine_metadata(flashjit_kernel_t kernel, const flashjit_attention_args_t* args);
