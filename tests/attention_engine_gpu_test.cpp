@@ -629,20 +629,24 @@ TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  // paged, packed, paged split-KV decode, paged with the dynamic scheduler, and decode steps of 1-4
-  // queries (32/8 heads: at most 16 rows a tile, so they merge inline) with combine=inline
-  for (int mode = 0; mode < 5; ++mode) {
+  // paged, packed, paged split-KV decode, paged with the dynamic scheduler, decode steps of 1-4
+  // queries (32/8 heads: at most 16 rows a tile, so they merge inline) with combine=inline, and the
+  // same decode steps with gpt-oss's 128-key window and sinks through the combine kernel (the window
+  // as captured; the sinks' values new at every step, read from the same buffer)
+  for (int mode = 0; mode < 6; ++mode) {
     const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
-    const bool decode_steps = mode == 4;
+    const bool decode_steps = mode == 4 || mode == 5;
     const int most_q = decode_steps ? 4 : 400, most_k = decode_steps ? 3000 : 800;
     EngineProblem bounds = ragged(rng, true, 128, true, decode_steps ? 32 : 8, decode_steps ? 8 : 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = decode_steps ? most_q : 800, bounds.max_seqlen_k = most_k;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = most_q, bounds.seqlen_k[b] = most_k;  // room for every step below
-    if (mode == 2 || mode == 4) bounds.max_splits = 6;
+    if (mode == 2 || mode == 4 || mode == 5) bounds.max_splits = 6;
     bounds.dynamic_schedule = mode == 3;  // the counters are zeroed once, before the capture
     bounds.inline_combine = mode == 4;
+    if (mode == 5) bounds.features.window_left = 127, bounds.features.window_right = 0;
     const EngineCapacity capacity = capacity_for(bounds);
-    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : mode == 4 ? "pack_gqa=1,split_kv=1,combine=inline" : "");
+    const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : mode == 4 ? "pack_gqa=1,split_kv=1,combine=inline"
+                                               : mode == 5 ? "pack_gqa=1,split_kv=1,window=1,sinks=1" : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -673,6 +677,10 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       p.heads_kv = bounds.heads_kv, p.kv = kv, p.page_size = bounds.page_size, p.max_splits = bounds.max_splits;
       p.dynamic_schedule = bounds.dynamic_schedule;
       p.inline_combine = bounds.inline_combine;
+      if (mode == 5) {
+        p.features.window_left = bounds.features.window_left, p.features.window_right = bounds.features.window_right;
+        p.features.sinks = sink_logits(bounds.heads_q, step % 2 == 0);
+      }
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
       report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }
