@@ -742,9 +742,11 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // on the H200 it gained 0-3 % without the mask and was level with it (bench/NOTES.md, 51).
 // With a two-sided mask (window, chunk) its masked steps at both ends leave no registers for it at
 // head dim 256 either (168 bytes spilled without the causal mask).
-// A score modifier's per-score work leaves no registers for it either (d64, three warpgroups: 16
-// bytes spilled with the softcap).
-constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !ScoreMod::kScoreWork;
+// A score modifier's per-score work leaves no registers for it with three consumer warpgroups (d64:
+// 16 bytes spilled with the softcap), nor does one that holds registers for its rows (ALiBi's
+// slopes and positions: 128-590 bytes spilled at head dims 96-256). With the softcap and two
+// warpgroups it fits, and the hot path of a block is 85-320 instructions shorter (d64-d256).
+constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kConsumerWGs > 2 || ScoreMod::row_registers()));
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
                                          SoftmaxState& st, const Params& p, float (&correction)[2], int wg) {
   const float scale_log2 = p.scale_log2;

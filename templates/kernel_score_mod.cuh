@@ -10,9 +10,9 @@
 // query heads and key positions p, visibility.cuh's bottom-right alignment), and apply(s, f, n)
 // on block n's scores s in the accumulator layout (f: attention_fwd.cuh's Fragment). kScoreWork:
 // it adds work to every score, whose registers the kernel's tightest variants do not have for the
-// fast path against the running max and the shared last PV (attention_fwd.cuh leaves them out).
-// row_registers(): it holds registers for a tile's rows through the main loop (the shared last
-// PV is left out at d256 for it).
+// fast path against the running max (three consumer warpgroups) and the shared last PV
+// (attention_fwd.cuh leaves them out there). row_registers(): it holds registers for a tile's rows
+// through the main loop (the fast path and, at d256, the shared last PV are left out for it).
 
 // No modifier: the scores as the GEMM left them, the scale folded into the exp2 step (the kernels
 // from before issue 38).
