@@ -19,8 +19,10 @@ sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA G
 so and exits 0.
 
 The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py,
-bench/engine_peers.py and bench/decode_peers.py; the structs themselves come from the flashjit package
-(python/flashjit/_capi.py), the one copy of the layouts. Split-KV decode (spec
+bench/engine_peers.py, bench/decode_peers.py and bench/feature_peers.py; the structs themselves come from
+the flashjit package (python/flashjit/_capi.py), the one copy of the layouts. Masks and score modifiers
+(MASKS AND SCORES in flashjit.h): dense_args and engine_args take set_features' keywords (window,
+attention_chunk, softcap, sinks, alibi_slopes), and reference_rows the same ones. Split-KV decode (spec
 split_kv=1, DECODE in flashjit.h): engine_args(..., max_splits=, split_keys=), Flashjit.workspace_size
 (flashjit_attention_workspace_size) and Flashjit.alloc_workspace / set_workspace for the caller-owned
 workspace.
@@ -35,8 +37,8 @@ import sys
 
 # ---- the C API's structs: the flashjit package's (python/flashjit/_capi.py: one copy of the layouts) ---
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from flashjit._capi import (ABI_VERSION, FLAG_PDL, WORKSPACE_ALIGN, AttentionArgs, ContextOptions,  # noqa: E402,F401
-                            FlashjitError, KernelInfo, Strides, new_args)
+from flashjit._capi import (ABI_VERSION, DTYPE_BF16, DTYPE_FP32, FLAG_PDL, WORKSPACE_ALIGN,  # noqa: E402,F401
+                            AttentionArgs, ContextOptions, FlashjitError, KernelInfo, Strides, new_args)
 
 
 def strides_of(t):
@@ -50,8 +52,45 @@ def strides_of(t):
     raise ValueError(f"expected a 3-D or 4-D tensor, got shape {tuple(t.shape)}")
 
 
-def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0):
-    """Arguments of a dense call on [batch, seqlen, heads, head_dim] tensors (LSE [batch, heads_q, seqlen_q])."""
+def _dtype_name(t):
+    return str(getattr(t, "dtype", "")).replace("torch.", "")
+
+
+def set_features(args, *, window=None, attention_chunk=0, softcap=0.0, sinks=None, alibi_slopes=None):
+    """The masks and score modifiers (MASKS AND SCORES in flashjit.h) in args; each needs its spec key.
+    window: (left, right), keys left and right of the diagonal, -1 unbounded (window=1; with causal=1 the
+    right side is 0 whatever it says); None: off. attention_chunk: keys per chunk (chunk=1); 0: off.
+    softcap: c > 0 (softcap=1); 0: off. sinks: [heads_q] float32 or bfloat16 logits, not scaled (sinks=1).
+    alibi_slopes: float32 [heads_q], or [batch, heads_q] with its row stride as the batch stride (alibi=1).
+    Tensors are passed by address: keep them alive as long as args."""
+    if window is not None:
+        args.window_left, args.window_right = (int(x) for x in window)
+    args.attention_chunk = int(attention_chunk or 0)
+    args.softcap = float(softcap or 0.0)
+    if sinks is not None:
+        kind = _dtype_name(sinks)
+        if kind not in ("float32", "bfloat16") or sinks.dim() != 1 or sinks.stride(0) != 1:
+            raise ValueError(f"sinks: a contiguous 1-D float32 or bfloat16 tensor [heads_q], got {kind} "
+                             f"{tuple(sinks.shape)}")
+        args.sinks = sinks.data_ptr()
+        args.sinks_dtype = DTYPE_BF16 if kind == "bfloat16" else DTYPE_FP32
+    else:
+        args.sinks, args.sinks_dtype = 0, 0
+    if alibi_slopes is not None:
+        kind = _dtype_name(alibi_slopes)
+        if kind != "float32" or alibi_slopes.dim() not in (1, 2) or alibi_slopes.stride(-1) != 1:
+            raise ValueError(f"alibi_slopes: float32 [heads_q] or [batch, heads_q] (heads contiguous), got {kind} "
+                             f"{tuple(alibi_slopes.shape)}")
+        args.alibi_slopes = alibi_slopes.data_ptr()
+        args.alibi_batch_stride = alibi_slopes.stride(0) if alibi_slopes.dim() == 2 else 0
+    else:
+        args.alibi_slopes, args.alibi_batch_stride = 0, 0
+    return args
+
+
+def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0, **features):
+    """Arguments of a dense call on [batch, seqlen, heads, head_dim] tensors (LSE [batch, heads_q, seqlen_q]).
+    features: set_features' keywords (window, attention_chunk, softcap, sinks, alibi_slopes)."""
     args = new_args(flags)
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     args.lse = lse.data_ptr() if lse is not None else 0
@@ -59,7 +98,7 @@ def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0):
     args.seqlen_k, args.heads_kv = k.shape[1], k.shape[2]
     args.q_strides, args.k_strides, args.v_strides, args.o_strides = (strides_of(t) for t in (q, k, v, o))
     args.softmax_scale = scale
-    return args
+    return set_features(args, **features)
 
 
 def _metadata_ptr(t, name, dims):
@@ -70,7 +109,8 @@ def _metadata_ptr(t, name, dims):
 
 
 def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
-                block_table=None, batch=None, scale=0.0, flags=0, max_splits=0, split_keys=0, workspace=None):
+                block_table=None, batch=None, scale=0.0, flags=0, max_splits=0, split_keys=0, workspace=None,
+                **features):
     """Arguments of an engine call (ENGINE INPUTS in flashjit.h) on torch tensors.
 
     q, o: packed [total_q, heads_q, d] with cu_seqlens_q (spec varlen=1; LSE [heads_q, total_q]), or
@@ -80,7 +120,8 @@ def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, 
     seqlen_q / seqlen_k are the upper bounds a captured graph keeps.
     Split-KV (spec split_kv=1): max_splits (1..128), split_keys (0, or keys per split: the batch-invariant
     mode) and workspace (a device tensor of at least Flashjit.workspace_size bytes; or set it later with
-    set_workspace / Flashjit.alloc_workspace, since its size depends on these arguments)."""
+    set_workspace / Flashjit.alloc_workspace, since its size depends on these arguments).
+    features: set_features' keywords (window, attention_chunk, softcap, sinks, alibi_slopes)."""
     args = new_args(flags)
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     args.lse = lse.data_ptr() if lse is not None else 0
@@ -110,7 +151,7 @@ def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, 
     args.max_splits, args.split_keys = max_splits, split_keys
     if workspace is not None:
         set_workspace(args, workspace)
-    return args
+    return set_features(args, **features)
 
 
 def set_workspace(args, workspace, nbytes=None):
@@ -163,6 +204,19 @@ class Flashjit:
             self.check(self.lib.flashjit_kernel_describe(handle, ctypes.byref(info)), "kernel_describe")
             self.kernels[spec] = (handle, info.spec.decode())
         return self.kernels[spec]
+
+    def prewarm(self, specs):
+        """flashjit_prewarm: compiles specs into the context's cache, in parallel (nothing loaded, no GPU work),
+        so that kernel() only loads them. Raises FlashjitError listing each spec that failed."""
+        L = self.lib
+        if not hasattr(self, "_prewarm"):
+            fn = L.flashjit_prewarm
+            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t]
+            fn.restype = ctypes.c_int32
+            self._prewarm = fn
+        specs = list(specs)
+        array = (ctypes.c_char_p * len(specs))(*(spec.encode() for spec in specs))
+        self.check(self._prewarm(self.context, array, len(specs)), "prewarm")
 
     def launch_spec(self, spec, args):
         """The resolved spec of the kernel these arguments run (the handle's own or its long-sequence one)."""
@@ -288,37 +342,65 @@ def reference(q, k, v, causal, scale):
     return o.transpose(1, 2), lse
 
 
-def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32):
+def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32, *, window=None, attention_chunk=0,
+                   softcap=0.0, sinks=None, alibi_slopes=None):
     """Float64 attention of one sequence, q [s_q, h_q, d] against k, v [s_k, h_kv, d], for the query rows
     `rows` (indices; None: all). Bottom-right causal: query i sees keys j <= i + s_k - s_q; a row that sees
     no key has O = 0 and LSE = -inf. Returns O [rows, h_q, d] and LSE [rows, h_q], float64. Computed
-    `chunk` rows at a time (scores: h_q x chunk x s_k doubles)."""
+    `chunk` rows at a time (scores: h_q x chunk x s_k doubles).
+    The masks and score modifiers as MASKS AND SCORES in flashjit.h defines them, row i at key position
+    p = i + s_k - s_q: window (left, right) keeps keys p - left <= j <= p + right (-1: that side unbounded;
+    causal makes the right side 0); attention_chunk C > 0 keeps j // C == p // C (floor); softcap c > 0
+    turns each scaled score s into c tanh(s / c), before the mask; alibi_slopes ([h_q], this sequence's)
+    adds -slope |p - j| to the (capped) score; sinks ([h_q], not scaled) join each row's softmax as a key
+    with no value, so they are in the LSE (a row that sees no key: O = 0, LSE = the sink)."""
     import torch
     sq, hq, d = q.shape
     sk, hkv = k.shape[0], k.shape[1]
     group = hq // hkv
     scale = 1.0 / math.sqrt(d) if scale is None else scale
+    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if causal:
+        right = 0
     rows = torch.arange(sq, device=q.device) if rows is None else torch.as_tensor(rows, device=q.device, dtype=torch.long)
     r = rows.numel()
+    sink = sinks.double().view(hkv, group, 1, 1) if sinks is not None else None
     o = torch.zeros(r, hq, d, dtype=torch.float64, device=q.device)
     lse = torch.full((r, hq), float("-inf"), dtype=torch.float64, device=q.device)
+    if sink is not None:
+        lse[:] = sinks.double().view(1, hq)  # the value of a row that sees no key
     if r == 0 or sk == 0:
         return o, lse
     kd = k.double().permute(1, 0, 2).unsqueeze(1)  # [h_kv, 1, s_k, d]
     vd = v.double().permute(1, 0, 2).unsqueeze(1)
     keys = torch.arange(sk, device=q.device).view(1, -1)
+    slopes = alibi_slopes.double().view(hkv, group, 1, 1) if alibi_slopes is not None else None
     for start in range(0, r, chunk):
         idx = rows[start:start + chunk]
         c = idx.numel()
         qd = q[idx].double().view(c, hkv, group, d).permute(1, 2, 0, 3)  # [h_kv, group, c, d]; head = kv * group + g
         s = torch.matmul(qd, kd.transpose(-1, -2)) * scale  # [h_kv, group, c, s_k]
-        if causal:
-            s = s.masked_fill(~(keys <= idx.view(-1, 1) + (sk - sq)), float("-inf"))
+        if softcap and softcap > 0:
+            s = softcap * torch.tanh(s / softcap)
+        p = idx.view(-1, 1) + (sk - sq)  # [c, 1] key positions of the rows
+        if slopes is not None:
+            s = s - slopes * (p - keys).abs().double()
+        seen = torch.ones(c, sk, dtype=torch.bool, device=q.device)
+        if right >= 0:
+            seen &= keys <= p + right
+        if left >= 0:
+            seen &= keys >= p - left
+        if attention_chunk and attention_chunk > 0:
+            seen &= torch.div(keys, attention_chunk, rounding_mode="floor") == torch.div(p, attention_chunk,
+                                                                                            rounding_mode="floor")
+        s = s.masked_fill(~seen, float("-inf"))
         m = torch.logsumexp(s, dim=-1)  # -inf for a row that sees no key
-        p = torch.nan_to_num(torch.exp(s - m.unsqueeze(-1)), nan=0.0)
-        o[start:start + c] = torch.matmul(p, vd).permute(2, 0, 1, 3).reshape(c, hq, d)
+        if sink is not None:
+            m = torch.logaddexp(m, sink.squeeze(-1).expand_as(m))
+        p_ = torch.nan_to_num(torch.exp(s - m.unsqueeze(-1)), nan=0.0)
+        o[start:start + c] = torch.matmul(p_, vd).permute(2, 0, 1, 3).reshape(c, hq, d)
         lse[start:start + c] = m.permute(2, 0, 1).reshape(c, hq)
-        del s, p
+        del s, p_
     return o, lse
 
 

@@ -34,7 +34,7 @@ class AttentionArgs(ctypes.Structure):
                 ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
                 ("q_strides", Strides), ("k_strides", Strides), ("v_strides", Strides), ("o_strides", Strides),
                 ("softmax_scale", ctypes.c_float),
-                # not supported yet: must hold their "off" values
+                # masks and score modifiers (MASKS AND SCORES in flashjit.h); off: 0, window -1
                 ("softcap", ctypes.c_float), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
                 # engine inputs (ENGINE INPUTS in flashjit.h); off: 0
                 ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),

@@ -594,6 +594,95 @@ class Examples(unittest.TestCase):
             self.assertEqual(text, "skipped: PyTorch is not installed (torch withheld from this test)", name)
 
 
+class DeviceTensor:
+    """What the example's packers read of a torch tensor: shape, dim(), stride(), dtype, data_ptr() (contiguous)."""
+
+    def __init__(self, shape, dtype="torch.bfloat16", ptr=0x7f0000000000):
+        self.shape, self.dtype, self.ptr = tuple(shape), dtype, ptr
+        strides, step = [], 1
+        for n in reversed(self.shape):
+            strides.insert(0, step)
+            step *= n
+        self.strides = tuple(strides)
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self, i=None):
+        return self.strides if i is None else self.strides[i]
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class CtypesExampleArgs(unittest.TestCase):
+    """examples/python/attention_ctypes.py's packers (the benchmarks' bindings): the masks and score modifiers
+    land in their fields, and the library accepts what they write for a spec with the keys, and names the field
+    for a spec without."""
+
+    def setUp(self):
+        folder = os.path.join(REPO, "examples", "python")
+        if not os.path.isdir(folder):
+            self.skipTest("the source tree's examples/python")
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        import attention_ctypes
+        self.m = attention_ctypes
+
+    def dense(self, **features):
+        b, sq, sk, hq, hkv, d = 2, 300, 1000, 8, 2, 64
+        q, o = DeviceTensor((b, sq, hq, d), ptr=0x10000), DeviceTensor((b, sq, hq, d), ptr=0x20000)
+        k, v = DeviceTensor((b, sk, hkv, d), ptr=0x30000), DeviceTensor((b, sk, hkv, d), ptr=0x40000)
+        return self.m.dense_args(q, k, v, o, **features)
+
+    def validate(self, spec, args):
+        import flashjit
+        lib = flashjit.library()
+        status = lib.lib.flashjit_validate_attention_args(spec.encode(), ctypes.byref(args))
+        return status, lib.lib.flashjit_last_error_field().decode()
+
+    def test_features_off_by_default(self):
+        args = self.dense()
+        self.assertEqual((args.window_left, args.window_right, args.attention_chunk, args.softcap), (-1, -1, 0, 0.0))
+        self.assertEqual((args.sinks, args.sinks_dtype, args.alibi_slopes, args.alibi_batch_stride), (0, 0, 0, 0))
+
+    def test_every_feature_lands_in_its_field(self):
+        from flashjit import _capi
+        sinks = DeviceTensor((8,), "torch.bfloat16", 0x50000)
+        slopes = DeviceTensor((2, 8), "torch.float32", 0x60000)
+        args = self.dense(window=(127, 0), attention_chunk=512, softcap=50.0, sinks=sinks, alibi_slopes=slopes)
+        self.assertEqual((args.window_left, args.window_right, args.attention_chunk, args.softcap), (127, 0, 512, 50.0))
+        self.assertEqual((args.sinks, args.sinks_dtype), (0x50000, _capi.DTYPE_BF16))
+        self.assertEqual((args.alibi_slopes, args.alibi_batch_stride), (0x60000, 8))
+        args = self.dense(sinks=DeviceTensor((8,), "torch.float32"), alibi_slopes=DeviceTensor((8,), "torch.float32"))
+        self.assertEqual((args.sinks_dtype, args.alibi_batch_stride), (_capi.DTYPE_FP32, 0))
+        status, _ = self.validate("dtype=bf16,head_dim=64,causal=1,window=1,chunk=1,softcap=1,sinks=1,alibi=1",
+                                  self.dense(window=(127, 0), attention_chunk=512, softcap=50.0, sinks=sinks,
+                                             alibi_slopes=slopes))
+        self.assertEqual(status, 0)
+
+    def test_a_spec_without_the_key_names_the_field(self):
+        status, field = self.validate("dtype=bf16,head_dim=64,causal=1", self.dense(window=(127, 0)))
+        self.assertNotEqual(status, 0)
+        self.assertEqual(field, "args.window_left")
+        status, field = self.validate("dtype=bf16,head_dim=64,causal=1", self.dense(sinks=DeviceTensor((8,), "torch.float32")))
+        self.assertNotEqual(status, 0)
+        self.assertIn("sinks", field)
+
+    def test_engine_args_take_the_features_too(self):
+        q, o = DeviceTensor((2, 1, 8, 64)), DeviceTensor((2, 1, 8, 64), ptr=0x20000)
+        k, v = DeviceTensor((2, 700, 2, 64), ptr=0x30000), DeviceTensor((2, 700, 2, 64), ptr=0x40000)
+        args = self.m.engine_args(q, k, v, o, seqlen_q=1, seqlen_k=700, window=(127, 0),
+                                  sinks=DeviceTensor((8,), "torch.float32", 0x50000))
+        self.assertEqual((args.window_left, args.window_right, args.sinks), (127, 0, 0x50000))
+
+    def test_wrong_dtypes_are_refused_naming_the_tensor(self):
+        with self.assertRaisesRegex(ValueError, "^sinks: "):
+            self.dense(sinks=DeviceTensor((8,), "torch.float16"))
+        with self.assertRaisesRegex(ValueError, "^alibi_slopes: "):
+            self.dense(alibi_slopes=DeviceTensor((8,), "torch.bfloat16"))
+
+
 class Tool(unittest.TestCase):
     def test_command_runs_the_bundled_tool(self):
         if not OPTIONS.installed:

@@ -11,7 +11,8 @@
 #                             package's host cost per call each way), scheduler dynamic / static on varlen,
 #                             dynamic / the held-back-tile deal on dense cells
 #   FLASHJIT_PART=targets  4. the targets with the peers in the same run: engine_peers.py, decode_peers.py
-#                             (the target cells), the package's host cost
+#                             (the target cells), feature_peers.py (masks and score modifiers, reps capped
+#                             and a time budget), the package's host cost
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -25,7 +26,8 @@
 #   6. the engine A/B (FLASHJIT_AB_ENGINE_BASE=path/to/libflashjit.so), the decisions (FLASHJIT_DECIDE)
 #   7. ncu on paged chunked prefill (FLASHJIT_PROFILE_PAGED=page size), the read probe (FLASHJIT_READ_PROBE)
 #   8. the peers: bench/peers.py (FLASHJIT_PEERS), bench/engine_peers.py (FLASHJIT_ENGINE_PEERS),
-#      bench/decode_peers.py (FLASHJIT_DECODE_PEERS, FLASHJIT_DECODE_PEERS_ARGS)
+#      bench/decode_peers.py (FLASHJIT_DECODE_PEERS, FLASHJIT_DECODE_PEERS_ARGS), bench/feature_peers.py
+#      (FLASHJIT_FEATURE_PEERS, FLASHJIT_FEATURE_PEERS_ARGS, FLASHJIT_FEATURE_PEERS_TIMEOUT)
 #   9. the Python package: GPU tests, wheel, example (FLASHJIT_PYTHON=1), host cost (=host: that alone)
 # Usage: tests/gpu/run_h200.sh [BIN_DIR]   BIN_DIR holds carried flashjit_tests, flashjit, libflashjit.so
 #   as the build lays it out (libflashjit.so -> .so.1 -> .so.X.Y.Z: the wheel check reads the version there)
@@ -53,7 +55,8 @@ case "${FLASHJIT_PART:-}" in
   targets)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_ENGINE_PEERS:=1}" "${FLASHJIT_DECODE_PEERS:=1}" "${FLASHJIT_PYTHON:=host}"
-    : "${FLASHJIT_FEATURE_BENCH:=1}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}"
+    : "${FLASHJIT_FEATURE_PEERS_ARGS:=--reps 5 --per-graph 3 --budget-s 150}"
     : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
@@ -365,6 +368,18 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_DECODE_PEERS:-0}" = 1 ] && [ -f bench/decode_p
     row "bench/decode_peers.py" pass "$(tail -1 "$OUT/decode_peers.txt" | cut -c1-90)" || row "bench/decode_peers.py" FAIL "$(tail -2 "$OUT/decode_peers.txt" | head -1)"
   tail -60 "$OUT/decode_peers.txt"
   [ -f "$OUT/decode.json" ] && python3 bench/decode_plot.py "$OUT/decode.json" -o "$OUT/decode.svg"  # BENCHMARKS.md's plot
+fi
+
+# The masks and score modifiers against their peers (issue 38's targets): a 4096-key window over 32k keys,
+# gpt-oss prefill and decode (window 128 + sinks, sinks alone), and what softcap, sinks and ALiBi cost.
+# The part's arguments cap the reps and give the peers a time budget (past it only flashjit runs).
+if [ -f "$LIB" ] && [ "${FLASHJIT_FEATURE_PEERS:-0}" = 1 ] && [ -f bench/feature_peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_FEATURE_PEERS_TIMEOUT:-240}" python3 bench/feature_peers.py --lib "$LIB" \
+    --out "$OUT/features.json" ${FLASHJIT_FEATURE_PEERS_ARGS:-} >"$OUT/feature_peers.txt" 2>&1 &&
+    row "bench/feature_peers.py" pass "$(tail -1 "$OUT/feature_peers.txt" | cut -c1-90)" ||
+    row "bench/feature_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/feature_peers.txt" || tail -1 "$OUT/feature_peers.txt"; } | tail -1 | cut -c1-90)"
+  sed -n '/^window (TF\/s\|^gpt-oss (us\|^costs (us/,$p' "$OUT/feature_peers.txt" | head -60
+  grep -q '^wrote ' "$OUT/feature_peers.txt" || tail -20 "$OUT/feature_peers.txt"
 fi
 
 # 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed
