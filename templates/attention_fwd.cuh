@@ -61,7 +61,7 @@ FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); 
 static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most three consumer warpgroups");
 
 struct SmemLayout {
-  uint32_t q, k, v, bars;
+  uint32_t q, k, v, staging, bars;
   FJ_DEVICE uint32_t q_buffer(int b) const { return q + b * kQTileBytes; }
   FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }
   FJ_DEVICE uint32_t v_stage(int s) const { return v + s * kVTileBytes; }
@@ -73,14 +73,22 @@ struct SmemLayout {
   FJ_DEVICE uint32_t full_v(int s) const { return bars + 8u * (2 * kQBuffers + kStages + s); }
   FJ_DEVICE uint32_t empty_k(int s) const { return bars + 8u * (2 * kQBuffers + 2 * kStages + s); }
   FJ_DEVICE uint32_t empty_v(int s) const { return bars + 8u * (2 * kQBuffers + 3 * kStages + s); }
+  // kv_dtype=e4m3: staging slot j of K and of V (FP8 blocks, [kBlockN][head dim] bytes), full (every
+  // load of the issuing warp landed: cp_async_arrive) and empty (the widening warps are done).
+  FJ_DEVICE uint32_t staging_k(int j) const { return staging + j * kKvStagingBytes; }
+  FJ_DEVICE uint32_t staging_v(int j) const { return staging + (kKvStagingSlots + j) * kKvStagingBytes; }
+  FJ_DEVICE uint32_t staging_full_k(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + j); }
+  FJ_DEVICE uint32_t staging_full_v(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + kKvStagingSlots + j); }
+  FJ_DEVICE uint32_t staging_empty_k(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + 2 * kKvStagingSlots + j); }
+  FJ_DEVICE uint32_t staging_empty_v(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + 3 * kKvStagingSlots + j); }
   // One word per consumer warpgroup, written and never read (see Consumer::pin_wait_below).
-  FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages) + 4u * wg; }
+  FJ_DEVICE uint32_t order_word(int wg) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + 4 * kKvStagingSlots) + 4u * wg; }
   // The tile in Q buffer b: (query block, head + heads_q * batch), written by the producer before
   // the buffer's full barrier (load_q; publish_end after the last tile).
   // With lengths on the device also (seqlen_q, seqlen_k) and then the first query row (kTileWordBytes 32).
   FJ_DEVICE uint32_t tile_words(int b) const {
     constexpr uint32_t kAlign = kTileWordBytes == 8 ? 8u : 16u;
-    return bars + ((8u * (2 * kQBuffers + 4 * kStages) + 4u * kConsumerWGs + kAlign - 1) & ~(kAlign - 1)) + kTileWordBytes * b;
+    return bars + ((8u * (2 * kQBuffers + 4 * kStages + 4 * kKvStagingSlots) + 4u * kConsumerWGs + kAlign - 1) & ~(kAlign - 1)) + kTileWordBytes * b;
   }
 };
 
@@ -283,15 +291,17 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
 // their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
 // the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
 // one warp then).
-constexpr bool kWarpProducer = kPaged;
-constexpr int kProducerWarps = kWarpProducer && !kDynamicSchedule ? 4 : 1;
-constexpr int kProducerThreads = kWarpProducer ? 32 * kProducerWarps : 1;
-FJ_DEVICE int producer_lane() { return kWarpProducer ? (int)(threadIdx.x & 31) : 0; }
+// With an FP8 cache (kKvFp8) the whole warpgroup: warp 0 loads, warps 1-3 widen (see below).
+constexpr bool kWarpProducer = kPaged && !kKvFp8;
+constexpr int kProducerWarps = kKvFp8 || (kWarpProducer && !kDynamicSchedule) ? 4 : 1;
+constexpr int kProducerThreads = kKvFp8 || kWarpProducer ? 32 * kProducerWarps : 1;
+FJ_DEVICE int producer_lane() { return kWarpProducer || kKvFp8 ? (int)(threadIdx.x & 31) : 0; }
 FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >> 5) : 0; }
 FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
 // The warps that issue a block's paged loads (paged_producer_warps); the others leave at once (produce).
 FJ_DEVICE int producer_warps_in_use(const Params& p) {
   if constexpr (kProducerWarps == 1) return 1;
+  if constexpr (kKvFp8) return kProducerWarps;
   return paged_producer_warps(p.kv_rows_per_load, kBlockN, kProducerWarps);
 }
 FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
@@ -403,19 +413,135 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
   }
 }
 
+// ================================================================ the FP8 cache (kv_dtype=e4m3)
+// K and V come in e4m3 and go into the ring in the queries' 16 bits, so that the consumers are the
+// 16-bit kernel's: the producer warpgroup loads a block into a staging slot (warp 0: cp.async, 16
+// bytes a lane, a page looked up per row, keys past the sequence zero-filled without a read) and
+// widens it into the ring slot (warps 1-3: e4m3 -> f16 exactly, times the scale in float, rounded
+// to the dtype once), then arrives on the slot's full barrier as TMA would. K and V each have
+// kKvStagingSlots staging slots, so the next loads are in flight while one block is widened.
+// NOTES (correctness): the widened tile is written by the generic proxy and read by wgmma (the async
+// proxy): each widening thread fences (fence.proxy.async) before its warp's arrival. Rows past the
+// sequence are zeros, never the cache's bytes (NaN there stays out of P V); so are the pad
+// columns of a head dim that is not a multiple of 64 (written with every block).
+constexpr int kKvIssueThreads = 32;  // warp 0 of the producer warpgroup
+constexpr int kKvWidenThreads = 96;  // warps 1-3
+
+FJ_DEVICE float kv_fp8_scale(const float* scale, const int64_t (&strides)[2], int batch, int kv_head) {
+  return scale ? __ldg(scale + batch * strides[0] + kv_head * strides[1]) : 1.f;
+}
+
+// Block n of K (kIsV false) or V at ring position pos into its staging slot: each lane a 16-byte
+// piece of a row at a time.
+template <bool kIsV>
+FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
+  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+  constexpr int kPieces = kDim / 16;
+  const int j = pos % kKvStagingSlots;
+  if (pos >= kKvStagingSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j), ((pos / kKvStagingSlots) & 1) ^ 1);
+  const unsigned char* base = kIsV ? p.v_fp8 : p.k_fp8;
+  const int64_t* strides = kIsV ? p.v_fp8_strides : p.k_fp8_strides;
+  const uint32_t dst = kIsV ? sm.staging_v(j) : sm.staging_k(j);
+#pragma unroll 1
+  for (int u = lane; u < kBlockN * kPieces; u += kKvIssueThreads) {
+    const int r = u / kPieces, c = u % kPieces;
+    const int key = n * kBlockN + r;
+    const bool inside = key < seq.seqlen_k;
+    const unsigned char* src = base;
+    if (inside) {
+      if constexpr (kPaged) {
+        const int page = page_of_key(p, seq, key);
+        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+        src += page * strides[0] + at.row_in_page * strides[1];
+      } else {
+        src += seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1];
+      }
+      src += kv_head * strides[2] + c * 16;
+    }
+    cp_async_16(dst + r * kDim + c * 16, src, inside ? 16u : 0u);
+  }
+  cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+}
+
+// Four e4m3 values (one word, the lowest byte first) times the scale, as two words of the dtype.
+FJ_DEVICE void widen_e4m3x4(uint32_t packed, float scale, uint32_t& lo, uint32_t& hi) {
+  float v[4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    asm("{\n.reg .b16 a, l, u;\n.reg .b32 x;\n"
+        "mov.b32 {a, u}, %2;\n"
+        "cvt.rn.f16x2.e4m3x2 x, a;\n"
+        "mov.b32 {l, u}, x;\n"
+        "cvt.f32.f16 %0, l;\n"
+        "cvt.f32.f16 %1, u;\n}"
+        : "=f"(v[2 * h]), "=f"(v[2 * h + 1]) : "r"(h ? packed >> 16 : packed));
+  }
+  lo = pack2(v[0] * scale, v[1] * scale);
+  hi = pack2(v[2] * scale, v[3] * scale);
+}
+
+// The staged block into the ring slot of position pos, widened (warps 1-3, t = 0..95).
+template <bool kIsV>
+FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t) {
+  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+  constexpr int kPieces = kDim / 16;
+  constexpr int kPadPieces = ((kDim + 63) / 64 * 64 - kDim) / 16;  // zero columns up to the 64-column chunk
+  const int j = pos % kKvStagingSlots, s = stage_of(pos);
+  mbar_wait(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j), (pos / kKvStagingSlots) & 1);
+  if (pos >= kStages) mbar_wait(kIsV ? sm.empty_v(s) : sm.empty_k(s), phase_of(pos) ^ 1);
+  const uint32_t src = kIsV ? sm.staging_v(j) : sm.staging_k(j);
+  const uint32_t tile = kIsV ? sm.v_stage(s) : sm.k_stage(s);
+#pragma unroll 1
+  for (int u = t; u < kBlockN * kPieces; u += kKvWidenThreads) {
+    const int r = u / kPieces, c = u % kPieces;
+    uint32_t w[4], out[8];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(src + r * kDim + c * 16));
+#pragma unroll
+    for (int q = 0; q < 4; ++q) widen_e4m3x4(w[q], scale, out[2 * q], out[2 * q + 1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(tile + swizzled_offset(r, c * 16 + 8 * h, kBlockN)),
+                   "r"(out[4 * h]), "r"(out[4 * h + 1]), "r"(out[4 * h + 2]), "r"(out[4 * h + 3]) : "memory");
+    }
+  }
+  if constexpr (kPadPieces > 0) {
+#pragma unroll 1
+    for (int u = t; u < kBlockN * kPadPieces * 2; u += kKvWidenThreads) {
+      const int r = u / (kPadPieces * 2), col = kDim + 8 * (u % (kPadPieces * 2));
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(tile + swizzled_offset(r, col, kBlockN)), "r"(0u) : "memory");
+    }
+  }
+  fence_proxy_async_shared();
+  __syncwarp();
+  if ((t & 31) == 0) {
+    mbar_arrive(kIsV ? sm.full_v(s) : sm.full_k(s));
+    mbar_arrive(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j));
+  }
+}
+
+// One K or V block's part for this producer thread: its loads (warp 0) or its widening.
+template <bool kIsV>
+FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, float scale) {
+  const int t = (int)threadIdx.x;
+  if (t < kKvIssueThreads) issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t);
+  else widen_fp8_block<kIsV>(sm, pos, scale, t - kKvIssueThreads);
+}
+
 // ================================================================ producer
 // K or V block `block` into the ring slot of ring position `pos` (positions run on across this
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
 // position pos - kStages.
 FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page) {
+                      int lane_page, float fp8_scale = 1.f) {
+  if constexpr (kKvFp8) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
   load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page) {
+                      int lane_page, float fp8_scale = 1.f) {
+  if constexpr (kKvFp8) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
   load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
@@ -480,18 +606,21 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
   const int top = range.n_max - 1;       // the block loaded at ring position `ring`
   int page = n_blocks > 0 ? lane_page_of(p, seq, top) : 0;
   int next = n_blocks > 1 ? lane_page_of(p, seq, top - 1) : 0;
+  // The FP8 cache's scales for this tile's K/V head (the widening warps multiply by them).
+  const float k_scale = kKvFp8 ? kv_fp8_scale(p.k_scale, p.k_scale_strides, tile.batch, kv_head) : 1.f;
+  const float v_scale = kKvFp8 ? kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, kv_head) : 1.f;
   if (kQBuffers == 2) load_q(p, sm, tile, seq, local);
-  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank, page);
+  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank, page, k_scale);
   if (kQBuffers == 1) load_q(p, sm, tile, seq, local);
   // K(pos) then V(pos - 1): the order in which the overlapped consumers use them.
   for (int pos = ring + 1; pos <= last; ++pos) {
     const int prev = page;
     page = next;
     next = pos < last ? lane_page_of(p, seq, top - (pos - ring) - 1) : 0;
-    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page);
-    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev);
+    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page, k_scale);
+    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale);
   }
-  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page);
+  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale);
 }
 
 // The dynamic scheduler's walk (two Q buffers: the consumers read the tiles it publishes).
@@ -1337,7 +1466,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.q = (smem_u32(smem_raw) + 1023u) & ~1023u;  // 128B-swizzle tiles must sit on 1024-B boundaries
   sm.k = sm.q + kQBuffers * kQTileBytes;
   sm.v = sm.k + kStages * kKTileBytes;
-  sm.bars = sm.v + kStages * kVTileBytes;
+  sm.staging = sm.v + kStages * kVTileBytes;
+  sm.bars = sm.staging + 2 * kKvStagingSlots * kKvStagingBytes;
   const int tid = threadIdx.x;
 
   if (tid == 0) {
@@ -1345,14 +1475,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.full_q(b), 1);
       mbar_init(sm.empty_q(b), kConsumerWGs);
     }
+    // A ring slot is full with the TMA's bytes and the producer's one arrival, or (FP8 cache) with
+    // one arrival per widening warp.
+    constexpr uint32_t kFullArrivals = kKvFp8 ? kKvWidenThreads / 32 : 1;
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(sm.full_k(s), 1);
-      mbar_init(sm.full_v(s), 1);
+      mbar_init(sm.full_k(s), kFullArrivals);
+      mbar_init(sm.full_v(s), kFullArrivals);
       mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
       mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
     }
+    for (int j = 0; j < kKvStagingSlots; ++j) {
+      mbar_init(sm.staging_full_k(j), kKvIssueThreads);
+      mbar_init(sm.staging_full_v(j), kKvIssueThreads);
+      mbar_init(sm.staging_empty_k(j), kKvWidenThreads / 32);
+      mbar_init(sm.staging_empty_v(j), kKvWidenThreads / 32);
+    }
     fence_mbar_init();
-    tma_prefetch_desc(&p.q); tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); tma_prefetch_desc(&p.o);
+    tma_prefetch_desc(&p.q);
+    if (!kKvFp8) { tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); }  // an FP8 cache has no K/V maps
+    tma_prefetch_desc(&p.o);
   }
   // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
   // barriers must be initialised before our multicasts reach them.
@@ -1367,7 +1508,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (kWarpProducer ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
+    if (kWarpProducer || kKvFp8 ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);

@@ -73,6 +73,18 @@ struct Params {
   // the units of the kernel's scores (ALiBi's slopes).
   float softcap_prescale;
   float inv_score_unit;
+  // kv_dtype=e4m3 (issue 39): K and V in FP8 e4m3fn, read by the producer warpgroup itself (the k
+  // and v maps are unused), widened to the queries' dtype in shared memory and multiplied by their
+  // scales on the way. Layouts as the maps': contiguous [batch, seqlen_k, heads_kv, d], packed
+  // [total_k, heads_kv, d] (k_row0 + key) or paged [num_pages, page_size, heads_kv, d]; strides in
+  // elements (bytes): batch (paged: page), row, head. Scales float32 at batch x [0] + K/V head x [1]
+  // (vLLM's per-tensor k_scale: both 0; FA3's descale [batch, heads_kv]); null: 1.
+  const unsigned char* k_fp8;
+  const unsigned char* v_fp8;
+  int64_t k_fp8_strides[3], v_fp8_strides[3];
+  const float* k_scale;
+  const float* v_scale;
+  int64_t k_scale_strides[2], v_scale_strides[2];
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

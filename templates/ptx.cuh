@@ -97,6 +97,20 @@ FJ_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// ---------------------------------------------------------------- cp.async (the FP8 cache's loads)
+// 16 bytes global -> shared, bypassing L1; src_bytes 0 reads nothing and writes zeros.
+FJ_DEVICE void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// One arrival on the barrier once every cp.async this thread issued before it has landed (the
+// barrier's count includes it: .noinc).
+FJ_DEVICE void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
+// Generic-proxy writes to shared memory made visible to the async proxy (wgmma, TMA) of later
+// operations ordered after this fence.
+FJ_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // Arrive on the barrier at the same shared-memory offset in another CTA of the cluster.
 FJ_DEVICE void mbar_arrive_cluster(uint32_t bar, uint32_t cta_rank) {
   asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"

@@ -1,5 +1,7 @@
 #include "config/kernel_config.hpp"
 
+#include <algorithm>
+
 namespace flashjit {
 
 int tile_word_bytes(const AttentionSpec& s) { return s.varlen || s.paged ? 32 : 8; }
@@ -18,13 +20,31 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 // empty per Q buffer, full and empty for K and for V per stage), 8 bytes each, then one 4-byte
 // order word per consumer warpgroup (see pin_wait_below in the template), then, 8-byte aligned,
 // two words per Q buffer: the tile the producer loaded into it (see tile_words in the template).
-int shared_memory_bytes(const AttentionSpec& s, int q_buffers) {
-  const int qk_chunks = (s.head_dim + 63) / 64, v_chunks = (s.head_dim_v + 63) / 64;
+// kv_dtype=e4m3: after the ring, staging_slots FP8 blocks each for K and for V (block_n rows of
+// max(head_dim, head_dim_v) bytes, unswizzled), with a full and an empty mbarrier each, before the
+// others.
+int kv_staging_bytes(const AttentionSpec& s) { return s.kv_fp8() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0; }
+
+int shared_memory_bytes(const AttentionSpec& s, int q_buffers, int staging_slots) {
+  const int qk_chunks = (s.head_dim + 63) / 64, v_chunks = (s.effective_head_dim_v() + 63) / 64;
   const int q_tile_bytes = s.block_m * 128 * qk_chunks;
   const int kv_stage_bytes = s.block_n * 128 * (qk_chunks + v_chunks);
   const int words = tile_word_bytes(s);  // the tile each Q buffer holds, as the producer publishes it
-  const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) + words * q_buffers;
-  return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + round_up(barrier_bytes, 128);
+  const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages + 4 * staging_slots) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) +
+                            words * q_buffers;
+  return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + 2 * staging_slots * kv_staging_bytes(s) +
+         round_up(barrier_bytes, 128);
+}
+
+// The FP8 cache's staging depth: two slots each for K and V where they fit (a K and a V block in
+// flight while the producer widens the previous ones), else one.
+int kv_staging_slots(const AttentionSpec& s, int q_buffers) {
+  if (!s.kv_fp8()) return 0;
+  return shared_memory_bytes(s, q_buffers, 2) <= shared_memory_budget(s) ? 2 : 1;
+}
+
+int shared_memory_bytes(const AttentionSpec& s, int q_buffers) {
+  return shared_memory_bytes(s, q_buffers, kv_staging_slots(s, q_buffers));
 }
 
 bool fits(const AttentionSpec& s) { return shared_memory_bytes(s, 1) <= shared_memory_budget(s); }
@@ -55,6 +75,8 @@ struct RegisterSplit {
   int producer, consumer;
 };
 RegisterSplit register_split(const AttentionSpec& s) {
+  // The FP8 cache's producer: one warp issues a block's loads (a page per row), three widen it.
+  if (s.kv_fp8()) return s.consumer_wgs == 1 ? RegisterSplit{64, 240} : RegisterSplit{40, 232};
   if (s.ctas_per_sm == 2) return {24, 232};
   if (s.dynamic_schedule) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.paged ? RegisterSplit{56, 224} : RegisterSplit{40, 232};
   if (s.consumer_wgs == 1) return {40, 240};
@@ -122,6 +144,9 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit tune picks
   // per shape).
   int block_n = d <= 128 ? 128 : d <= 192 ? 112 : 80;
+  // The FP8 cache's staging slots take shared memory beside the 16-bit ring: shorter blocks above
+  // head dim 128.
+  if (s.kv_fp8() && d > 128) block_n = d <= 192 ? 80 : 64;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
   // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
@@ -134,7 +159,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
   // The dynamic scheduler's producer needs registers three consumer warpgroups do not leave; nor
   // does the softcap's tanh with lengths on the device (228 bytes spilled in 128 registers).
-  const bool three_wgs = d <= 64 && !s.causal && !s.dynamic_schedule && !(s.softcap && (s.varlen || s.paged));
+  const bool three_wgs = d <= 64 && !s.causal && !s.dynamic_schedule && !(s.softcap && (s.varlen || s.paged)) && !s.kv_fp8();
   if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : three_wgs ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
@@ -177,6 +202,8 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // Shared memory (shared_memory_bytes): two Q buffers where they fit, else one.
   c.q_buffers = shared_memory_bytes(s, 2) <= shared_memory_budget(s) ? 2 : 1;
   c.smem_bytes = shared_memory_bytes(s, c.q_buffers);
+  c.kv_staging_slots = kv_staging_slots(s, c.q_buffers);
+  c.kv_staging_bytes = kv_staging_bytes(s);
   // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
   // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
   // next tile's Q can load during this tile's last blocks. Not with clusters (one tile per CTA).

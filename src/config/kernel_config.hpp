@@ -33,6 +33,11 @@ struct KernelConfig {
   bool persistent = false;  // launched as a persistent grid (at most ctas_per_sm CTAs per SM walking the tiles)
   int k_tile_bytes = 0;     // block_n rows, one stage
   int v_tile_bytes = 0;     // block_n rows, one stage
+  // kv_dtype=e4m3: K and V blocks land in FP8 in staging slots (kv_staging_slots each for K and V,
+  // kv_staging_bytes each: block_n rows of max(head_dim, head_dim_v) bytes) and are widened into
+  // the 16-bit ring by the producer warpgroup; 0 otherwise.
+  int kv_staging_slots = 0;
+  int kv_staging_bytes = 0;
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)
   std::string kernel_name;  // extern "C" entry point
   // split_kv: the module's further entry points, the combine of the splits and the merge of two

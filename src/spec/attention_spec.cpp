@@ -176,6 +176,18 @@ const std::vector<Field>& fields() {
       {"alibi", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.alibi, "alibi", v); },
        [](const AttentionSpec& s) { return s.alibi ? std::string("1") : std::string(); }},
+      // The K/V cache's element type (issue 39); printed only when it differs from dtype.
+      {"kv_dtype", "e4m3, or the dtype's own (fp16, bf16)",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         const llvm::StringRef word(v.data(), v.size());
+         if (word.equals_insensitive("e4m3") || word.equals_insensitive("fp8") || word.equals_insensitive("float8_e4m3fn")) {
+           s.kv_dtype = KvDType::kE4m3;
+           return {};
+         }
+         if (word.equals_insensitive(dtype_name(s.dtype))) { s.kv_dtype = KvDType::kSame; return {}; }
+         return bad_value("kv_dtype", v, std::string("e4m3, or ") + dtype_name(s.dtype) + " (the dtype's own; dtype goes first)");
+       },
+       [](const AttentionSpec& s) { return s.kv_fp8() ? std::string("e4m3") : std::string(); }},
   };
   return table;
 }
@@ -296,6 +308,22 @@ Status validate_spec(const AttentionSpec& s) {
   // ranges differ at both ends, which the cluster's shared walk does not take yet.
   if (s.masks_window_or_chunk() && s.cluster == 2) {
     return fail("cluster", 2, s.window ? "1 with window=1 (the two CTAs' windows differ at both ends)" : "1 with chunk=1 (the two CTAs' chunks differ at both ends)");
+  }
+  // NOTES: the FP8 cache's producer warpgroup loads and widens K/V itself (no TMA multicast, no
+  // dynamic take broadcast beyond one warp) and needs more registers than two CTAs an SM or three
+  // consumer warpgroups leave it (config/: register_split).
+  if (s.kv_fp8()) {
+    auto fail_kv = [](const char* field, int value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
+                                            " is not allowed with kv_dtype=e4m3; allowed: " + allowed);
+    };
+    if (s.head_dim % 16 != 0) return fail_kv("head_dim", s.head_dim, "a multiple of 16 (K/V rows are widened 16 bytes at a time)");
+    if (s.cluster == 2) return fail_kv("cluster", 2, "1 (the FP8 cache's producer widens K/V for its own CTA)");
+    if (s.ctas_per_sm == 2) return fail_kv("ctas_per_sm", 2, "1 (no registers for the FP8 cache's producer)");
+    if (s.consumer_wgs == 3) return fail_kv("consumer_wgs", 3, "1 or 2 (no registers for the FP8 cache's producer)");
+    if (s.dynamic_schedule) {
+      return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed with kv_dtype=e4m3; allowed: static");
+    }
   }
   return {};
 }

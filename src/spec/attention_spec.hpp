@@ -13,6 +13,10 @@ namespace flashjit {
 enum class DType { kFp16, kBf16 };
 const char* dtype_name(DType dtype);
 
+// The K/V cache's element type: the queries' (dtype), or e4m3 (FP8, with scales) widened to the
+// queries' 16 bits in shared memory (templates/attention_fwd.cuh: the FP8 cache's producer).
+enum class KvDType { kSame, kE4m3 };
+
 struct AttentionSpec {
   DType dtype = DType::kBf16;
   int head_dim = 128;        // QK head dim: multiple of 8 in 8..256
@@ -43,9 +47,13 @@ struct AttentionSpec {
   bool softcap = false;  // softcap * tanh(score * scale / softcap) before the mask
   bool sinks = false;    // learnable sinks: one logit per query head in every row's denominator
   bool alibi = false;    // ALiBi: -slope * |position - key| added to the scaled score
+  // kv_dtype=e4m3 (issue 39): K and V in FP8 (e4m3fn) with scales per tensor or per K/V head
+  // (AttentionArgs.fp8), Q and O 16-bit. Off: K/V in dtype, today's kernels.
+  KvDType kv_dtype = KvDType::kSame;
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool masks_window_or_chunk() const { return window || chunk; }
+  bool kv_fp8() const { return kv_dtype == KvDType::kE4m3; }
   bool operator==(const AttentionSpec&) const = default;
 };
 

@@ -4,6 +4,8 @@
 # PV wait (DEPBAR gsb0 <= 0) in every loop (ptxas once hoisted the PV wait above them). Read from the cubins that
 # `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
 #   tests/gpu/check_sass.sh FLASHJIT_BINARY [SPEC...]   (specs beyond the defaults, e.g. decode's)
+#   env: SASS_DEFAULTS=0 checks the given specs alone; SASS_REQUIRE=REGEX (grep -E) must match every
+#   variant's SASS too (the FP8 cache's variants: the hardware's e4m3 widening, F2FP.F16.E4M3).
 # Needs no GPU. Exit 0 when every variant passes, 1 otherwise, 77 when cuobjdump is missing.
 set -u -o pipefail
 FLASHJIT=${1:?usage: check_sass.sh path/to/flashjit [SPEC...]}
@@ -15,7 +17,9 @@ CUOBJDUMP=${CUOBJDUMP:-$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdum
 if [ -z "$CUOBJDUMP" ] || [ ! -x "$CUOBJDUMP" ]; then echo "cuobjdump not found: SASS check not run"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$FLASHJIT" prewarm --defaults "${extra[@]}" --cache-dir "$work/cache" --json >"$work/prewarm.json" || { echo "prewarm failed"; exit 1; }
+defaults=(--defaults)
+[ "${SASS_DEFAULTS:-1}" = 0 ] && defaults=()
+"$FLASHJIT" prewarm "${defaults[@]}" "${extra[@]}" --cache-dir "$work/cache" --json >"$work/prewarm.json" || { echo "prewarm failed"; exit 1; }
 python3 - "$work/prewarm.json" >"$work/keys" <<'PY'
 import json, sys
 for row in json.load(open(sys.argv[1])):
@@ -35,8 +39,11 @@ while read -r key spec; do
                   open && /DEPBAR.LE gsb0, 0x0/ {open = 0; if (ex == 0) bad++}
                   END {print bad + 0}' "$work/k.sass")
   fi
-  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
-  printf '%s HGMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s\n' "$status" "$hgmma" "$local_mem" "$serial" "$spec"
+  required=1
+  [ -n "${SASS_REQUIRE:-}" ] && required=$(grep -cE "$SASS_REQUIRE" "$work/k.sass")
+  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ] && [ "$required" -gt 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
+  printf '%s HGMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s%s\n' "$status" "$hgmma" "$local_mem" "$serial" \
+    "${SASS_REQUIRE:+$SASS_REQUIRE=$required }" "$spec"
 done <"$work/keys"
 echo "$((total - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,118 @@
+// The FP8 cache (spec key kv_dtype=e4m3, issue 39) on the CPU: the key's text and its refusals, the
+// tiles and shared memory it resolves to, and every variant compiled with NVRTC for sm_90a without a
+// spill or a stack frame and within its register split (tests/gpu/check_sass.sh reads their SASS:
+// the SassCheck.KvFp8Variants case).
+#include <gtest/gtest.h>
+
+#include "compile/nvrtc_compiler.hpp"
+#include "compile/ptxas_report.hpp"
+#include "config/kernel_config.hpp"
+#include "runtime/engine.hpp"
+#include "source/render.hpp"
+#include "spec/attention_spec.hpp"
+
+namespace flashjit {
+namespace {
+
+TEST(KvFp8Spec, KeyRoundTripsAndIsLeftOutWhenTheCacheIsTheQueriesType) {
+  auto spec = parse_spec("dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->kv_fp8());
+  EXPECT_EQ(to_string(*spec), "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3");
+  EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
+  for (const char* word : {"E4M3", "fp8", "float8_e4m3fn"}) {
+    auto other = parse_spec(std::string("dtype=fp16,head_dim=64,kv_dtype=") + word);
+    ASSERT_TRUE(other.ok()) << word;
+    EXPECT_TRUE(other->kv_fp8()) << word;
+  }
+  auto same = parse_spec("dtype=fp16,head_dim=64,kv_dtype=fp16");
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->kv_fp8());
+  EXPECT_EQ(to_string(*same), "dtype=fp16,head_dim=64,causal=0");
+}
+
+TEST(KvFp8Spec, RefusalsNameTheFieldAndWhatIsAllowed) {
+  struct Case {
+    const char* spec;
+    const char* field;
+    const char* allowed;
+  };
+  for (const Case& c : {Case{"dtype=bf16,head_dim=128,kv_dtype=e5m2", "kv_dtype", "e4m3"},
+                        Case{"dtype=bf16,head_dim=128,kv_dtype=fp16", "kv_dtype", "bf16"},
+                        Case{"dtype=bf16,head_dim=72,kv_dtype=e4m3", "head_dim", "a multiple of 16"},
+                        Case{"dtype=bf16,head_dim=128,cluster=2,kv_dtype=e4m3", "cluster", "allowed: 1"},
+                        Case{"dtype=bf16,head_dim=128,ctas_per_sm=2,consumer_wgs=1,kv_dtype=e4m3", "ctas_per_sm", "allowed: 1"},
+                        Case{"dtype=bf16,head_dim=64,consumer_wgs=3,kv_dtype=e4m3", "consumer_wgs", "1 or 2"},
+                        Case{"dtype=bf16,head_dim=128,varlen=1,scheduler=dynamic,kv_dtype=e4m3", "scheduler", "static"}}) {
+    auto spec = parse_spec(c.spec);
+    ASSERT_FALSE(spec.ok()) << c.spec;
+    EXPECT_EQ(spec.error().field, c.field) << c.spec << ": " << spec.error().message;
+    EXPECT_NE(spec.error().message.find(c.allowed), std::string::npos) << spec.error().message;
+  }
+}
+
+TEST(KvFp8Config, StagingFitsBesideTheRingAndTheProducerGetsItsRegisters) {
+  for (const char* text : {"dtype=bf16,head_dim=64,kv_dtype=e4m3", "dtype=bf16,head_dim=128,causal=1,kv_dtype=e4m3",
+                           "dtype=bf16,head_dim=256,causal=1,kv_dtype=e4m3",
+                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3"}) {
+    auto config = make_config(*parse_spec(text));
+    ASSERT_TRUE(config.ok()) << text << ": " << config.error().message;
+    const KernelConfig& c = *config;
+    EXPECT_GE(c.kv_staging_slots, 1) << text;
+    EXPECT_EQ(c.kv_staging_bytes % 128, 0) << text;
+    EXPECT_GE(c.kv_staging_bytes, c.spec.block_n * c.spec.head_dim) << text;
+    EXPECT_LE(c.smem_bytes, shared_memory_budget(c.spec)) << text;
+    EXPECT_LE(c.spec.consumer_wgs, 2) << text << ": three warpgroups leave the widening producer no registers";
+    EXPECT_GE(c.producer_regs, 32) << text;
+    // The staging slots are counted: the same spec without the FP8 cache takes less shared memory.
+    AttentionSpec plain = c.spec;
+    plain.kv_dtype = KvDType::kSame;
+    auto plain_config = make_config(plain);
+    ASSERT_TRUE(plain_config.ok());
+    EXPECT_EQ(plain_config->kv_staging_slots, 0);
+    EXPECT_LT(plain_config->smem_bytes, c.smem_bytes) << text;
+    EXPECT_NE(render_attention_source(c).find("constexpr bool kKvFp8 = 1;"), std::string::npos);
+    EXPECT_NE(render_attention_source(*plain_config).find("constexpr bool kKvFp8 = 0;"), std::string::npos);
+  }
+}
+
+// Every FP8-cache variant the engine needs: dense, packed and paged K/V, packed heads and split-KV
+// with both combines, both dtypes, head dims 64-256 (96: a padded chunk), with a window, sinks, a
+// softcap.
+class KvFp8Variant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KvFp8Variant, CompilesWithoutSpills) {
+  auto config = make_config(*parse_spec(GetParam()));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto kernel = compile_with_nvrtc(make_compile_request(*config));
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
+  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
+  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
+  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
+  std::printf("  %-80s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
+}
+
+// The list tests/CMakeLists.txt hands check_sass.sh as well (KV_FP8_SASS_SPECS there).
+INSTANTIATE_TEST_SUITE_P(All, KvFp8Variant,
+                         ::testing::Values("dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", "dtype=fp16,head_dim=64,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=96,kv_dtype=e4m3", "dtype=bf16,head_dim=128,kv_dtype=e4m3",
+                                           "dtype=fp16,head_dim=128,causal=1,kv_dtype=e4m3", "dtype=bf16,head_dim=192,causal=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=256,causal=1,kv_dtype=e4m3", "dtype=fp16,head_dim=256,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=fp16,head_dim=256,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
+                                           "dtype=fp16,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,kv_dtype=e4m3",
+                                           "dtype=fp16,head_dim=256,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,softcap=1,kv_dtype=e4m3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace flashjit
