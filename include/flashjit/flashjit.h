@@ -320,7 +320,19 @@ typedef struct flashjit_tensor_strides {
  *   naming the field and the key ("args.window_left: 127 needs spec key window=1"); so are
  *   window_left or window_right below -1, attention_chunk below 0, a softcap negative or not finite,
  *   a sinks_dtype other than those two (0 with no sinks). Off values: softcap 0, window -1, chunk 0,
- *   pointers 0; flashjit_attention_args_init sets them all. */
+ *   pointers 0; flashjit_attention_args_init sets them all.
+ *
+ * FP8 K/V CACHE (spec key kv_dtype=e4m3; off by default)
+ *   K and V (contiguous, packed or paged, as above) hold e4m3 (float8_e4m3fn: 1 sign, 4 exponent,
+ *   3 mantissa bits, max 448, no infinities) while Q and O stay dtype. Their strides count bytes and
+ *   must be multiples of 16, their pointers 16-byte aligned. The value a key or value element
+ *   stands for is e4m3 x scale, with k_scale / v_scale float32 at batch x *_scale_batch_stride + K/V
+ *   head x *_scale_head_stride: one scale per tensor (both strides 0: vLLM's k_scale and v_scale),
+ *   per K/V head (0, 1), or per sequence and K/V head (heads_kv, 1: FlashAttention-3's descale
+ *   [batch, heads_kv]). Both scale pointers are required with the key (pass 1.0 for none) and
+ *   refused without it. The kernel widens each block to dtype in shared memory (the scale applied in
+ *   float, then one rounding to dtype) and runs the 16-bit math: error against float64 on the
+ *   dequantised cache at the 16-bit kernel's level. Keys past a sequence are never read. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -377,6 +389,13 @@ typedef struct flashjit_attention_args {
                                                batch_stride] (per sequence); off: 0 */
   int64_t alibi_batch_stride;               /* alibi=1: elements between sequences' slopes; 0 = one
                                                [heads_q] for every sequence */
+  /* Appended with the FP8 cache (a caller with the 336-byte layout has none; off: 0): FP8 K/V CACHE. */
+  uint64_t k_scale;                         /* kv_dtype=e4m3: CUdeviceptr float32 K dequantisation scales */
+  uint64_t v_scale;                         /* kv_dtype=e4m3: CUdeviceptr float32 V dequantisation scales */
+  int64_t k_scale_batch_stride;             /* elements between sequences' K scales; 0 = shared */
+  int64_t k_scale_head_stride;              /* elements between K/V heads' K scales; 0 = shared */
+  int64_t v_scale_batch_stride;             /* the same for V */
+  int64_t v_scale_head_stride;
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the masks at their "off" values (window -1). */

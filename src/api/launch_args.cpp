@@ -12,7 +12,9 @@ namespace flashjit::api {
 
 // NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
 // flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
-static_assert(sizeof(flashjit_attention_args_t) == 336);
+static_assert(sizeof(flashjit_attention_args_t) == 384);
+static_assert(offsetof(flashjit_attention_args_t, k_scale) == 336);
+static_assert(offsetof(flashjit_attention_args_t, v_scale_head_stride) == 376);
 static_assert(offsetof(flashjit_attention_args_t, attention_chunk) == 304);
 static_assert(offsetof(flashjit_attention_args_t, sinks) == 312);
 static_assert(offsetof(flashjit_attention_args_t, alibi_batch_stride) == 328);
@@ -124,6 +126,14 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   // 6. Masks and score modifiers (MASKS AND SCORES): their ranges here; whether the spec has their
   //    keys in validate_launch_args (new arguments only: it prints the spec).
   if (ApiStatus st = to_feature_inputs(a, &args.features); !st.ok()) return st;
+  // 7. The FP8 cache's scales (FP8 K/V CACHE): whether the spec has kv_dtype=e4m3, and their values,
+  //    in validate_attention_args.
+  args.fp8.k_scale = a.k_scale;
+  args.fp8.v_scale = a.v_scale;
+  args.fp8.k_scale_batch_stride = a.k_scale_batch_stride;
+  args.fp8.k_scale_head_stride = a.k_scale_head_stride;
+  args.fp8.v_scale_batch_stride = a.v_scale_batch_stride;
+  args.fp8.v_scale_head_stride = a.v_scale_head_stride;
   *out = args;
   return {};
 }

@@ -41,6 +41,11 @@ ParamsKey ParamsKey::of(const AttentionArgs& a) {
   key.sinks_bf16 = f.sinks_bf16;
   key.alibi_slopes = f.alibi_slopes;
   key.alibi_batch_stride = f.alibi_batch_stride;
+  key.k_scale = a.fp8.k_scale;
+  key.v_scale = a.fp8.v_scale;
+  const int64_t scale_strides[] = {a.fp8.k_scale_batch_stride, a.fp8.k_scale_head_stride, a.fp8.v_scale_batch_stride,
+                                   a.fp8.v_scale_head_stride};
+  std::memcpy(key.scale_strides, scale_strides, sizeof(scale_strides));
   return key;
 }
 

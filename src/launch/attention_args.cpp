@@ -26,16 +26,21 @@ Status check_pointer(const char* name, uint64_t ptr) {
   return {};
 }
 
-// TMA takes byte strides that are multiples of 16 and below 2^40.
+// TMA takes byte strides that are multiples of 16 and below 2^40 (so do the FP8 cache's 16-byte
+// loads: its elements are one byte).
 // A packed tensor's batch stride is not used (flashjit.h: ignored for varlen), so it is not
 // checked: a bad row stride is named as itself, never as the batch stride.
-Status check_strides(const std::string& tensor, const TensorStrides& s, bool is_packed) {
+Status check_strides(const std::string& tensor, const TensorStrides& s, bool is_packed, int element_bytes = 2) {
+  const int64_t per_16_bytes = 16 / element_bytes;
   const std::pair<const char*, int64_t> strides[] = {{"batch", s.batch}, {"row", s.row}, {"head", s.head}};
   for (auto [name, value] : strides) {
     if (is_packed && std::string_view(name) == "batch") continue;
     const std::string field = tensor + "_strides." + name;
     if (value <= 0) return bad(field, std::to_string(value) + " is not allowed; strides are positive element counts");
-    if (value % 8 != 0) return bad(field, std::to_string(value) + " elements is not a multiple of 8 (16 bytes), which TMA needs");
+    if (value % per_16_bytes != 0) {
+      return bad(field, std::to_string(value) + " elements is not a multiple of " + std::to_string(per_16_bytes) +
+                            (element_bytes == 1 ? " (16 bytes of e4m3), which the FP8 cache's loads need" : " (16 bytes), which TMA needs"));
+    }
     if (value >= (int64_t(1) << 39)) return bad(field, std::to_string(value) + " elements is too large (TMA strides are below 2^40 bytes)");
   }
   return {};
@@ -51,6 +56,28 @@ Status check_extent(const char* field, int value, int max_value, const char* wha
 Status check_metadata(const char* field, uint64_t ptr) {
   if (ptr == 0) return bad(field, "null device pointer");
   if (ptr % 4 != 0) return bad(field, "pointer " + hex(ptr) + " is not 4-byte aligned (int32 entries)");
+  return {};
+}
+
+// The FP8 cache's scales: required with kv_dtype=e4m3, refused without it.
+Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
+  if (!spec.kv_fp8()) {
+    if (!f.any()) return {};
+    const char* field = f.k_scale ? "k_scale" : f.v_scale ? "v_scale" : f.k_scale_batch_stride || f.k_scale_head_stride ? "k_scale_strides" : "v_scale_strides";
+    return bad(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache); 0 = off");
+  }
+  const struct {
+    const char* name;
+    uint64_t ptr;
+    int64_t batch_stride, head_stride;
+  } scales[] = {{"k_scale", f.k_scale, f.k_scale_batch_stride, f.k_scale_head_stride},
+                {"v_scale", f.v_scale, f.v_scale_batch_stride, f.v_scale_head_stride}};
+  for (const auto& s : scales) {
+    if (s.ptr == 0) return bad(s.name, "null device pointer; kv_dtype=e4m3 needs float32 dequantisation scales (1.0 for none)");
+    if (s.ptr % 4 != 0) return bad(s.name, "pointer " + hex(s.ptr) + " is not 4-byte aligned (float32)");
+    if (s.batch_stride < 0) return bad(std::string(s.name) + "_strides.batch", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
+    if (s.head_stride < 0) return bad(std::string(s.name) + "_strides.head", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
+  }
   return {};
 }
 
@@ -282,6 +309,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   }
   if (Status st = check_engine_inputs(config.spec, a); !st) return st;
   if (Status st = check_feature_inputs(config.spec, a); !st) return st;
+  if (Status st = check_fp8_inputs(config.spec, a.fp8); !st) return st;
   // Pointers and strides as TMA takes them (a packed tensor's batch stride is not used).
   const std::pair<const char*, uint64_t> pointers[] = {{"q", a.q}, {"k", a.k}, {"v", a.v}, {"o", a.o}};
   for (auto [name, ptr] : pointers) {
@@ -295,7 +323,8 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
     bool packed;
   } strides[] = {{"q", a.q_strides, packed_q}, {"k", a.k_strides, packed_kv}, {"v", a.v_strides, packed_kv}, {"o", a.o_strides, packed_q}};
   for (const auto& s : strides) {
-    if (Status st = check_strides(s.name, s.strides, s.packed); !st) return st;
+    const bool fp8 = config.spec.kv_fp8() && (s.name[0] == 'k' || s.name[0] == 'v');
+    if (Status st = check_strides(s.name, s.strides, s.packed, fp8 ? 1 : 2); !st) return st;
   }
   // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0) {

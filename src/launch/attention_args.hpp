@@ -52,8 +52,21 @@ struct FeatureInputs {
   int64_t alibi_batch_stride = 0;           // elements between sequences' slopes; 0: one [heads_q] for all
 };
 
+// The FP8 cache (spec key kv_dtype=e4m3): K and V are e4m3 (one byte an element; their strides
+// count bytes), dequantised as value x scale. Scales float32 at batch x batch_stride + K/V head x
+// head_stride: one per tensor (both strides 0, vLLM's k_scale), per K/V head (0, 1) or FA3's
+// descale [batch, heads_kv]. Required with the key, refused without it.
+struct Fp8Inputs {
+  uint64_t k_scale = 0, v_scale = 0;  // CUdeviceptr float32
+  int64_t k_scale_batch_stride = 0, k_scale_head_stride = 0;
+  int64_t v_scale_batch_stride = 0, v_scale_head_stride = 0;
+  bool any() const {
+    return k_scale || v_scale || k_scale_batch_stride || k_scale_head_stride || v_scale_batch_stride || v_scale_head_stride;
+  }
+};
+
 struct AttentionArgs {
-  uint64_t q = 0, k = 0, v = 0, o = 0;  // CUdeviceptr of 16-bit elements
+  uint64_t q = 0, k = 0, v = 0, o = 0;  // CUdeviceptr of 16-bit elements (K and V: e4m3 with kv_dtype=e4m3)
   uint64_t lse = 0;                     // float [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]), or 0
   int batch = 0;
   int seqlen_q = 0;
@@ -65,6 +78,7 @@ struct AttentionArgs {
   EngineInputs engine;
   DecodeInputs decode;
   FeatureInputs features;
+  Fp8Inputs fp8;
 };
 
 // How a launch's tiles cover the heads and keys (the kernel's Params of the same names): with

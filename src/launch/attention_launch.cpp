@@ -176,6 +176,27 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
   return shape;
 }
 
+// kv_dtype=e4m3: the caches' bases, strides (bytes) and scales, as the producer reads them.
+void set_fp8_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
+  if (!c.spec.kv_fp8()) return;
+  p.k_fp8 = reinterpret_cast<const unsigned char*>(a.k);
+  p.v_fp8 = reinterpret_cast<const unsigned char*>(a.v);
+  const TensorStrides* strides[] = {&a.k_strides, &a.v_strides};
+  int64_t* out[] = {p.k_fp8_strides, p.v_fp8_strides};
+  for (int i = 0; i < 2; ++i) {
+    // A packed cache's batch stride is unused (rows counted from cu_seqlens_k): 0 keeps it so.
+    out[i][0] = a.engine.cu_seqlens_k != 0 && !c.spec.paged ? 0 : strides[i]->batch;
+    out[i][1] = strides[i]->row;
+    out[i][2] = strides[i]->head;
+  }
+  p.k_scale = reinterpret_cast<const float*>(a.fp8.k_scale);
+  p.v_scale = reinterpret_cast<const float*>(a.fp8.v_scale);
+  p.k_scale_strides[0] = a.fp8.k_scale_batch_stride;
+  p.k_scale_strides[1] = a.fp8.k_scale_head_stride;
+  p.v_scale_strides[0] = a.fp8.v_scale_batch_stride;
+  p.v_scale_strides[1] = a.fp8.v_scale_head_stride;
+}
+
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   if (Status st = validate_attention_args(c, a); !st) return st.take_error();
   KernelParams p{};
@@ -191,6 +212,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
       {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
   };
   for (const auto& m : maps) {
+    if (c.spec.kv_fp8() && (m.out == &p.k || m.out == &p.v)) continue;  // the FP8 cache is read without maps
     auto encoded = make_tensor_map_bshd(api, m.request);
     if (!encoded) return encoded.take_error();
     std::memcpy(m.out, &*encoded, sizeof(TensorMapBytes));
@@ -203,6 +225,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   set_engine_inputs(p, c, a);
   set_decode_inputs(p, c, a, geometry);
   set_feature_inputs(p, c, a);
+  set_fp8_inputs(p, c, a);
   const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
   set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;

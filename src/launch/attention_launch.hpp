@@ -27,6 +27,8 @@ using TensorMapBytes = TmaDesc;
 // of the features the spec compiled in, the off values for the others.
 // Also the score path's split (scale_log2, softcap_prescale, inv_score_unit: templates/score_mod.cuh).
 void set_feature_inputs(KernelParams& params, const KernelConfig& config, const AttentionArgs& args);
+// The FP8 cache's bases, byte strides and scales (AttentionArgs.fp8; kv_dtype=e4m3 only).
+void set_fp8_inputs(KernelParams& params, const KernelConfig& config, const AttentionArgs& args);
 
 // The softmax scale a launch runs with: args.softmax_scale, or 1 / sqrt(head_dim) where it is 0.
 float launch_softmax_scale(const KernelConfig& config, const AttentionArgs& args);
