@@ -24,7 +24,7 @@ done
 for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py bench/feature_peers.py python/bench/call_overhead.py; do
   python3 "$py" --help >/dev/null 2>&1 || bad "$py --help fails"
 done
-# The targets part's feature cells: its arguments parse and select cells.
+# The features part's cells: its arguments parse and select cells.
 fargs=$(sed -n 's/.*FLASHJIT_FEATURE_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
 [ -n "$fargs" ] || bad "run_h200.sh: no FLASHJIT_FEATURE_PEERS_ARGS default found"
 n=$(python3 bench/feature_peers.py --dry-run $fargs 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')

@@ -13,6 +13,8 @@
 #   FLASHJIT_PART=targets  4. the targets with the peers in the same run: engine_peers.py, decode_peers.py
 #                             (the target cells), feature_peers.py (masks and score modifiers, reps capped
 #                             and a time budget), the package's host cost
+#   FLASHJIT_PART=features 5. the masks' and score modifiers' targets: their flashjit bench costs (6g) and
+#                             bench/feature_peers.py against cuDNN, flex_attention and FlashAttention-2
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -55,13 +57,15 @@ case "${FLASHJIT_PART:-}" in
   targets)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_ENGINE_PEERS:=1}" "${FLASHJIT_DECODE_PEERS:=1}" "${FLASHJIT_PYTHON:=host}"
-    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}"
-    : "${FLASHJIT_FEATURE_PEERS_ARGS:=--reps 5 --per-graph 3 --budget-s 150}"
     : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
+  features)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}"
+    : "${FLASHJIT_FEATURE_PEERS_ARGS:=--reps 5 --per-graph 3 --budget-s 240}" "${FLASHJIT_FEATURE_PEERS_TIMEOUT:=330}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets, features or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -281,7 +285,7 @@ if decide dense_dynamic; then
   cat "$OUT/decide_dense_dynamic.txt"
 fi
 
-# 6g. The masks' and score modifiers' costs (FLASHJIT_FEATURE_BENCH=1; on in the targets part): a 4096-key
+# 6g. The masks' and score modifiers' costs (FLASHJIT_FEATURE_BENCH=1; on in the features part): a 4096-key
 # window against the causal kernel over 32k keys (TFLOP/s over the visible FLOPs: target >= 0.95x),
 # a decode of 64 x 8k keys with a 128-key window against one of 64 x 128 keys without one (target: within
 # 1.1x), gpt-oss's 8k prefill (window 128 + sinks), each skipped where this build refuses the spec.
