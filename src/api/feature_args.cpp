@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <string>
 
-#include "spec/attention_spec.hpp"
-
 namespace flashjit::api {
 namespace {
 
@@ -58,49 +56,6 @@ ApiStatus to_feature_inputs(const flashjit_attention_args_t& a, FeatureInputs* o
   f.alibi_slopes = a.alibi_slopes;
   f.alibi_batch_stride = a.alibi_batch_stride;
   *out = f;
-  return {};
-}
-
-bool spec_has_key(std::string_view spec_text, std::string_view key) {
-  size_t at = 0;
-  while (at <= spec_text.size()) {
-    size_t end = spec_text.find(',', at);
-    if (end == std::string_view::npos) end = spec_text.size();
-    const std::string_view pair = spec_text.substr(at, end - at);
-    if (pair.size() == key.size() + 2 && pair.substr(0, key.size()) == key && pair.substr(key.size()) == "=1") return true;
-    at = end + 1;
-  }
-  return false;
-}
-
-ApiStatus feature_needs_spec_key(const KernelConfig& config, const FeatureInputs& f) {
-  const FeatureInputs off;
-  // The sink dtype is not in FeatureInputs: sinks_bf16 without a sink pointer counts as a sink value.
-  const struct {
-    const char* field;
-    bool set;
-    std::string value;
-    const char* key;
-    const char* off_value;
-  } values[] = {
-      {"window_left", f.window_left != off.window_left, std::to_string(f.window_left), "window", "-1"},
-      {"window_right", f.window_right != off.window_right, std::to_string(f.window_right), "window", "-1"},
-      {"attention_chunk", f.chunk != off.chunk, std::to_string(f.chunk), "chunk", "0"},
-      {"softcap", f.softcap != off.softcap, number(f.softcap), "softcap", "0"},
-      {"sinks", f.sinks != off.sinks, hex(f.sinks), "sinks", "0"},
-      {"sinks_dtype", f.sinks_bf16 != off.sinks_bf16, std::to_string(FLASHJIT_DTYPE_BF16), "sinks", "0"},
-      {"alibi_slopes", f.alibi_slopes != off.alibi_slopes, hex(f.alibi_slopes), "alibi", "0"},
-      {"alibi_batch_stride", f.alibi_batch_stride != off.alibi_batch_stride, std::to_string(f.alibi_batch_stride), "alibi", "0"},
-  };
-  std::string spec_text;  // made only when a feature is on (validation runs for new arguments only)
-  for (const auto& v : values) {
-    if (!v.set) continue;
-    if (spec_text.empty()) spec_text = to_string(config.spec);
-    if (spec_has_key(spec_text, v.key)) continue;
-    const std::string name = std::string("args.") + v.field;
-    return invalid_argument(name, name + ": " + v.value + " needs spec key " + v.key + "=1 (this kernel's spec is " + spec_text +
-                                      "); off: " + v.off_value);
-  }
   return {};
 }
 

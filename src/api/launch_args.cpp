@@ -122,14 +122,13 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   args.decode.max_splits = a.max_splits;
   args.decode.split_keys = a.split_keys;
   // 6. Masks and score modifiers (MASKS AND SCORES): their ranges here; whether the spec has their
-  //    keys in validate_launch_args (new arguments only: it prints the spec).
+  //    keys in the core checks (validate_launch_args: new arguments only, its message prints the spec).
   if (ApiStatus st = to_feature_inputs(a, &args.features); !st.ok()) return st;
   *out = args;
   return {};
 }
 
 ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args) {
-  if (ApiStatus st = feature_needs_spec_key(config, args.features); !st.ok()) return st;
   if (Status st = validate_attention_args(config, args); !st.ok()) return as_args_error(st.take_error());
   return {};
 }
