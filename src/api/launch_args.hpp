@@ -4,6 +4,8 @@
 // the features' spec keys). Errors name the field as the caller spells it ("args.q_strides.row").
 // Pure: no driver call; allocates only when it fails.
 #pragma once
+#include <string>
+
 #include "api/api_status.hpp"
 #include "config/kernel_config.hpp"
 #include "flashjit/flashjit.h"
@@ -21,6 +23,9 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
 // The core checks (validate_attention_args: shapes, engine and split inputs, the features' spec
 // keys and ranges, pointers, strides), errors renamed to the caller's fields.
 ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args);
+
+// A value the API layer refuses by itself: "args.<field>: <value> is not allowed; allowed: <allowed>".
+ApiStatus args_not_allowed(const char* field, const std::string& value, const std::string& allowed);
 
 // A core error about the launch arguments, renamed to the caller's field ("q_strides.row" ->
 // "args.q_strides.row").
