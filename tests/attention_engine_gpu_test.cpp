@@ -5,14 +5,12 @@
 // and bf16, causal or not, and one CUDA graph replayed after the lengths and the table change.
 // Outputs are poisoned first; rows past the last sequence must stay untouched.
 // Skips with the reason where no Hopper GPU is present.
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
+#include "support/test_seed.hpp"
 #include "launch/merge_states.hpp"
 #include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
@@ -21,23 +19,6 @@
 
 namespace flashjit::testing {
 namespace {
-
-// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
-std::mt19937_64 fresh_rng() {
-  uint64_t seed = 0;
-  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
-    const char* end = text + std::strlen(text);
-    const auto [stop, ec] = std::from_chars(text, end, seed);
-    if (ec != std::errc() || stop != end) {
-      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
-    }
-  } else {
-    std::random_device rd;
-    seed = (uint64_t(rd()) << 32) ^ rd();
-  }
-  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
-  return std::mt19937_64(seed);
-}
 
 std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
   std::string spec = std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +

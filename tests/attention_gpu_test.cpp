@@ -3,16 +3,15 @@
 // strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run
 // (FLASHJIT_TEST_SEED replays a run's draw).
 // Skips with the reason where no Hopper GPU is present.
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "support/gpu_harness.hpp"
+#include "support/test_seed.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -24,23 +23,6 @@ std::string spec_text(bool bf16, int d, bool causal, const std::string& extra = 
 
 Problem problem(bool bf16, int d, bool causal, int sq, int sk, int batch = 1, int hq = 2, int hkv = 2) {
   return make_problem(bf16, d, causal, batch, sq, sk, hq, hkv);
-}
-
-// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
-std::mt19937_64 fresh_rng() {
-  uint64_t seed = 0;
-  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
-    const char* end = text + std::strlen(text);
-    const auto [stop, ec] = std::from_chars(text, end, seed);
-    if (ec != std::errc() || stop != end) {
-      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
-    }
-  } else {
-    std::random_device rd;
-    seed = (uint64_t(rd()) << 32) ^ rd();
-  }
-  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
-  return std::mt19937_64(seed);
 }
 
 // Runs every case, prints one line each, and fails each case that errs, leaves output unwritten
