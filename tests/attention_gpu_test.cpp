@@ -71,25 +71,15 @@ TEST(AttentionGpu, ReferenceKernelMatchesCpuReference) {
   for (bool bf16 : {false, true}) {
     for (auto [sq, sk, causal] : {std::tuple{17, 33, true}, std::tuple{40, 7, true}, std::tuple{65, 130, false}}) {
       Problem p = problem(bf16, 72, causal, sq, sk, 2, 4, 2);
-      const Strides qs = contiguous_strides(sq, 4, 72), ks = contiguous_strides(sk, 2, 72);
-      std::vector<uint16_t> q(size_t(2) * sq * 4 * 72), k(size_t(2) * sk * 2 * 72), v(k.size());
-      fill_random(q, bf16, rng);
-      fill_random(k, bf16, rng);
-      fill_random(v, bf16, rng);
-      DeviceBuffer dq(*env->api, q.size() * 2), dk(*env->api, k.size() * 2), dv(*env->api, v.size() * 2);
-      dq.upload(q.data(), q.size() * 2);
-      dk.upload(k.data(), k.size() * 2);
-      dv.upload(v.data(), v.size() * 2);
-      std::string error;
       p.scale = double(float(p.effective_scale()));
-      Reference gpu = gpu_reference(env->device(), p, dq.ptr(), qs, dk.ptr(), ks, dv.ptr(), ks, &error);
+      std::string error;
+      const ReferencePair r = references_on_random_inputs(*env, p, rng, &error);
       ASSERT_TRUE(error.empty()) << error;
-      Reference cpu_same_scale = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
-      EXPECT_LT(relative_l2_error(gpu.o, cpu_same_scale.o), 1e-12) << p.describe();
-      ASSERT_EQ(gpu.lse.size(), cpu_same_scale.lse.size());
-      for (size_t i = 0; i < gpu.lse.size(); ++i) {
-        if (std::isinf(cpu_same_scale.lse[i])) EXPECT_TRUE(std::isinf(gpu.lse[i]) && gpu.lse[i] < 0);
-        else EXPECT_NEAR(gpu.lse[i], cpu_same_scale.lse[i], 1e-10);
+      EXPECT_LT(relative_l2_error(r.gpu.o, r.cpu.o), 1e-12) << p.describe();
+      ASSERT_EQ(r.gpu.lse.size(), r.cpu.lse.size());
+      for (size_t i = 0; i < r.gpu.lse.size(); ++i) {
+        if (std::isinf(r.cpu.lse[i])) EXPECT_TRUE(std::isinf(r.gpu.lse[i]) && r.gpu.lse[i] < 0);
+        else EXPECT_NEAR(r.gpu.lse[i], r.cpu.lse[i], 1e-10);
       }
     }
   }
