@@ -10,6 +10,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include "support/feature_values.hpp"
 #include "support/gpu_harness.hpp"
 #include "support/test_seed.hpp"
 
@@ -267,39 +268,46 @@ TEST(AttentionGpu, SlidingWindowsAndAttentionChunks) {
   run_all(cases);
 }
 
+// The score feature tests' problems, a shape a case in turn: queries as many as, fewer and more
+// than keys, a decode row, and causal rows that see no key; batch 2, 4 query heads over 2.
+Problem feature_problem(bool bf16, int d, bool causal, int n) {
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  const auto [sq, sk] = shapes[n % 5];
+  return problem(bf16, d, causal, sq, sk, 2, 4, 2);
+}
+
+// p's case with a sliding window as well (spec keys window=1 and `keys`): 1 or 128 keys on the left
+// (by n), the diagonal (causal) or 128 keys on the right.
+Case with_window(const Problem& p, int n, const std::string& keys) {
+  Problem windowed = p;
+  windowed.features.window_left = n % 3 == 0 ? 0 : 127, windowed.features.window_right = p.causal ? 0 : 128;
+  return {spec_text(p.bf16, p.head_dim, p.causal, "window=1," + keys), windowed};
+}
+
 // Softcap 30 and 50 (spec key softcap; issue 38), alone and with windows, causal or not, both
 // dtypes, head dims 64-256, at the default scale and at scale 1 (scaled scores of tens of units:
 // the cap bends them), queries longer and shorter than keys, against the float64 reference.
 TEST(AttentionGpu, SoftcapAloneAndWithWindows) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (double cap : {30.0, 50.0}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          Problem p = feature_problem(bf16, d, causal, i++);
           p.features.softcap = cap;
           if (i % 2 == 0) p.scale = 1.0;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,softcap=1"), windowed});
+          cases.push_back(with_window(p, i, "softcap=1"));
         }
   run_all(cases);
 }
 
-// One sink logit per query head (exact in bf16): `large` ones at and far above a row's log-sum over
-// its keys (about 7 with 1000 keys; at 20, O shrinks some e^-13-fold, which bf16 holds and fp16's
-// subnormals would not, so fp16 takes 10), or very negative ones (no share at all).
-std::vector<double> sink_logits(int heads, bool large, bool bf16) {
-  const double big[] = {bf16 ? 20.0 : 10.0, 8.0, 3.5, 0.0}, small[] = {-96.0, -8192.0};
-  std::vector<double> sinks;
-  for (int h = 0; h < heads; ++h) sinks.push_back(large ? big[h % 4] : small[h % 2]);
-  return sinks;
-}
+// The large sink logits (exact in bf16): at and far above a row's log-sum over its keys (about 7
+// with 1000 keys; at 20, O shrinks some e^-13-fold, which bf16 holds and fp16's subnormals would
+// not, so fp16 takes 10).
+std::vector<double> large_sinks(bool bf16) { return {bf16 ? 20.0 : 10.0, 8.0, 3.5, 0.0}; }
 
 // Learnable sinks (spec key sinks; issue 38), large and very negative, alone, with windows and
 // with softcap, causal or not, both dtypes, head dims 64-256, queries longer than keys (causal
@@ -307,33 +315,20 @@ std::vector<double> sink_logits(int heads, bool large, bool bf16) {
 TEST(AttentionGpu, SinksAloneAndWithWindows) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (bool large : {true, false}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
-          p.features.sinks = sink_logits(4, large, bf16);
+          Problem p = feature_problem(bf16, d, causal, i++);
+          p.features.sinks = sink_logits(4, large, large_sinks(bf16));
           cases.push_back({spec_text(bf16, d, causal, "sinks=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,sinks=1"), windowed});
+          cases.push_back(with_window(p, i, "sinks=1"));
           Problem capped = p;
           capped.features.softcap = 30;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1"), capped});
         }
   run_all(cases);
-}
-
-// ALiBi slopes (exact in float32): FlashAttention-2's geometric 2^(-8 (h + 1) / heads) rounded to
-// powers of two, [heads]; or per sequence, [batch][heads], sequence b's scaled by (b + 1) / 2.
-std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
-  std::vector<double> slopes;
-  for (int b = 0; b < (per_batch ? batch : 1); ++b)
-    for (int h = 0; h < heads; ++h) slopes.push_back(std::ldexp(per_batch ? (b + 1) / 2.0 : 1.0, -8 * (h + 1) / heads));
-  return slopes;
 }
 
 // ALiBi (spec key alibi; issue 38), slopes per head and per sequence, alone, with windows, with
@@ -343,24 +338,20 @@ std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
 TEST(AttentionGpu, AlibiAloneAndWithWindowsSoftcapAndSinks) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (bool per_batch : {false, true}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          Problem p = feature_problem(bf16, d, causal, i++);
           p.features.alibi_slopes = alibi_slopes(4, 2, per_batch);
           if (i % 2 == 0) p.scale = 1.0;
           cases.push_back({spec_text(bf16, d, causal, "alibi=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,alibi=1"), windowed});
+          cases.push_back(with_window(p, i, "alibi=1"));
           Problem capped = p;
           capped.features.softcap = 50;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,alibi=1"), capped});
-          capped.features.sinks = sink_logits(4, i % 2 == 0, bf16);
+          capped.features.sinks = sink_logits(4, i % 2 == 0, large_sinks(bf16));
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1,alibi=1"), capped});
         }
   run_all(cases);
