@@ -432,40 +432,43 @@ TEST(ApiC, UndefinedFlagsAreNamed) {
   expect_args_error(a, "args.flags", "flags");
 }
 
-// MASKS AND SCORES: a value that is not off, on a kernel whose spec lacks its key, is refused
-// naming the field and the key.
+// MASKS AND SCORES: a value that is not off, on a kernel whose spec lacks its key, is refused by
+// the core's check (launch/feature_args.cpp; every field's message: FeatureArgs.*SpecKey*) as the
+// caller sees it: the status names the field as the caller spells it, the message the value, the
+// key, the kernel's spec and what the field may hold without the key.
 TEST(ApiC, FeatureValuesNeedTheirSpecKey) {
   struct Case {
     const char* field;
+    const char* value;  // as the message prints it
     const char* key;
+    const char* off;
     void (*set)(flashjit_attention_args_t&);
   } cases[] = {
-      {"args.softcap", "softcap=1", [](flashjit_attention_args_t& a) { a.softcap = 30.0f; }},
-      {"args.window_left", "window=1", [](flashjit_attention_args_t& a) { a.window_left = 0; }},
-      {"args.window_left", "window=1", [](flashjit_attention_args_t& a) { a.window_left = 127; }},
-      {"args.window_right", "window=1", [](flashjit_attention_args_t& a) { a.window_right = 0; }},
-      {"args.attention_chunk", "chunk=1", [](flashjit_attention_args_t& a) { a.attention_chunk = 8192; }},
-      {"args.sinks", "sinks=1", [](flashjit_attention_args_t& a) { a.sinks = 0x1000, a.sinks_dtype = FLASHJIT_DTYPE_FP32; }},
-      {"args.sinks_dtype", "sinks=1", [](flashjit_attention_args_t& a) { a.sinks_dtype = FLASHJIT_DTYPE_BF16; }},
-      {"args.alibi_slopes", "alibi=1", [](flashjit_attention_args_t& a) { a.alibi_slopes = 0x1000; }},
-      {"args.alibi_batch_stride", "alibi=1", [](flashjit_attention_args_t& a) { a.alibi_batch_stride = 32; }},
+      {"args.softcap", "30", "softcap=1", "0 (off)", [](flashjit_attention_args_t& a) { a.softcap = 30.0f; }},
+      {"args.window_left", "0", "window=1", "-1 (off)", [](flashjit_attention_args_t& a) { a.window_left = 0; }},
+      {"args.window_left", "127", "window=1", "-1 (off)", [](flashjit_attention_args_t& a) { a.window_left = 127; }},
+      {"args.window_right", "0", "window=1", "-1 (off)", [](flashjit_attention_args_t& a) { a.window_right = 0; }},
+      {"args.attention_chunk", "8192", "chunk=1", "0 (off)", [](flashjit_attention_args_t& a) { a.attention_chunk = 8192; }},
+      {"args.sinks", "0x1000", "sinks=1", "0 (null)", [](flashjit_attention_args_t& a) { a.sinks = 0x1000, a.sinks_dtype = FLASHJIT_DTYPE_FP32; }},
+      {"args.sinks_dtype", "bf16", "sinks=1", "0 (no sinks)", [](flashjit_attention_args_t& a) { a.sinks_dtype = FLASHJIT_DTYPE_BF16; }},
+      {"args.alibi_slopes", "0x1000", "alibi=1", "0 (null)", [](flashjit_attention_args_t& a) { a.alibi_slopes = 0x1000; }},
+      {"args.alibi_batch_stride", "32", "alibi=1", "0 (off)", [](flashjit_attention_args_t& a) { a.alibi_batch_stride = 32; }},
   };
   for (const Case& c : cases) {
     flashjit_attention_args_t a = valid_args();
     c.set(a);
     expect_args_error(a, c.field, c.field);
-    EXPECT_NE(message().find(std::string("needs spec key ") + c.key), std::string::npos) << message();
+    const std::string head = std::string(c.field) + ": " + c.value + " needs spec key " + c.key + " (this kernel's spec is " + kSpec + ",";
+    const std::string tail = std::string("); allowed without it: ") + c.off;
+    EXPECT_TRUE(starts_with(message(), head)) << message();
+    EXPECT_TRUE(message().size() > tail.size() && message().compare(message().size() - tail.size(), tail.size(), tail) == 0) << message();
   }
-  flashjit_attention_args_t a = valid_args();
-  a.window_left = 127;
-  expect_args_error(a, "args.window_left", "window");
-  EXPECT_TRUE(starts_with(message(), "args.window_left: 127 needs spec key window=1")) << message();
   // A struct filled from zero has window 0, which is a window: the init helper is the way to get "off".
   flashjit_attention_args_t zeroed = valid_args();
   zeroed.window_left = zeroed.window_right = 0;
   EXPECT_EQ(flashjit_validate_attention_args(kSpec, &zeroed), FLASHJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(field(), "args.window_left");
-  EXPECT_NE(message().find("off: -1"), std::string::npos) << message();
+  EXPECT_NE(message().find("allowed without it: -1 (off)"), std::string::npos) << message();
 }
 
 // What the API layer refuses whatever the spec: the bad input, named by field.

@@ -5,14 +5,13 @@
 // and bf16, causal or not, and one CUDA graph replayed after the lengths and the table change.
 // Outputs are poisoned first; rows past the last sequence must stay untouched.
 // Skips with the reason where no Hopper GPU is present.
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include <gtest/gtest.h>
 
+#include "support/feature_values.hpp"
 #include "support/gpu_harness.hpp"
+#include "support/test_seed.hpp"
 #include "launch/merge_states.hpp"
 #include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
@@ -21,23 +20,6 @@
 
 namespace flashjit::testing {
 namespace {
-
-// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
-std::mt19937_64 fresh_rng() {
-  uint64_t seed = 0;
-  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
-    const char* end = text + std::strlen(text);
-    const auto [stop, ec] = std::from_chars(text, end, seed);
-    if (ec != std::errc() || stop != end) {
-      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
-    }
-  } else {
-    std::random_device rd;
-    seed = (uint64_t(rd()) << 32) ^ rd();
-  }
-  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
-  return std::mt19937_64(seed);
-}
 
 std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
   std::string spec = std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +
@@ -368,8 +350,30 @@ TEST(AttentionEngineGpu, SplitKvInlineCombine) {
   run_all(cases);
 }
 
-// flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
-// padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
+// The feature tests' ragged batches (8 query heads over 2, 7 sequences of up to 700 tokens): the
+// dtype, head dim (64, 128, 256), causal mask and page size (1 to 256 keys) a case in turn, by n.
+EngineProblem feature_batch(std::mt19937_64& shapes, int n, KvSource kv) {
+  const int dims[] = {64, 128, 256}, pages[] = {1, 16, 64, 256};
+  return ragged(shapes, n % 2 == 0, dims[n % 3], n % 4 != 1, 8, 2, kv, pages[n % 4], 7, 700);
+}
+
+// The feature tests' decode batches through split-KV (at most 16 splits; `combine` "" or
+// ",combine=inline"), paged, 32 query heads over 8, 7 sequences of `queries` queries (causal when
+// more than one) against up to 2500 keys: the dtype, head dim (64, 128) and page size a case in
+// turn, by n.
+EngineProblem feature_decode(std::mt19937_64& shapes, int n, const char* combine, int queries) {
+  const int pages[] = {1, 16, 64, 256};
+  EngineProblem p = decode_batch(shapes, n % 2 == 0, n % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[n % 4], 7, queries, 2500);
+  p.max_splits = 16;
+  p.inline_combine = *combine != '\0';
+  return p;
+}
+
+// A feature_decode batch's spec with the feature keys `keys`.
+std::string decode_spec(const EngineProblem& p, const char* combine, const std::string& keys) {
+  return engine_spec(p, std::string(kDecode) + combine + "," + keys);
+}
+
 // Sliding windows and attention chunks (issue 38) through the engine's inputs: ragged batches
 // against packed, dense and paged K/V (pages of 1, 16, 64 and 256 keys: only the window's pages
 // are read; unread K/V and pages hold NaN), split-KV decode with both combines (the splits cover
@@ -378,12 +382,10 @@ TEST(AttentionEngineGpu, SlidingWindowsAndChunksThroughEveryKvSourceAndSplit) {
   std::mt19937_64 shapes(38);
   std::vector<EngineCase> cases;
   const std::pair<int, int> windows[] = {{0, 0}, {1, -1}, {127, 0}, {128, -1}, {-1, 129}, {129, 128}, {4096, 0}};
-  const int pages[] = {1, 16, 64, 256};
   int i = 0;
   for (auto [left, right] : windows)
     for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
-      const int dims[] = {64, 128, 256};
-      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      EngineProblem p = feature_batch(shapes, i, kv);
       p.features.window_left = left, p.features.window_right = right;
       cases.push_back({engine_spec(p, "window=1"), p});
       ++i;
@@ -399,11 +401,9 @@ TEST(AttentionEngineGpu, SlidingWindowsAndChunksThroughEveryKvSourceAndSplit) {
   for (const char* combine : {"", ",combine=inline"})
     for (auto [left, right] : {std::pair{127, 0}, {128, -1}, {4096, 0}, {0, 0}})
       for (int queries : {1, 4}) {
-        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
-        p.max_splits = 16;
-        p.inline_combine = *combine != '\0';
+        EngineProblem p = feature_decode(shapes, i, combine, queries);
         p.features.window_left = left, p.features.window_right = right;
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1"), p});
+        cases.push_back({decode_spec(p, combine, "window=1"), p});
         ++i;
       }
   run_all(cases);
@@ -416,12 +416,10 @@ TEST(AttentionEngineGpu, SlidingWindowsAndChunksThroughEveryKvSourceAndSplit) {
 TEST(AttentionEngineGpu, SoftcapThroughEveryKvSourceAndSplit) {
   std::mt19937_64 shapes(382);
   std::vector<EngineCase> cases;
-  const int pages[] = {1, 16, 64, 256};
   int i = 0;
   for (double cap : {30.0, 50.0})
     for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
-      const int dims[] = {64, 128, 256};
-      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      EngineProblem p = feature_batch(shapes, i, kv);
       p.features.softcap = cap;
       if (i % 2 == 1) p.scale = 1.0;
       cases.push_back({engine_spec(p, "softcap=1"), p});
@@ -432,27 +430,19 @@ TEST(AttentionEngineGpu, SoftcapThroughEveryKvSourceAndSplit) {
   for (const char* combine : {"", ",combine=inline"})
     for (double cap : {30.0, 50.0})
       for (int queries : {1, 4}) {
-        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
-        p.max_splits = 16;
-        p.inline_combine = *combine != '\0';
+        EngineProblem p = feature_decode(shapes, i, combine, queries);
         p.features.softcap = cap;
         if (queries == 1) p.scale = 1.0;
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",softcap=1"), p});
+        cases.push_back({decode_spec(p, combine, "softcap=1"), p});
         p.features.window_left = 1000, p.features.window_right = 0;
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,softcap=1"), p});
+        cases.push_back({decode_spec(p, combine, "window=1,softcap=1"), p});
         ++i;
       }
   run_all(cases);
 }
 
-// One sink logit per query head (exact in bf16): large ones, at and above a row's log-sum over its
-// keys, or very negative ones (no share at all).
-std::vector<double> sink_logits(int heads, bool large) {
-  const double big[] = {8.0, 3.5, 12.0, 0.0}, small[] = {-96.0, -8192.0};
-  std::vector<double> sinks;
-  for (int h = 0; h < heads; ++h) sinks.push_back(large ? big[h % 4] : small[h % 2]);
-  return sinks;
-}
+// The large sink logits (exact in bf16): at and above a row's log-sum over its keys.
+const std::vector<double> kLargeSinks = {8.0, 3.5, 12.0, 0.0};
 
 // Learnable sinks (issue 38), large and very negative, float32 and bf16, alone and with a window
 // or softcap, through packed, paged (pages of 1 to 256 keys) and dense K/V, and decode batches
@@ -462,13 +452,11 @@ std::vector<double> sink_logits(int heads, bool large) {
 TEST(AttentionEngineGpu, SinksThroughEveryKvSourceAndSplit) {
   std::mt19937_64 shapes(383);
   std::vector<EngineCase> cases;
-  const int pages[] = {1, 16, 64, 256};
   int i = 0;
   for (bool large : {true, false})
     for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
-      const int dims[] = {64, 128, 256};
-      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
-      p.features.sinks = sink_logits(8, large);
+      EngineProblem p = feature_batch(shapes, i, kv);
+      p.features.sinks = sink_logits(8, large, kLargeSinks);
       p.sinks_bf16 = i % 2 == 1;
       cases.push_back({engine_spec(p, "sinks=1"), p});
       p.features.window_left = 127, p.features.window_right = p.causal ? 0 : 64;
@@ -480,26 +468,15 @@ TEST(AttentionEngineGpu, SinksThroughEveryKvSourceAndSplit) {
   for (const char* combine : {"", ",combine=inline"})
     for (bool large : {true, false})
       for (int queries : {1, 4}) {
-        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
-        p.max_splits = 16;
-        p.inline_combine = *combine != '\0';
-        p.features.sinks = sink_logits(32, large);
+        EngineProblem p = feature_decode(shapes, i, combine, queries);
+        p.features.sinks = sink_logits(32, large, kLargeSinks);
         p.sinks_bf16 = queries > 1;
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",sinks=1"), p});
+        cases.push_back({decode_spec(p, combine, "sinks=1"), p});
         p.features.window_left = 128, p.features.window_right = 0;
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,sinks=1"), p});
+        cases.push_back({decode_spec(p, combine, "window=1,sinks=1"), p});
         ++i;
       }
   run_all(cases);
-}
-
-// ALiBi slopes (exact in float32), powers of two falling with the head: [heads], or [batch][heads]
-// with sequence b's scaled by (b + 1) / 2.
-std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
-  std::vector<double> slopes;
-  for (int b = 0; b < (per_batch ? batch : 1); ++b)
-    for (int h = 0; h < heads; ++h) slopes.push_back(std::ldexp(per_batch ? (b + 1) / 2.0 : 1.0, -8 * (h + 1) / heads));
-  return slopes;
 }
 
 // ALiBi (issue 38), slopes per head and per sequence, alone and with a window, softcap or sinks,
@@ -510,37 +487,35 @@ std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
 TEST(AttentionEngineGpu, AlibiThroughEveryKvSourceAndSplit) {
   std::mt19937_64 shapes(384);
   std::vector<EngineCase> cases;
-  const int pages[] = {1, 16, 64, 256};
   int i = 0;
   for (bool per_batch : {false, true})
     for (KvSource kv : {KvSource::kPacked, KvSource::kPaged, KvSource::kDense}) {
-      const int dims[] = {64, 128, 256};
-      EngineProblem p = ragged(shapes, i % 2 == 0, dims[i % 3], i % 4 != 1, 8, 2, kv, pages[i % 4], 7, 700);
+      EngineProblem p = feature_batch(shapes, i, kv);
       p.features.alibi_slopes = alibi_slopes(8, 7, per_batch);
       cases.push_back({engine_spec(p, "alibi=1"), p});
       p.features.window_left = 127, p.features.window_right = p.causal ? 0 : 64;
       cases.push_back({engine_spec(p, "window=1,alibi=1"), p});
       p.features.softcap = 30;
-      p.features.sinks = sink_logits(8, per_batch);
+      p.features.sinks = sink_logits(8, per_batch, kLargeSinks);
       cases.push_back({engine_spec(p, "window=1,softcap=1,sinks=1,alibi=1"), p});
       ++i;
     }
   for (const char* combine : {"", ",combine=inline"})
     for (bool per_batch : {false, true})
       for (int queries : {1, 4}) {
-        EngineProblem p = decode_batch(shapes, i % 2 == 0, i % 3 == 0 ? 64 : 128, queries > 1, 32, 8, KvSource::kPaged, pages[i % 4], 7, queries, 2500);
-        p.max_splits = 16;
-        p.inline_combine = *combine != '\0';
+        EngineProblem p = feature_decode(shapes, i, combine, queries);
         p.features.alibi_slopes = alibi_slopes(32, 7, per_batch);
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",alibi=1"), p});
+        cases.push_back({decode_spec(p, combine, "alibi=1"), p});
         p.features.window_left = 1000, p.features.window_right = 0;
-        p.features.sinks = sink_logits(32, !per_batch);
-        cases.push_back({engine_spec(p, std::string(kDecode) + combine + ",window=1,sinks=1,alibi=1"), p});
+        p.features.sinks = sink_logits(32, !per_batch, kLargeSinks);
+        cases.push_back({decode_spec(p, combine, "window=1,sinks=1,alibi=1"), p});
         ++i;
       }
   run_all(cases);
 }
 
+// flashjit_merge_attention_states' kernel against float64: 16-bit and float32 states and outputs,
+// padded strides, rows where one state or both saw no key (LSE -inf), head dims 64/128/256.
 TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
@@ -679,7 +654,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       p.inline_combine = bounds.inline_combine;
       if (mode == 5) {
         p.features.window_left = bounds.features.window_left, p.features.window_right = bounds.features.window_right;
-        p.features.sinks = sink_logits(bounds.heads_q, step % 2 == 0);
+        p.features.sinks = sink_logits(bounds.heads_q, step % 2 == 0, kLargeSinks);
       }
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
       report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));

@@ -3,16 +3,16 @@
 // strides, 1 and 2 consumer warpgroups, stages 1..4, and random specs drawn fresh every run
 // (FLASHJIT_TEST_SEED replays a run's draw).
 // Skips with the reason where no Hopper GPU is present.
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include "support/feature_values.hpp"
 #include "support/gpu_harness.hpp"
+#include "support/test_seed.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -24,23 +24,6 @@ std::string spec_text(bool bf16, int d, bool causal, const std::string& extra = 
 
 Problem problem(bool bf16, int d, bool causal, int sq, int sk, int batch = 1, int hq = 2, int hkv = 2) {
   return make_problem(bf16, d, causal, batch, sq, sk, hq, hkv);
-}
-
-// A fresh seed each run, or FLASHJIT_TEST_SEED's (a decimal number) to replay one; printed either way.
-std::mt19937_64 fresh_rng() {
-  uint64_t seed = 0;
-  if (const char* text = std::getenv("FLASHJIT_TEST_SEED"); text != nullptr && *text != '\0') {
-    const char* end = text + std::strlen(text);
-    const auto [stop, ec] = std::from_chars(text, end, seed);
-    if (ec != std::errc() || stop != end) {
-      ADD_FAILURE() << "FLASHJIT_TEST_SEED: '" << text << "' is not allowed; allowed: a decimal number below 2^64";
-    }
-  } else {
-    std::random_device rd;
-    seed = (uint64_t(rd()) << 32) ^ rd();
-  }
-  std::printf("random seed %llu (FLASHJIT_TEST_SEED=%llu replays it)\n", (unsigned long long)seed, (unsigned long long)seed);
-  return std::mt19937_64(seed);
 }
 
 // Runs every case, prints one line each, and fails each case that errs, leaves output unwritten
@@ -89,25 +72,15 @@ TEST(AttentionGpu, ReferenceKernelMatchesCpuReference) {
   for (bool bf16 : {false, true}) {
     for (auto [sq, sk, causal] : {std::tuple{17, 33, true}, std::tuple{40, 7, true}, std::tuple{65, 130, false}}) {
       Problem p = problem(bf16, 72, causal, sq, sk, 2, 4, 2);
-      const Strides qs = contiguous_strides(sq, 4, 72), ks = contiguous_strides(sk, 2, 72);
-      std::vector<uint16_t> q(size_t(2) * sq * 4 * 72), k(size_t(2) * sk * 2 * 72), v(k.size());
-      fill_random(q, bf16, rng);
-      fill_random(k, bf16, rng);
-      fill_random(v, bf16, rng);
-      DeviceBuffer dq(*env->api, q.size() * 2), dk(*env->api, k.size() * 2), dv(*env->api, v.size() * 2);
-      dq.upload(q.data(), q.size() * 2);
-      dk.upload(k.data(), k.size() * 2);
-      dv.upload(v.data(), v.size() * 2);
-      std::string error;
       p.scale = double(float(p.effective_scale()));
-      Reference gpu = gpu_reference(env->device(), p, dq.ptr(), qs, dk.ptr(), ks, dv.ptr(), ks, &error);
+      std::string error;
+      const ReferencePair r = references_on_random_inputs(*env, p, rng, &error);
       ASSERT_TRUE(error.empty()) << error;
-      Reference cpu_same_scale = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
-      EXPECT_LT(relative_l2_error(gpu.o, cpu_same_scale.o), 1e-12) << p.describe();
-      ASSERT_EQ(gpu.lse.size(), cpu_same_scale.lse.size());
-      for (size_t i = 0; i < gpu.lse.size(); ++i) {
-        if (std::isinf(cpu_same_scale.lse[i])) EXPECT_TRUE(std::isinf(gpu.lse[i]) && gpu.lse[i] < 0);
-        else EXPECT_NEAR(gpu.lse[i], cpu_same_scale.lse[i], 1e-10);
+      EXPECT_LT(relative_l2_error(r.gpu.o, r.cpu.o), 1e-12) << p.describe();
+      ASSERT_EQ(r.gpu.lse.size(), r.cpu.lse.size());
+      for (size_t i = 0; i < r.gpu.lse.size(); ++i) {
+        if (std::isinf(r.cpu.lse[i])) EXPECT_TRUE(std::isinf(r.gpu.lse[i]) && r.gpu.lse[i] < 0);
+        else EXPECT_NEAR(r.gpu.lse[i], r.cpu.lse[i], 1e-10);
       }
     }
   }
@@ -295,39 +268,46 @@ TEST(AttentionGpu, SlidingWindowsAndAttentionChunks) {
   run_all(cases);
 }
 
+// The score feature tests' problems, a shape a case in turn: queries as many as, fewer and more
+// than keys, a decode row, and causal rows that see no key; batch 2, 4 query heads over 2.
+Problem feature_problem(bool bf16, int d, bool causal, int n) {
+  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
+  const auto [sq, sk] = shapes[n % 5];
+  return problem(bf16, d, causal, sq, sk, 2, 4, 2);
+}
+
+// p's case with a sliding window as well (spec keys window=1 and `keys`): 1 or 128 keys on the left
+// (by n), the diagonal (causal) or 128 keys on the right.
+Case with_window(const Problem& p, int n, const std::string& keys) {
+  Problem windowed = p;
+  windowed.features.window_left = n % 3 == 0 ? 0 : 127, windowed.features.window_right = p.causal ? 0 : 128;
+  return {spec_text(p.bf16, p.head_dim, p.causal, "window=1," + keys), windowed};
+}
+
 // Softcap 30 and 50 (spec key softcap; issue 38), alone and with windows, causal or not, both
 // dtypes, head dims 64-256, at the default scale and at scale 1 (scaled scores of tens of units:
 // the cap bends them), queries longer and shorter than keys, against the float64 reference.
 TEST(AttentionGpu, SoftcapAloneAndWithWindows) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (double cap : {30.0, 50.0}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          Problem p = feature_problem(bf16, d, causal, i++);
           p.features.softcap = cap;
           if (i % 2 == 0) p.scale = 1.0;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,softcap=1"), windowed});
+          cases.push_back(with_window(p, i, "softcap=1"));
         }
   run_all(cases);
 }
 
-// One sink logit per query head (exact in bf16): `large` ones at and far above a row's log-sum over
-// its keys (about 7 with 1000 keys; at 20, O shrinks some e^-13-fold, which bf16 holds and fp16's
-// subnormals would not, so fp16 takes 10), or very negative ones (no share at all).
-std::vector<double> sink_logits(int heads, bool large, bool bf16) {
-  const double big[] = {bf16 ? 20.0 : 10.0, 8.0, 3.5, 0.0}, small[] = {-96.0, -8192.0};
-  std::vector<double> sinks;
-  for (int h = 0; h < heads; ++h) sinks.push_back(large ? big[h % 4] : small[h % 2]);
-  return sinks;
-}
+// The large sink logits (exact in bf16): at and far above a row's log-sum over its keys (about 7
+// with 1000 keys; at 20, O shrinks some e^-13-fold, which bf16 holds and fp16's subnormals would
+// not, so fp16 takes 10).
+std::vector<double> large_sinks(bool bf16) { return {bf16 ? 20.0 : 10.0, 8.0, 3.5, 0.0}; }
 
 // Learnable sinks (spec key sinks; issue 38), large and very negative, alone, with windows and
 // with softcap, causal or not, both dtypes, head dims 64-256, queries longer than keys (causal
@@ -335,33 +315,20 @@ std::vector<double> sink_logits(int heads, bool large, bool bf16) {
 TEST(AttentionGpu, SinksAloneAndWithWindows) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (bool large : {true, false}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
-          p.features.sinks = sink_logits(4, large, bf16);
+          Problem p = feature_problem(bf16, d, causal, i++);
+          p.features.sinks = sink_logits(4, large, large_sinks(bf16));
           cases.push_back({spec_text(bf16, d, causal, "sinks=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,sinks=1"), windowed});
+          cases.push_back(with_window(p, i, "sinks=1"));
           Problem capped = p;
           capped.features.softcap = 30;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1"), capped});
         }
   run_all(cases);
-}
-
-// ALiBi slopes (exact in float32): FlashAttention-2's geometric 2^(-8 (h + 1) / heads) rounded to
-// powers of two, [heads]; or per sequence, [batch][heads], sequence b's scaled by (b + 1) / 2.
-std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
-  std::vector<double> slopes;
-  for (int b = 0; b < (per_batch ? batch : 1); ++b)
-    for (int h = 0; h < heads; ++h) slopes.push_back(std::ldexp(per_batch ? (b + 1) / 2.0 : 1.0, -8 * (h + 1) / heads));
-  return slopes;
 }
 
 // ALiBi (spec key alibi; issue 38), slopes per head and per sequence, alone, with windows, with
@@ -371,24 +338,20 @@ std::vector<double> alibi_slopes(int heads, int batch, bool per_batch) {
 TEST(AttentionGpu, AlibiAloneAndWithWindowsSoftcapAndSinks) {
   FLASHJIT_REQUIRE_GPU(env);
   std::vector<Case> cases;
-  const std::pair<int, int> shapes[] = {{1000, 1000}, {128, 1000}, {1000, 129}, {1, 4097}, {300, 17}};
   int i = 0;
   for (bool bf16 : {false, true})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
         for (bool per_batch : {false, true}) {
-          const auto [sq, sk] = shapes[i++ % 5];
-          Problem p = problem(bf16, d, causal, sq, sk, 2, 4, 2);
+          Problem p = feature_problem(bf16, d, causal, i++);
           p.features.alibi_slopes = alibi_slopes(4, 2, per_batch);
           if (i % 2 == 0) p.scale = 1.0;
           cases.push_back({spec_text(bf16, d, causal, "alibi=1"), p});
-          Problem windowed = p;
-          windowed.features.window_left = i % 3 == 0 ? 0 : 127, windowed.features.window_right = causal ? 0 : 128;
-          cases.push_back({spec_text(bf16, d, causal, "window=1,alibi=1"), windowed});
+          cases.push_back(with_window(p, i, "alibi=1"));
           Problem capped = p;
           capped.features.softcap = 50;
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,alibi=1"), capped});
-          capped.features.sinks = sink_logits(4, i % 2 == 0, bf16);
+          capped.features.sinks = sink_logits(4, i % 2 == 0, large_sinks(bf16));
           cases.push_back({spec_text(bf16, d, causal, "softcap=1,sinks=1,alibi=1"), capped});
         }
   run_all(cases);

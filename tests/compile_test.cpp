@@ -21,6 +21,28 @@ CompileRequest request_for(const std::string& spec_text) {
                         to_string(config->spec)};
 }
 
+// A spec parameter's test name: the spec text, every character but letters and digits as '_'.
+std::string spec_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
+  return name;
+}
+
+// The feature variants' check: `spec` compiles for sm_90a without a spill or a stack frame, within
+// its register budget (and, where `symbol` is given, the cubin has that kernel); prints its
+// registers and compile time.
+void expect_compiles_without_spills(const std::string& spec, const char* symbol = nullptr) {
+  auto config = make_config(*parse_spec(spec));
+  ASSERT_TRUE(config) << config.error().message;
+  auto kernel = compile_with_nvrtc(make_compile_request(*config));
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
+  EXPECT_EQ(kernel->report.spill_bytes(), 0) << spec;
+  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << spec;
+  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
+  if (symbol != nullptr) EXPECT_NE(kernel->cubin.find(symbol), std::string::npos) << symbol;
+  std::printf("  %-72s %3d regs, %.0f ms\n", spec.c_str(), kernel->report.registers, kernel->compile_ms);
+}
+
 // The source as NVRTC reads it: the __CUDACC_RTC__ branches kept, the others (for nvcc, which
 // compiles what `flashjit source` prints) dropped, and the conditional lines themselves.
 std::string nvrtc_view(const std::string& source) {
@@ -173,11 +195,7 @@ std::vector<std::string> default_specs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, DefaultVariant, ::testing::ValuesIn(default_specs()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 }  // namespace
 }  // namespace flashjit
@@ -213,16 +231,7 @@ namespace {
 // and local memory where cuobjdump is).
 class MaskFeatureVariant : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(MaskFeatureVariant, CompilesWithoutSpills) {
-  auto config = make_config(*parse_spec(GetParam()));
-  ASSERT_TRUE(config) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  std::printf("  %-64s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
-}
+TEST_P(MaskFeatureVariant, CompilesWithoutSpills) { expect_compiles_without_spills(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
                          ::testing::Values("dtype=bf16,head_dim=64,causal=1,window=1", "dtype=fp16,head_dim=64,window=1",
@@ -236,11 +245,7 @@ INSTANTIATE_TEST_SUITE_P(All, MaskFeatureVariant,
                                            "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1",
                                            "dtype=bf16,head_dim=256,causal=1,varlen=1,pack_gqa=1,split_kv=1,window=1",
                                            "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,window=1"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 }  // namespace
 }  // namespace flashjit
@@ -254,17 +259,7 @@ namespace {
 // (tests/gpu/check_sass.sh checks their SASS for HGMMA and local memory where cuobjdump is).
 class ScoreFeatureVariant : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ScoreFeatureVariant, CompilesWithoutSpills) {
-  auto config = make_config(*parse_spec(GetParam()));
-  ASSERT_TRUE(config) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  EXPECT_NE(kernel->cubin.find("flashjit_attention_fwd"), std::string::npos);
-  std::printf("  %-72s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
-}
+TEST_P(ScoreFeatureVariant, CompilesWithoutSpills) { expect_compiles_without_spills(GetParam(), "flashjit_attention_fwd"); }
 
 INSTANTIATE_TEST_SUITE_P(All, ScoreFeatureVariant,
                          ::testing::Values("dtype=bf16,head_dim=64,causal=1,softcap=1", "dtype=fp16,head_dim=64,softcap=1",
@@ -305,11 +300,7 @@ INSTANTIATE_TEST_SUITE_P(All, ScoreFeatureVariant,
                                            "dtype=fp16,head_dim=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,alibi=1",
                                            "dtype=bf16,head_dim=256,causal=1,varlen=1,paged=1,split_kv=1,sinks=1,alibi=1",
                                            "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic,alibi=1"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 }  // namespace
 }  // namespace flashjit

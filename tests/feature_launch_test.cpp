@@ -63,33 +63,58 @@ TEST(FeatureSpec, KernelFeatureKeysAreAccepted) {
   }
 }
 
+// The refusal of a value whose spec key the kernel (of `spec`) lacks: field, value, key, the
+// kernel's canonical spec and what the field may hold without the key.
+std::string needs_key(const std::string& spec, const std::string& field_value, const std::string& key, const std::string& off) {
+  return field_value + " needs spec key " + key + "=1 (this kernel's spec is " + to_string(config_of(spec).spec) + "); allowed without it: " + off;
+}
+
 TEST(FeatureArgs, ValuesWithoutTheirSpecKeyNameFieldAndKey) {
   const std::string plain = "dtype=bf16,head_dim=128,causal=1";
   EXPECT_EQ(feature_error(plain, {}), "");
   FeatureInputs f;
   f.window_left = 127;
-  EXPECT_EQ(feature_error(plain, f), "window_left: 127 needs spec key window=1 (off: -1)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "window_left: 127", "window", "-1 (off)"));
   f = {};
   f.window_right = 0;
-  EXPECT_EQ(feature_error(plain, f), "window_right: 0 needs spec key window=1 (off: -1)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "window_right: 0", "window", "-1 (off)"));
   f = {};
   f.chunk = 8192;
-  EXPECT_EQ(feature_error(plain + ",window=1", f), "attention_chunk: 8192 needs spec key chunk=1 (off: 0)");
+  EXPECT_EQ(feature_error(plain + ",window=1", f), needs_key(plain + ",window=1", "attention_chunk: 8192", "chunk", "0 (off)"));
   f = {};
   f.softcap = 50;
-  EXPECT_EQ(feature_error(plain, f), "softcap: 50 needs spec key softcap=1 (off: 0)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "softcap: 50", "softcap", "0 (off)"));
   f = {};
   f.sinks = 0x1000;
-  EXPECT_EQ(feature_error(plain, f), "sinks: 0x1000 needs spec key sinks=1 (off: null)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "sinks: 0x1000", "sinks", "0 (null)"));
   f = {};
   f.sinks_bf16 = true;
-  EXPECT_EQ(feature_error(plain, f), "sinks_dtype: bf16 needs spec key sinks=1 (off: float32)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "sinks_dtype: bf16", "sinks", "0 (no sinks)"));
   f = {};
   f.alibi_slopes = 0x1000;
-  EXPECT_EQ(feature_error(plain, f), "alibi_slopes: 0x1000 needs spec key alibi=1 (off: null)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "alibi_slopes: 0x1000", "alibi", "0 (null)"));
   f = {};
   f.alibi_batch_stride = 8;
-  EXPECT_EQ(feature_error(plain, f), "alibi_batch_stride: 8 needs spec key alibi=1 (off: 0)");
+  EXPECT_EQ(feature_error(plain, f), needs_key(plain, "alibi_batch_stride: 8", "alibi", "0 (off)"));
+}
+
+// The one spec-key check (the C API adds none of its own): every key alone, with the others on,
+// leaves the other fields' values refused and its own accepted; the message prints the spec as
+// the kernel has it (every field resolved, the feature keys that are on).
+TEST(FeatureArgs, EachSpecKeyAdmitsItsOwnFieldsOnly) {
+  FeatureInputs all;
+  all.window_left = 127, all.window_right = 0, all.chunk = 64, all.softcap = 30;
+  all.sinks = 0x1000, all.sinks_bf16 = true, all.alibi_slopes = 0x2000, all.alibi_batch_stride = 8;
+  const std::string base = "dtype=bf16,head_dim=64,causal=1";
+  EXPECT_EQ(feature_error(base + ",window=1,chunk=1,softcap=1,sinks=1,alibi=1", all), "");
+  EXPECT_EQ(feature_error(base + ",chunk=1,softcap=1,sinks=1,alibi=1", all).rfind("window_left: 127 needs spec key window=1", 0), 0u);
+  EXPECT_EQ(feature_error(base + ",window=1,softcap=1,sinks=1,alibi=1", all).rfind("attention_chunk: 64 needs spec key chunk=1", 0), 0u);
+  EXPECT_EQ(feature_error(base + ",window=1,chunk=1,sinks=1,alibi=1", all).rfind("softcap: 30 needs spec key softcap=1", 0), 0u);
+  EXPECT_EQ(feature_error(base + ",window=1,chunk=1,softcap=1,alibi=1", all).rfind("sinks: 0x1000 needs spec key sinks=1", 0), 0u);
+  EXPECT_EQ(feature_error(base + ",window=1,chunk=1,softcap=1,sinks=1", all).rfind("alibi_slopes: 0x2000 needs spec key alibi=1", 0), 0u);
+  const std::string text = feature_error(base + ",window=1", all);
+  EXPECT_NE(text.find("(this kernel's spec is dtype=bf16,head_dim=64,head_dim_v=64,causal=1,"), std::string::npos) << text;
+  EXPECT_NE(text.find(",window=1); allowed without it: 0 (off)"), std::string::npos) << text;
 }
 
 TEST(FeatureArgs, WindowAndChunkRanges) {
@@ -123,7 +148,8 @@ TEST(FeatureArgs, ValidateAttentionArgsChecksTheFeatures) {
   a.features.window_left = 127;
   const Status st = validate_attention_args(config, a);
   ASSERT_FALSE(st);
-  EXPECT_EQ(st.error().message, "window_left: 127 needs spec key window=1 (off: -1)");
+  EXPECT_EQ(st.error().field, "window_left");
+  EXPECT_EQ(st.error().message, needs_key("dtype=bf16,head_dim=128,causal=1", "window_left: 127", "window", "-1 (off)"));
 }
 
 TEST(FeatureParams, WindowAndChunkReachTheParametersOnlyWhereCompiledIn) {

@@ -1,30 +1,13 @@
 #include "api/feature_args.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
-#include "spec/attention_spec.hpp"
+#include "api/launch_args.hpp"
+#include "common/number_text.hpp"
 
 namespace flashjit::api {
 namespace {
-
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-std::string number(float value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", double(value));
-  return text;
-}
-
-ApiStatus not_allowed(const char* field, const std::string& value, const char* allowed) {
-  const std::string name = std::string("args.") + field;
-  return invalid_argument(name, name + ": " + value + " is not allowed; allowed: " + allowed);
-}
 
 bool known_sinks_dtype(int32_t dtype) { return dtype == FLASHJIT_DTYPE_FP32 || dtype == FLASHJIT_DTYPE_BF16; }
 
@@ -32,21 +15,21 @@ bool known_sinks_dtype(int32_t dtype) { return dtype == FLASHJIT_DTYPE_FP32 || d
 
 ApiStatus to_feature_inputs(const flashjit_attention_args_t& a, FeatureInputs* out) {
   const char* window_allowed = "-1 (unbounded) or 0 and up (keys on that side of the diagonal)";
-  if (a.window_left < -1) return not_allowed("window_left", std::to_string(a.window_left), window_allowed);
-  if (a.window_right < -1) return not_allowed("window_right", std::to_string(a.window_right), window_allowed);
-  if (a.attention_chunk < 0) return not_allowed("attention_chunk", std::to_string(a.attention_chunk), "0 (off) or 1 and up (keys per chunk)");
-  if (!std::isfinite(a.softcap) || a.softcap < 0) return not_allowed("softcap", number(a.softcap), "0 (off) or a finite value above 0");
+  if (a.window_left < -1) return args_not_allowed("window_left", std::to_string(a.window_left), window_allowed);
+  if (a.window_right < -1) return args_not_allowed("window_right", std::to_string(a.window_right), window_allowed);
+  if (a.attention_chunk < 0) return args_not_allowed("attention_chunk", std::to_string(a.attention_chunk), "0 (off) or 1 and up (keys per chunk)");
+  if (!std::isfinite(a.softcap) || a.softcap < 0) return args_not_allowed("softcap", float_text(a.softcap), "0 (off) or a finite value above 0");
   if (a.sinks_dtype != 0 && !known_sinks_dtype(a.sinks_dtype)) {
-    return not_allowed("sinks_dtype", std::to_string(a.sinks_dtype),
-                       "FLASHJIT_DTYPE_FP32 (3) or FLASHJIT_DTYPE_BF16 (2) with sinks; 0 with no sinks");
+    return args_not_allowed("sinks_dtype", std::to_string(a.sinks_dtype),
+                            "FLASHJIT_DTYPE_FP32 (3) or FLASHJIT_DTYPE_BF16 (2) with sinks; 0 with no sinks");
   }
   if (a.sinks != 0 && a.sinks_dtype == 0) {
-    return invalid_argument("args.sinks_dtype", "args.sinks_dtype: 0 with args.sinks set (" + hex(a.sinks) +
+    return invalid_argument("args.sinks_dtype", "args.sinks_dtype: 0 with args.sinks set (" + hex_text(a.sinks) +
                                                     "); allowed: FLASHJIT_DTYPE_FP32 (3) or FLASHJIT_DTYPE_BF16 (2)");
   }
   if (a.alibi_batch_stride < 0) {
-    return not_allowed("alibi_batch_stride", std::to_string(a.alibi_batch_stride),
-                       "0 (one [heads_q] for every sequence) or at least heads_q (per sequence)");
+    return args_not_allowed("alibi_batch_stride", std::to_string(a.alibi_batch_stride),
+                            "0 (one [heads_q] for every sequence) or at least heads_q (per sequence)");
   }
   FeatureInputs f;
   f.window_left = a.window_left;
@@ -58,49 +41,6 @@ ApiStatus to_feature_inputs(const flashjit_attention_args_t& a, FeatureInputs* o
   f.alibi_slopes = a.alibi_slopes;
   f.alibi_batch_stride = a.alibi_batch_stride;
   *out = f;
-  return {};
-}
-
-bool spec_has_key(std::string_view spec_text, std::string_view key) {
-  size_t at = 0;
-  while (at <= spec_text.size()) {
-    size_t end = spec_text.find(',', at);
-    if (end == std::string_view::npos) end = spec_text.size();
-    const std::string_view pair = spec_text.substr(at, end - at);
-    if (pair.size() == key.size() + 2 && pair.substr(0, key.size()) == key && pair.substr(key.size()) == "=1") return true;
-    at = end + 1;
-  }
-  return false;
-}
-
-ApiStatus feature_needs_spec_key(const KernelConfig& config, const FeatureInputs& f) {
-  const FeatureInputs off;
-  // The sink dtype is not in FeatureInputs: sinks_bf16 without a sink pointer counts as a sink value.
-  const struct {
-    const char* field;
-    bool set;
-    std::string value;
-    const char* key;
-    const char* off_value;
-  } values[] = {
-      {"window_left", f.window_left != off.window_left, std::to_string(f.window_left), "window", "-1"},
-      {"window_right", f.window_right != off.window_right, std::to_string(f.window_right), "window", "-1"},
-      {"attention_chunk", f.chunk != off.chunk, std::to_string(f.chunk), "chunk", "0"},
-      {"softcap", f.softcap != off.softcap, number(f.softcap), "softcap", "0"},
-      {"sinks", f.sinks != off.sinks, hex(f.sinks), "sinks", "0"},
-      {"sinks_dtype", f.sinks_bf16 != off.sinks_bf16, std::to_string(FLASHJIT_DTYPE_BF16), "sinks", "0"},
-      {"alibi_slopes", f.alibi_slopes != off.alibi_slopes, hex(f.alibi_slopes), "alibi", "0"},
-      {"alibi_batch_stride", f.alibi_batch_stride != off.alibi_batch_stride, std::to_string(f.alibi_batch_stride), "alibi", "0"},
-  };
-  std::string spec_text;  // made only when a feature is on (validation runs for new arguments only)
-  for (const auto& v : values) {
-    if (!v.set) continue;
-    if (spec_text.empty()) spec_text = to_string(config.spec);
-    if (spec_has_key(spec_text, v.key)) continue;
-    const std::string name = std::string("args.") + v.field;
-    return invalid_argument(name, name + ": " + v.value + " needs spec key " + v.key + "=1 (this kernel's spec is " + spec_text +
-                                      "); off: " + v.off_value);
-  }
   return {};
 }
 

@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstddef>
-#include <cstdio>
 #include <string>
 
 #include "api/feature_args.hpp"
 #include "api/struct_size.hpp"
+#include "common/number_text.hpp"
 
 namespace flashjit::api {
 
@@ -40,15 +40,7 @@ constexpr int64_t kMaxSeqlen = 0x7fffffff - 256;    // as the core checks it
 // NOTES: only the failing branch builds strings: the checks run on every launch.
 
 ApiStatus out_of_range(const char* field, int64_t value, int64_t max_value) {
-  const std::string name = std::string("args.") + field;
-  return invalid_argument(name, name + ": " + std::to_string(value) + " is not allowed; allowed: 1.." +
-                                    std::to_string(max_value));
-}
-
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
+  return args_not_allowed(field, std::to_string(value), "1.." + std::to_string(max_value));
 }
 
 // Checks -----------------------------------------------------------------------------------------
@@ -61,7 +53,7 @@ ApiStatus check_extent(const char* field, int64_t value, int64_t max_value, int*
 
 ApiStatus check_flags(const flashjit_attention_args_t& a) {
   if (const uint32_t unknown = a.flags & ~FLASHJIT_ATTENTION_FLAG_PDL; unknown != 0) {
-    return invalid_argument("args.flags", "args.flags: " + hex(unknown) + " is not a defined flag (allowed: FLASHJIT_ATTENTION_FLAG_PDL = 0x1)");
+    return invalid_argument("args.flags", "args.flags: " + hex_text(unknown) + " is not a defined flag (allowed: FLASHJIT_ATTENTION_FLAG_PDL = 0x1)");
   }
   return {};
 }
@@ -124,7 +116,7 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   args.decode.max_splits = a.max_splits;
   args.decode.split_keys = a.split_keys;
   // 6. Masks and score modifiers (MASKS AND SCORES): their ranges here; whether the spec has their
-  //    keys in validate_launch_args (new arguments only: it prints the spec).
+  //    keys in the core checks (validate_launch_args: new arguments only, its message prints the spec).
   if (ApiStatus st = to_feature_inputs(a, &args.features); !st.ok()) return st;
   // 7. The FP8 cache's scales (FP8 K/V CACHE): whether the spec has kv_dtype=e4m3, and their values,
   //    in validate_attention_args.
@@ -139,9 +131,13 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
 }
 
 ApiStatus validate_launch_args(const KernelConfig& config, const AttentionArgs& args) {
-  if (ApiStatus st = feature_needs_spec_key(config, args.features); !st.ok()) return st;
   if (Status st = validate_attention_args(config, args); !st.ok()) return as_args_error(st.take_error());
   return {};
+}
+
+ApiStatus args_not_allowed(const char* field, const std::string& value, const std::string& allowed) {
+  const std::string name = std::string("args.") + field;
+  return invalid_argument(name, name + ": " + value + " is not allowed; allowed: " + allowed);
 }
 
 ApiStatus as_args_error(Error error) {

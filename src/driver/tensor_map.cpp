@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/number_text.hpp"
+
 namespace flashjit {
 namespace {
 
@@ -15,15 +17,9 @@ constexpr std::uint32_t kMaxBoxRows = 256;
 
 std::string field_of(const TensorMapRequest& r, const char* field) { return std::string(r.name) + "." + field; }
 
-std::string hex(std::uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%" PRIx64, value);
-  return text;
-}
-
 Status check_base(const TensorMapRequest& r) {
   if (r.base % 16 == 0) return Status::Ok();
-  return Error::invalid_argument(field_of(r, "base"), std::string(r.name) + ": base pointer " + hex(r.base) +
+  return Error::invalid_argument(field_of(r, "base"), std::string(r.name) + ": base pointer " + hex_text(r.base) +
                                                           " is not 16-byte aligned; TMA needs 16-byte aligned rows");
 }
 
@@ -88,7 +84,7 @@ std::string describe_layout(const TensorMapRequest& r, const Layout& l) {
   std::snprintf(text, sizeof(text),
                 "cuTensorMapEncodeTiled(%s: %s, base %s, dims {%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
                 "}, byte strides {%" PRIu64 ", %" PRIu64 ", %" PRIu64 "}, box {%u, %u, %u, 1})",
-                r.name, dtype_name(r.dtype), hex(r.base).c_str(), std::uint64_t(l.dims[0]), std::uint64_t(l.dims[1]),
+                r.name, dtype_name(r.dtype), hex_text(r.base).c_str(), std::uint64_t(l.dims[0]), std::uint64_t(l.dims[1]),
                 std::uint64_t(l.dims[2]), std::uint64_t(l.dims[3]), std::uint64_t(l.byte_strides[0]),
                 std::uint64_t(l.byte_strides[1]), std::uint64_t(l.byte_strides[2]), l.box[0], l.box[1], l.box[2]);
   return text;

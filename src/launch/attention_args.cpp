@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/number_text.hpp"
+#include "launch/arg_error.hpp"
 #include "launch/feature_args.hpp"
 
 // The pack and split rules, compiled here as host code (the kernel's own).
@@ -12,17 +14,9 @@
 namespace flashjit {
 namespace {
 
-Error bad(const std::string& field, const std::string& what) { return Error::invalid_argument(field, field + ": " + what); }
-
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)value);
-  return buf;
-}
-
 Status check_pointer(const char* name, uint64_t ptr) {
-  if (ptr == 0) return bad(name, "null device pointer");
-  if (ptr % 16 != 0) return bad(name, "pointer " + hex(ptr) + " is not 16-byte aligned (TMA needs 16-byte aligned rows)");
+  if (ptr == 0) return bad_argument(name, "null device pointer");
+  if (ptr % 16 != 0) return bad_argument(name, "pointer " + hex_text(ptr) + " is not 16-byte aligned (TMA needs 16-byte aligned rows)");
   return {};
 }
 
@@ -36,26 +30,26 @@ Status check_strides(const std::string& tensor, const TensorStrides& s, bool is_
   for (auto [name, value] : strides) {
     if (is_packed && std::string_view(name) == "batch") continue;
     const std::string field = tensor + "_strides." + name;
-    if (value <= 0) return bad(field, std::to_string(value) + " is not allowed; strides are positive element counts");
+    if (value <= 0) return bad_argument(field, std::to_string(value) + " is not allowed; strides are positive element counts");
     if (value % per_16_bytes != 0) {
-      return bad(field, std::to_string(value) + " elements is not a multiple of " + std::to_string(per_16_bytes) +
+      return bad_argument(field, std::to_string(value) + " elements is not a multiple of " + std::to_string(per_16_bytes) +
                             (element_bytes == 1 ? " (16 bytes of e4m3), which the FP8 cache's loads need" : " (16 bytes), which TMA needs"));
     }
-    if (value >= (int64_t(1) << 39)) return bad(field, std::to_string(value) + " elements is too large (TMA strides are below 2^40 bytes)");
+    if (value >= (int64_t(1) << 39)) return bad_argument(field, std::to_string(value) + " elements is too large (TMA strides are below 2^40 bytes)");
   }
   return {};
 }
 
 Status check_extent(const char* field, int value, int max_value, const char* what) {
   if (value < 1 || value > max_value) {
-    return bad(field, std::to_string(value) + " is not allowed; allowed: 1.." + std::to_string(max_value) + what);
+    return bad_argument(field, std::to_string(value) + " is not allowed; allowed: 1.." + std::to_string(max_value) + what);
   }
   return {};
 }
 
 Status check_metadata(const char* field, uint64_t ptr) {
-  if (ptr == 0) return bad(field, "null device pointer");
-  if (ptr % 4 != 0) return bad(field, "pointer " + hex(ptr) + " is not 4-byte aligned (int32 entries)");
+  if (ptr == 0) return bad_argument(field, "null device pointer");
+  if (ptr % 4 != 0) return bad_argument(field, "pointer " + hex_text(ptr) + " is not 4-byte aligned (int32 entries)");
   return {};
 }
 
@@ -64,7 +58,7 @@ Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
   if (!spec.kv_fp8()) {
     if (!f.any()) return {};
     const char* field = f.k_scale ? "k_scale" : f.v_scale ? "v_scale" : f.k_scale_batch_stride || f.k_scale_head_stride ? "k_scale_strides" : "v_scale_strides";
-    return bad(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache); 0 = off");
+    return bad_argument(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache); 0 = off");
   }
   const struct {
     const char* name;
@@ -73,16 +67,16 @@ Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
   } scales[] = {{"k_scale", f.k_scale, f.k_scale_batch_stride, f.k_scale_head_stride},
                 {"v_scale", f.v_scale, f.v_scale_batch_stride, f.v_scale_head_stride}};
   for (const auto& s : scales) {
-    if (s.ptr == 0) return bad(s.name, "null device pointer; kv_dtype=e4m3 needs float32 dequantisation scales (1.0 for none)");
-    if (s.ptr % 4 != 0) return bad(s.name, "pointer " + hex(s.ptr) + " is not 4-byte aligned (float32)");
-    if (s.batch_stride < 0) return bad(std::string(s.name) + "_strides.batch", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
-    if (s.head_stride < 0) return bad(std::string(s.name) + "_strides.head", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
+    if (s.ptr == 0) return bad_argument(s.name, "null device pointer; kv_dtype=e4m3 needs float32 dequantisation scales (1.0 for none)");
+    if (s.ptr % 4 != 0) return bad_argument(s.name, "pointer " + hex_text(s.ptr) + " is not 4-byte aligned (float32)");
+    if (s.batch_stride < 0) return bad_argument(std::string(s.name) + "_strides.batch", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
+    if (s.head_stride < 0) return bad_argument(std::string(s.name) + "_strides.head", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
   }
   return {};
 }
 
 Status unwanted(const char* field, const std::string& value, const char* needs) {
-  return bad(field, value + " is not allowed here; it needs " + needs + " (0 = off)");
+  return bad_argument(field, value + " is not allowed here; it needs " + needs + " (0 = off)");
 }
 
 // The engine inputs the spec asks for are there, and those it does not are off.
@@ -93,23 +87,23 @@ Status check_engine_inputs(const AttentionSpec& spec, const AttentionArgs& a) {
     if (Status st = check_metadata("cu_seqlens_q", e.cu_seqlens_q); !st) return st;
     if (Status st = check_extent("total_q", e.total_q, kMaxRows, " (rows of the packed Q and O)"); !st) return st;
   } else {
-    if (e.cu_seqlens_q != 0) return unwanted("cu_seqlens_q", hex(e.cu_seqlens_q), "a varlen=1 spec");
-    if (e.cu_seqlens_k != 0) return unwanted("cu_seqlens_k", hex(e.cu_seqlens_k), "a varlen=1 spec");
+    if (e.cu_seqlens_q != 0) return unwanted("cu_seqlens_q", hex_text(e.cu_seqlens_q), "a varlen=1 spec");
+    if (e.cu_seqlens_k != 0) return unwanted("cu_seqlens_k", hex_text(e.cu_seqlens_k), "a varlen=1 spec");
     if (e.total_q != 0) return unwanted("total_q", std::to_string(e.total_q), "a varlen=1 spec");
   }
   if (e.cu_seqlens_k != 0) {
-    if (spec.paged) return unwanted("cu_seqlens_k", hex(e.cu_seqlens_k), "packed K/V (paged=0)");
+    if (spec.paged) return unwanted("cu_seqlens_k", hex_text(e.cu_seqlens_k), "packed K/V (paged=0)");
     if (Status st = check_metadata("cu_seqlens_k", e.cu_seqlens_k); !st) return st;
     if (Status st = check_extent("total_k", e.total_k, kMaxRows, " (rows of the packed K and V)"); !st) return st;
   } else if (e.total_k != 0) {
     return unwanted("total_k", std::to_string(e.total_k), "packed K/V (cu_seqlens_k)");
   }
   if (e.seqused_k != 0 || spec.paged) {
-    if (!spec.varlen && !spec.paged) return unwanted("seqused_k", hex(e.seqused_k), "a varlen=1 or paged=1 spec");
+    if (!spec.varlen && !spec.paged) return unwanted("seqused_k", hex_text(e.seqused_k), "a varlen=1 or paged=1 spec");
     if (Status st = check_metadata("seqused_k", e.seqused_k); !st) return st;
   }
   if (!spec.paged) {
-    if (e.block_table != 0) return unwanted("block_table", hex(e.block_table), "a paged=1 spec");
+    if (e.block_table != 0) return unwanted("block_table", hex_text(e.block_table), "a paged=1 spec");
     if (e.block_table_stride != 0) return unwanted("block_table_batch_stride", std::to_string(e.block_table_stride), "a paged=1 spec");
     if (e.page_size != 0) return unwanted("page_size", std::to_string(e.page_size), "a paged=1 spec");
     if (e.num_pages != 0) return unwanted("num_pages", std::to_string(e.num_pages), "a paged=1 spec");
@@ -120,8 +114,8 @@ Status check_engine_inputs(const AttentionSpec& spec, const AttentionArgs& a) {
   if (Status st = check_extent("num_pages", e.num_pages, 0x7fffffff, " pages in the K/V pools"); !st) return st;
   const int64_t pages_needed = (int64_t(a.seqlen_k) + e.page_size - 1) / e.page_size;
   if (e.block_table_stride < pages_needed || e.block_table_stride > (int64_t(1) << 31)) {
-    return bad("block_table_batch_stride", std::to_string(e.block_table_stride) + " is not allowed; allowed: " +
-                                              std::to_string(pages_needed) + "..2^31 (at least ceil(seqlen_k / page_size) entries per sequence)");
+    return bad_argument("block_table_batch_stride", std::to_string(e.block_table_stride) + " is not allowed; allowed: " +
+                                                       std::to_string(pages_needed) + "..2^31 (at least ceil(seqlen_k / page_size) entries per sequence)");
   }
   return {};
 }
@@ -141,13 +135,13 @@ uint64_t partials_bytes(const KernelConfig& c, const AttentionArgs& a, int split
 Status check_workspace(const KernelConfig& c, const AttentionArgs& a) {
   const DecodeInputs& d = a.decode;
   if (!c.spec.split_kv && !c.spec.dynamic_schedule) {
-    if (d.workspace != 0) return unwanted("workspace", hex(d.workspace), "a split_kv=1 or scheduler=dynamic spec");
+    if (d.workspace != 0) return unwanted("workspace", hex_text(d.workspace), "a split_kv=1 or scheduler=dynamic spec");
     if (d.workspace_bytes != 0) return unwanted("workspace_bytes", std::to_string(d.workspace_bytes), "a split_kv=1 or scheduler=dynamic spec");
     return {};
   }
   const char* use = c.spec.split_kv ? " (split_kv=1 writes its partials there)" : " (scheduler=dynamic keeps its tile counter there)";
-  if (d.workspace == 0) return bad("workspace", std::string("null device pointer") + use);
-  if (d.workspace % 256 != 0) return bad("workspace", "pointer " + hex(d.workspace) + " is not 256-byte aligned");
+  if (d.workspace == 0) return bad_argument("workspace", std::string("null device pointer") + use);
+  if (d.workspace % 256 != 0) return bad_argument("workspace", "pointer " + hex_text(d.workspace) + " is not 256-byte aligned");
   const uint64_t schedule = schedule_workspace_bytes(c, a);
   const uint64_t needed = schedule + (c.spec.split_kv ? partials_bytes(c, a, 1) : 0);
   if (d.workspace_bytes >= needed) return {};
@@ -159,7 +153,7 @@ Status check_workspace(const KernelConfig& c, const AttentionArgs& a) {
     parts += std::string(parts.empty() ? "" : ", and ") + "one split: total_q x heads_q x (head_dim + 1) floats; flashjit_attention_workspace_size gives max_splits' " +
              std::to_string(attention_workspace_bytes(c, a));
   }
-  return bad("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + " (" + parts + ")");
+  return bad_argument("workspace_bytes", std::to_string(d.workspace_bytes) + " is too small; allowed: at least " + std::to_string(needed) + " (" + parts + ")");
 }
 
 // The split-KV inputs are there for a split_kv spec (and fit), and off for any other.
@@ -174,13 +168,13 @@ Status check_decode_inputs(const KernelConfig& c, const AttentionArgs& a) {
   if (Status st = check_extent("max_splits", d.max_splits, 128, " (splits a sequence's keys may be cut into)"); !st) return st;
   const int block_n = c.spec.block_n;
   if (d.split_keys < 0 || d.split_keys % block_n != 0) {
-    return bad("split_keys", std::to_string(d.split_keys) + " is not allowed; allowed: 0 (splits from the launch's count) or a positive multiple of the kernel's block_n=" + std::to_string(block_n));
+    return bad_argument("split_keys", std::to_string(d.split_keys) + " is not allowed; allowed: 0 (splits from the launch's count) or a positive multiple of the kernel's block_n=" + std::to_string(block_n));
   }
   const int splits = split_capacity(c, a);
   if (d.split_keys > 0 && int64_t(a.seqlen_k) > int64_t(d.split_keys) * splits) {
-    return bad("split_keys", std::to_string(d.split_keys) + " keys a split x " + std::to_string(splits) + " splits (max_splits, or what workspace_bytes holds) " +
-                                 "hold fewer than seqlen_k=" + std::to_string(a.seqlen_k) + "; allowed: at least ceil(seqlen_k / splits) rounded up to a multiple of " +
-                                 std::to_string(block_n));
+    return bad_argument("split_keys", std::to_string(d.split_keys) + " keys a split x " + std::to_string(splits) + " splits (max_splits, or what workspace_bytes holds) " +
+                                          "hold fewer than seqlen_k=" + std::to_string(a.seqlen_k) + "; allowed: at least ceil(seqlen_k / splits) rounded up to a multiple of " +
+                                          std::to_string(block_n));
   }
   return {};
 }
@@ -297,15 +291,15 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   if (Status st = check_extent("heads_q", a.heads_q, 65535, ""); !st) return st;
   if (Status st = check_extent("heads_kv", a.heads_kv, a.heads_q, " (at most heads_q)"); !st) return st;
   if (a.heads_q % a.heads_kv != 0) {
-    return bad("heads_kv", std::to_string(a.heads_kv) + " does not divide heads_q=" + std::to_string(a.heads_q) + " (MHA, GQA and MQA need heads_q % heads_kv == 0)");
+    return bad_argument("heads_kv", std::to_string(a.heads_kv) + " does not divide heads_q=" + std::to_string(a.heads_q) + " (MHA, GQA and MQA need heads_q % heads_kv == 0)");
   }
   if (Status st = check_extent("seqlen_q", a.seqlen_q, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_extent("seqlen_k", a.seqlen_k, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_decode_inputs(config, a); !st) return st;
   if (const uint64_t tiles = attention_tile_count(config, a, std::max(1, a.decode.max_splits)); tiles > 0x7fffffff) {
-    return bad("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ")" +
-                            (config.spec.split_kv ? " x max_splits" : "") + " = " + std::to_string(tiles) +
-                            " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
+    return bad_argument("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ")" +
+                                     (config.spec.split_kv ? " x max_splits" : "") + " = " + std::to_string(tiles) +
+                                     " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
   }
   if (Status st = check_engine_inputs(config.spec, a); !st) return st;
   if (Status st = check_feature_inputs(config.spec, a); !st) return st;
@@ -315,7 +309,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   for (auto [name, ptr] : pointers) {
     if (Status st = check_pointer(name, ptr); !st) return st;
   }
-  if (a.lse % 4 != 0) return bad("lse", "pointer " + hex(a.lse) + " is not 4-byte aligned");
+  if (a.lse % 4 != 0) return bad_argument("lse", "pointer " + hex_text(a.lse) + " is not 4-byte aligned");
   const bool packed_q = config.spec.varlen, packed_kv = a.engine.cu_seqlens_k != 0;
   const struct {
     const char* name;
@@ -328,7 +322,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   }
   // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.
   if (!std::isfinite(a.softmax_scale) || a.softmax_scale < 0) {
-    return bad("softmax_scale", std::to_string(a.softmax_scale) + " is not allowed; allowed: a finite positive scale, or 0 for 1/sqrt(head_dim)");
+    return bad_argument("softmax_scale", std::to_string(a.softmax_scale) + " is not allowed; allowed: a finite positive scale, or 0 for 1/sqrt(head_dim)");
   }
   return {};
 }

@@ -4,14 +4,15 @@
 #include <cmath>
 #include <string>
 
+#include "launch/arg_error.hpp"
+
 namespace flashjit {
 namespace {
 
 std::string entry(const char* array, int64_t index) { return std::string(array) + "[" + std::to_string(index) + "]"; }
 
 Error bad_entry(const char* array, int64_t index, int64_t value, const std::string& allowed) {
-  const std::string field = entry(array, index);
-  return Error::invalid_argument(field, field + ": " + std::to_string(value) + " is not allowed; allowed: " + allowed);
+  return bad_argument(entry(array, index), std::to_string(value) + " is not allowed; allowed: " + allowed);
 }
 
 Status check_size(const char* array, std::span<const int32_t> values, int64_t wanted) {
@@ -117,9 +118,8 @@ Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a,
   for (size_t h = 0; h < m.sinks.size(); ++h) {
     const float sink = m.sinks[h];
     if (std::isnan(sink) || sink == INFINITY) {
-      const std::string field = entry("sinks", int64_t(h));
-      return Error::invalid_argument(field, field + ": " + (std::isnan(sink) ? std::string("nan") : std::string("inf")) +
-                                                " is not allowed; allowed: a finite logit, or -inf (a sink that never joins)");
+      return bad_argument(entry("sinks", int64_t(h)), std::string(std::isnan(sink) ? "nan" : "inf") +
+                                                          " is not allowed; allowed: a finite logit, or -inf (a sink that never joins)");
     }
   }
   const int64_t slope_stride = a.features.alibi_batch_stride;
@@ -127,8 +127,7 @@ Status check_engine_metadata(const KernelConfig& config, const AttentionArgs& a,
     // With a batch stride only the heads_q slopes of each sequence are read.
     if (slope_stride > 0 && int64_t(i) % slope_stride >= a.heads_q) continue;
     if (std::isfinite(m.alibi_slopes[i])) continue;
-    const std::string field = entry("alibi_slopes", int64_t(i));
-    return Error::invalid_argument(field, field + ": " + std::to_string(m.alibi_slopes[i]) + " is not allowed; allowed: a finite slope");
+    return bad_argument(entry("alibi_slopes", int64_t(i)), std::to_string(m.alibi_slopes[i]) + " is not allowed; allowed: a finite slope");
   }
   if (config.spec.dynamic_schedule) {
     if (m.tile_counter.size() != 2) return Error::invalid_argument("workspace", "workspace: the tile counter was not read (2 words expected)");

@@ -3,21 +3,20 @@
 #include <string>
 
 #include "driver/launch.hpp"
+#include "launch/arg_error.hpp"
 
 namespace flashjit {
 namespace {
 
-Error bad(const std::string& field, const std::string& what) { return Error::invalid_argument(field, field + ": " + what); }
-
 Status check_pointer(const char* field, uint64_t ptr, uint64_t alignment) {
-  if (ptr == 0) return bad(field, "null device pointer");
-  if (ptr % alignment != 0) return bad(field, "pointer is not " + std::to_string(alignment) + "-byte aligned");
+  if (ptr == 0) return bad_argument(field, "null device pointer");
+  if (ptr % alignment != 0) return bad_argument(field, "pointer is not " + std::to_string(alignment) + "-byte aligned");
   return {};
 }
 
 Status check_stride(const char* field, int64_t stride, int64_t least) {
   if (stride < least || stride % 8 != 0 || stride >= (int64_t(1) << 39)) {
-    return bad(field, std::to_string(stride) + " is not allowed; allowed: a multiple of 8 elements, at least " + std::to_string(least));
+    return bad_argument(field, std::to_string(stride) + " is not allowed; allowed: a multiple of 8 elements, at least " + std::to_string(least));
   }
   return {};
 }
@@ -26,9 +25,9 @@ Status check_stride(const char* field, int64_t stride, int64_t least) {
 
 Status validate_merge_args(const KernelConfig& c, const MergeArgs& a) {
   if (!c.spec.split_kv) return Error::invalid_argument("kernel", "kernel: the merge of attention states is a kernel of split_kv=1 specs; get one with split_kv=1");
-  if (a.rows < 1 || a.rows > 0x7fffffff - 256) return bad("rows", std::to_string(a.rows) + " is not allowed; allowed: 1..2^31-257");
-  if (a.heads < 1 || a.heads > 65535) return bad("heads", std::to_string(a.heads) + " is not allowed; allowed: 1..65535");
-  if (int64_t(a.rows) * a.heads / 8 >= 0x7fffffff) return bad("rows", "rows x heads / 8 must stay below 2^31 (one grid dimension)");
+  if (a.rows < 1 || a.rows > 0x7fffffff - 256) return bad_argument("rows", std::to_string(a.rows) + " is not allowed; allowed: 1..2^31-257");
+  if (a.heads < 1 || a.heads > 65535) return bad_argument("heads", std::to_string(a.heads) + " is not allowed; allowed: 1..65535");
+  if (int64_t(a.rows) * a.heads / 8 >= 0x7fffffff) return bad_argument("rows", "rows x heads / 8 must stay below 2^31 (one grid dimension)");
   const int64_t d = c.spec.effective_head_dim_v();
   const struct {
     const char* field;
@@ -40,7 +39,7 @@ Status validate_merge_args(const KernelConfig& c, const MergeArgs& a) {
   for (const auto& [field, ptr] : {std::pair<const char*, uint64_t>{"lse_a", a.lse_a}, {"lse_b", a.lse_b}}) {
     if (Status st = check_pointer(field, ptr, 4); !st) return st;
   }
-  if (a.lse_out % 4 != 0) return bad("lse_out", "pointer is not 4-byte aligned");
+  if (a.lse_out % 4 != 0) return bad_argument("lse_out", "pointer is not 4-byte aligned");
   const struct {
     const char* field;
     int64_t value, least;
@@ -51,7 +50,7 @@ Status validate_merge_args(const KernelConfig& c, const MergeArgs& a) {
     if (Status st = check_stride(s.field, s.value, s.least); !st) return st;
   }
   if (a.lse_head_stride != 0 && a.lse_head_stride < a.rows) {
-    return bad("lse_head_stride", std::to_string(a.lse_head_stride) + " is not allowed; allowed: 0 (= rows) or at least rows=" + std::to_string(a.rows));
+    return bad_argument("lse_head_stride", std::to_string(a.lse_head_stride) + " is not allowed; allowed: 0 (= rows) or at least rows=" + std::to_string(a.rows));
   }
   return {};
 }

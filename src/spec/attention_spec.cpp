@@ -73,6 +73,13 @@ Status set_tile(int& slot, std::string_view key, std::string_view value, std::st
 
 std::string int_or_auto(int value) { return value ? std::to_string(value) : std::string(); }
 
+// A 0/1 key printed only when on, so that every spec from before the key keeps its text (and its
+// cache key).
+Field printed_when_on(const char* key, bool AttentionSpec::*flag) {
+  return {key, kBoolAllowed, [key, flag](AttentionSpec& s, std::string_view v) { return set_bool(s.*flag, key, v); },
+          [flag](const AttentionSpec& s) { return s.*flag ? std::string("1") : std::string(); }};
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
       {"dtype", "fp16, bf16",
@@ -130,22 +137,12 @@ const std::vector<Field>& fields() {
          return {};
        },
        [](const AttentionSpec& s) { return s.pingpong < 0 ? std::string() : std::to_string(s.pingpong); }},
-      {"hang_trap", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.hang_trap, "hang_trap", v); },
-       [](const AttentionSpec& s) { return s.hang_trap ? std::string("1") : std::string(); }},
-      // Engine inputs; printed only when on, so every spec from before them keeps its text (and key).
-      {"varlen", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.varlen, "varlen", v); },
-       [](const AttentionSpec& s) { return s.varlen ? std::string("1") : std::string(); }},
-      {"paged", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.paged, "paged", v); },
-       [](const AttentionSpec& s) { return s.paged ? std::string("1") : std::string(); }},
-      {"pack_gqa", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.pack_gqa, "pack_gqa", v); },
-       [](const AttentionSpec& s) { return s.pack_gqa ? std::string("1") : std::string(); }},
-      {"split_kv", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.split_kv, "split_kv", v); },
-       [](const AttentionSpec& s) { return s.split_kv ? std::string("1") : std::string(); }},
+      printed_when_on("hang_trap", &AttentionSpec::hang_trap),
+      // Engine inputs.
+      printed_when_on("varlen", &AttentionSpec::varlen),
+      printed_when_on("paged", &AttentionSpec::paged),
+      printed_when_on("pack_gqa", &AttentionSpec::pack_gqa),
+      printed_when_on("split_kv", &AttentionSpec::split_kv),
       // Printed only when dynamic: static is the default and keeps every earlier spec's text.
       {"scheduler", "static or dynamic",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -160,22 +157,12 @@ const std::vector<Field>& fields() {
          return bad_value("combine", v, "kernel or inline");
        },
        [](const AttentionSpec& s) { return s.inline_combine ? std::string("inline") : std::string(); }},
-      // Masks and score modifiers (issue 38); printed only when on, so every earlier spec keeps its text.
-      {"window", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.window, "window", v); },
-       [](const AttentionSpec& s) { return s.window ? std::string("1") : std::string(); }},
-      {"chunk", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.chunk, "chunk", v); },
-       [](const AttentionSpec& s) { return s.chunk ? std::string("1") : std::string(); }},
-      {"softcap", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.softcap, "softcap", v); },
-       [](const AttentionSpec& s) { return s.softcap ? std::string("1") : std::string(); }},
-      {"sinks", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.sinks, "sinks", v); },
-       [](const AttentionSpec& s) { return s.sinks ? std::string("1") : std::string(); }},
-      {"alibi", kBoolAllowed,
-       [](AttentionSpec& s, std::string_view v) { return set_bool(s.alibi, "alibi", v); },
-       [](const AttentionSpec& s) { return s.alibi ? std::string("1") : std::string(); }},
+      // Masks and score modifiers (issue 38).
+      printed_when_on("window", &AttentionSpec::window),
+      printed_when_on("chunk", &AttentionSpec::chunk),
+      printed_when_on("softcap", &AttentionSpec::softcap),
+      printed_when_on("sinks", &AttentionSpec::sinks),
+      printed_when_on("alibi", &AttentionSpec::alibi),
       // The K/V cache's element type (issue 39); printed only when it differs from dtype.
       {"kv_dtype", "e4m3, or the dtype's own (fp16, bf16)",
        [](AttentionSpec& s, std::string_view v) -> Status {

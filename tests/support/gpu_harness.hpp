@@ -64,4 +64,12 @@ struct Case {
 
 CheckResult run_case(const Case& c, std::mt19937_64& rng);
 
+// The float64 GPU reference kernel and the CPU reference on the same random inputs: contiguous Q,
+// K and V of p's shape (standard normal, rounded to p's dtype). With *error set (the GPU
+// reference failed) cpu is left empty.
+struct ReferencePair {
+  Reference gpu, cpu;
+};
+ReferencePair references_on_random_inputs(const GpuEnv& env, const Problem& p, std::mt19937_64& rng, std::string* error);
+
 }  // namespace flashjit::testing
