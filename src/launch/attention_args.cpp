@@ -57,7 +57,9 @@ Status check_metadata(const char* field, uint64_t ptr) {
 Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
   if (!spec.kv_fp8()) {
     if (!f.any()) return {};
-    const char* field = f.k_scale ? "k_scale" : f.v_scale ? "v_scale" : f.k_scale_batch_stride || f.k_scale_head_stride ? "k_scale_strides" : "v_scale_strides";
+    // The first field set, as flashjit.h names it.
+    const char* field = f.k_scale ? "k_scale" : f.v_scale ? "v_scale" : f.k_scale_batch_stride ? "k_scale_batch_stride"
+                        : f.k_scale_head_stride ? "k_scale_head_stride" : f.v_scale_batch_stride ? "v_scale_batch_stride" : "v_scale_head_stride";
     return bad_argument(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache); 0 = off");
   }
   const struct {
@@ -69,8 +71,8 @@ Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
   for (const auto& s : scales) {
     if (s.ptr == 0) return bad_argument(s.name, "null device pointer; kv_dtype=e4m3 needs float32 dequantisation scales (1.0 for none)");
     if (s.ptr % 4 != 0) return bad_argument(s.name, "pointer " + hex_text(s.ptr) + " is not 4-byte aligned (float32)");
-    if (s.batch_stride < 0) return bad_argument(std::string(s.name) + "_strides.batch", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
-    if (s.head_stride < 0) return bad_argument(std::string(s.name) + "_strides.head", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
+    if (s.batch_stride < 0) return bad_argument(std::string(s.name) + "_batch_stride", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
+    if (s.head_stride < 0) return bad_argument(std::string(s.name) + "_head_stride", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
   }
   return {};
 }

@@ -12,6 +12,8 @@
 
 // The visibility rule the kernels mask by (visible_pairs; the reference's is attend_row's).
 #include "../../templates/visibility.cuh"
+// The e4m3 format's rules (the FP8 cache's codes and their dequantised values).
+#include "../../templates/fp8.cuh"
 
 namespace flashjit {
 namespace {
@@ -70,6 +72,52 @@ void poison_unused(const HostLayout& at, const std::vector<int>& seqlen_k, std::
   if (v_in_k < 0) for (size_t i = 0; i < v.size(); ++i) if (!v_used[i]) v[i] = nan;
   const size_t used_q = size_t(at.cu_q.back()) * p.heads_q * p.head_dim;
   if (!p.dense_q) std::fill(q.begin() + int64_t(std::min(used_q, q.size())), q.end(), nan);
+}
+
+// The FP8 cache (EngineProblem::fp8): K's and V's 16-bit random values (NaN where poisoned)
+// become e4m3 codes by their KV head's scale, outlier keys' values 50x first; the vectors are left
+// holding the dequantised 16-bit copy the reference reads. Returns the codes of K's and V's buffers
+// (V's empty when it is in K's tensor).
+struct Fp8Codes {
+  std::vector<unsigned char> k, v;
+};
+Fp8Codes quantise_cache(const HostLayout& at, const std::vector<int>& seqlen_k, std::vector<uint16_t>& k, std::vector<uint16_t>& v,
+                        std::mt19937_64& rng) {
+  const EngineProblem& p = at.p;
+  const Fp8Cache& f = p.fp8;
+  const int64_t d = p.head_dim, h = p.heads_kv;
+  const int64_t page_elems = int64_t(p.page_size) * h * d;
+  std::vector<char> k_outlier(k.size(), 0);
+  for (int b = 0; b < int(seqlen_k.size()); ++b)
+    for (int n = 0; n < f.outlier_keys && seqlen_k[size_t(b)] > 0; ++n) {
+      const int key = int(rng() % uint64_t(seqlen_k[size_t(b)]));
+      for (int kvh = 0; kvh < p.heads_kv; ++kvh) std::fill_n(k_outlier.begin() + at.kv_index(b, key, kvh), d, 1);
+    }
+  // Where element i of a K or V buffer is: its KV head, and (K and V in one tensor) whether it is V's.
+  auto place = [&](int64_t i, bool* is_v) {
+    int64_t off = p.kv == KvSource::kPaged ? i % at.buffers.pool_page_stride : i;
+    *is_v = false;
+    if (p.kv == KvSource::kPaged && p.kv_in_one_tensor && off >= page_elems) *is_v = true, off -= page_elems;
+    return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * d) % h : off / d % h);
+  };
+  auto convert = [&](std::vector<uint16_t>& t, bool tensor_is_v, const std::vector<char>* outlier) {
+    std::vector<unsigned char> codes(t.size());
+    for (size_t i = 0; i < t.size(); ++i) {
+      bool is_v = false;
+      const int head = place(int64_t(i), &is_v);
+      is_v = is_v || tensor_is_v;
+      const float scale = f.scale_of(!is_v, head);
+      float value = half_bits_to_float(t[i], p.bf16);
+      if (!is_v && outlier && (*outlier)[i]) value *= 50.0f;
+      codes[i] = std::isnan(value) ? kE4m3Nan : quantised_code(value, scale);
+      t[i] = dequantised_bits(codes[i], scale, p.bf16);
+    }
+    return codes;
+  };
+  Fp8Codes out;
+  out.k = convert(k, false, &k_outlier);
+  if (!p.kv_in_one_tensor) out.v = convert(v, true, nullptr);
+  return out;
 }
 
 // The float64 attention of every sequence (of its checked rows), O as [total_q rows][heads_q][d],
@@ -173,6 +221,21 @@ KvLayout kv_layout(const EngineProblem& p, const EngineCapacity& cap) {
 
 }  // namespace
 
+uint16_t dequantised_bits(unsigned char code, float scale, bool bf16) {
+  if (e4m3_is_nan(code)) return bf16 ? 0x7FC0 : 0x7E00;  // float_to_half_bits need not keep a NaN a NaN
+  return float_to_half_bits(dequantised<float>(code, scale), bf16);
+}
+
+unsigned char quantised_code(float value, float scale) { return e4m3_round(value / scale); }
+
+std::string Fp8Cache::describe() const {
+  if (!on) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), " e4m3 k_scale=%g v_scale=%g%s%s", k_scale, v_scale, per_head ? " per-head" : "",
+                outlier_keys ? (" outliers=" + std::to_string(outlier_keys)).c_str() : "");
+  return text;
+}
+
 const char* kv_source_name(KvSource source) {
   switch (source) {
     case KvSource::kPacked: return "packed";
@@ -195,7 +258,7 @@ std::string EngineProblem::describe() const {
   }
   if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
                              (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
-  return text + features.describe() + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
+  return text + features.describe() + fp8.describe() + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
 }
 
 std::vector<int> checked_rows_of(int rows, int limit) {
@@ -298,6 +361,8 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       // align the start.
       workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
                          size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+      k_scale(api, size_t(p.heads_kv) * 4),
+      v_scale(api, size_t(p.heads_kv) * 4),
       features(api, cap.batch, p.heads_q),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
@@ -314,7 +379,14 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.q = q.ptr();
   a.o = o.ptr();
   a.k = k.ptr();
-  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(p.page_size) * p.heads_kv * d * kElem : v.ptr();
+  // The FP8 cache's elements are one byte: its strides (bytes) are the same numbers.
+  const size_t kv_elem = p.fp8.on ? 1 : kElem;
+  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(p.page_size) * p.heads_kv * d * kv_elem : v.ptr();
+  if (p.fp8.on) {
+    a.fp8.k_scale = k_scale.ptr();
+    a.fp8.v_scale = v_scale.ptr();
+    a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = p.fp8.per_head ? 1 : 0;
+  }
   a.lse = with_lse ? lse.ptr() : 0;
   a.batch = cap.batch;
   a.seqlen_q = cap.max_seqlen_q;
@@ -400,8 +472,22 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   fill_random(v, p.bf16, rng);
   if (p.nan_padding) poison_unused(at, seqlen_k, q, k, v);
   buffers.q.upload(q.data(), buffers.q.bytes());
-  buffers.k.upload(k.data(), buffers.k.bytes());
-  buffers.v.upload(v.data(), buffers.v.bytes());
+  if (p.fp8.on != config.spec.kv_fp8()) {
+    result.error = "the problem's FP8 cache differs from the spec's kv_dtype";
+    return outcome;
+  }
+  if (p.fp8.on) {
+    const Fp8Codes codes = quantise_cache(at, seqlen_k, k, v, rng);
+    buffers.k.upload(codes.k.data(), codes.k.size());
+    if (!codes.v.empty()) buffers.v.upload(codes.v.data(), codes.v.size());
+    std::vector<float> k_scales(size_t(p.heads_kv)), v_scales(size_t(p.heads_kv));
+    for (int h = 0; h < p.heads_kv; ++h) k_scales[size_t(h)] = p.fp8.scale_of(true, h), v_scales[size_t(h)] = p.fp8.scale_of(false, h);
+    buffers.k_scale.upload(k_scales.data(), k_scales.size() * 4);
+    buffers.v_scale.upload(v_scales.data(), v_scales.size() * 4);
+  } else {
+    buffers.k.upload(k.data(), buffers.k.bytes());
+    buffers.v.upload(v.data(), buffers.v.bytes());
+  }
   if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
   if (std::string bad = buffers.features.upload(p.features, p.sinks_bf16); !bad.empty()) {
     result.error = bad;
