@@ -56,6 +56,11 @@ constexpr uint32_t kEpilogueBarrier = 1;
 constexpr uint32_t kTurnBarrier = 4;
 constexpr uint32_t kVoteBarrier = 11;
 constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
+// The element seam: a tile row is 128-byte swizzled chunks of kChunkColumns elements (64 16-bit, or
+// 128 e4m3 with FP8 operands); Q's load fills kQLoadBytes of its buffer (with FP8 operands the buffer
+// is larger: it also stages the tile's 16-bit O).
+constexpr int kChunkColumns = kFp8Operands ? 128 : 64;
+constexpr int kQLoadBytes = kBlockM * 128 * kQKChunks;
 FJ_DEVICE uint32_t last_k_read_barrier(int local) { return 7 + 2 * (local & 1); }
 FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); }
 static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most three consumer warpgroups");
@@ -76,7 +81,7 @@ struct SmemLayout {
   // kv_dtype=e4m3: staging slot j of K and of V (FP8 blocks, [kBlockN][head dim] bytes), full (every
   // load of the issuing warp landed: cp_async_arrive) and empty (the widening warps are done).
   FJ_DEVICE uint32_t staging_k(int j) const { return staging + j * kKvStagingBytes; }
-  FJ_DEVICE uint32_t staging_v(int j) const { return staging + (kKvStagingSlots + j) * kKvStagingBytes; }
+  FJ_DEVICE uint32_t staging_v(int j) const { return staging + ((kKvFp8 ? kKvStagingSlots : 0) + j) * kKvStagingBytes; }
   FJ_DEVICE uint32_t staging_full_k(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + j); }
   FJ_DEVICE uint32_t staging_full_v(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + kKvStagingSlots + j); }
   FJ_DEVICE uint32_t staging_empty_k(int j) const { return bars + 8u * (2 * kQBuffers + 4 * kStages + 2 * kKvStagingSlots + j); }
@@ -291,17 +296,19 @@ FJ_DEVICE uint32_t dynamic_skip(const Params& p, uint32_t index, const Tile& til
 // their lanes issue a block's paged loads; the leader (warp 0, lane 0) does everything else, and
 // the threads agree on every tile (the static walk is computed alike, a dynamic take is broadcast:
 // one warp then).
-// With an FP8 cache (kKvFp8) the whole warpgroup: warp 0 loads, warps 1-3 widen (see below).
-constexpr bool kWarpProducer = kPaged && !kKvFp8;
-constexpr int kProducerWarps = kKvFp8 || (kWarpProducer && !kDynamicSchedule) ? 4 : 1;
-constexpr int kProducerThreads = kKvFp8 || kWarpProducer ? 32 * kProducerWarps : 1;
-FJ_DEVICE int producer_lane() { return kWarpProducer || kKvFp8 ? (int)(threadIdx.x & 31) : 0; }
+// With an FP8 cache (kKvFp8) or FP8 operands the whole warpgroup: warp 0 loads, warps 1-3 widen K/V
+// or transpose V (see below).
+constexpr bool kStagingProducer = kKvFp8 || kFp8Operands;
+constexpr bool kWarpProducer = kPaged && !kStagingProducer;
+constexpr int kProducerWarps = kStagingProducer || (kWarpProducer && !kDynamicSchedule) ? 4 : 1;
+constexpr int kProducerThreads = kStagingProducer || kWarpProducer ? 32 * kProducerWarps : 1;
+FJ_DEVICE int producer_lane() { return kWarpProducer || kStagingProducer ? (int)(threadIdx.x & 31) : 0; }
 FJ_DEVICE int producer_warp() { return kProducerWarps > 1 ? (int)(threadIdx.x >> 5) : 0; }
 FJ_DEVICE bool producer_leads() { return producer_lane() == 0 && producer_warp() == 0; }
 // The warps that issue a block's paged loads (paged_producer_warps); the others leave at once (produce).
 FJ_DEVICE int producer_warps_in_use(const Params& p) {
   if constexpr (kProducerWarps == 1) return 1;
-  if constexpr (kKvFp8) return kProducerWarps;
+  if constexpr (kStagingProducer) return kProducerWarps;
   return paged_producer_warps(p.kv_rows_per_load, kBlockN, kProducerWarps);
 }
 FJ_DEVICE int producer_threads(const Params& p) { return kWarpProducer ? 32 * producer_warps_in_use(p) : 1; }
@@ -519,12 +526,105 @@ FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t
   }
 }
 
-// One K or V block's part for this producer thread: its loads (warp 0) or its widening.
+// ---------------------------------------------------------------- FP8 operands (dtype=e4m3)
+// Q K^T and P V run as e4m3 GEMMs, which take K-major operands only. K is K-major as it comes: the
+// loading warp puts it straight into the ring slot's swizzled rows with cp.async. V comes [keys][d]
+// and the P V GEMM wants it [d][keys]: warp 0 loads it into a staging slot (as the FP8 cache's) and
+// warps 1-3 transpose it into the ring slot, 4 x 4 bytes at a time.
+// NOTES (correctness): P's registers are used as the GEMM's A operand as they are (no shuffles), so
+// their order of keys is not the accumulator's: a thread holds keys {2l, 2l+1, 8+2l, 9+2l} (l its
+// lane in the quad) of each 16 where the e4m3 A layout puts keys 4l..4l+3. The transpose writes key
+// kv_position_key(pos) at position pos, the same permutation, so P V sums the right pairs (P V sums
+// over keys: any order both operands share gives the same O). Keys past the sequence are zeros in
+// the staging slot (cp.async reads nothing there), so NaN in the cache stays out of P V.
+FJ_DEVICE int transposed_key(int position) {  // key at a position of a 16-key group
+  const int l = (position & 15) >> 2, k = position & 3;
+  return (position & ~15) + (k < 2 ? 2 * l + k : 8 + 2 * l + (k - 2));
+}
+
+// K block n into the ring slot of ring position pos (warp 0's lanes, 16 bytes a time).
+FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
+  constexpr int kPieces = kHeadDim / 16;
+  const int s = stage_of(pos);
+  if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
+  const uint32_t tile = sm.k_stage(s);
+#pragma unroll 1
+  for (int u = lane; u < kBlockN * kPieces; u += kKvIssueThreads) {
+    const int r = u / kPieces, c = u % kPieces;
+    const int key = n * kBlockN + r;
+    const bool inside = key < seq.seqlen_k;
+    const unsigned char* src = p.k_fp8;
+    if (inside) {
+      if constexpr (kPaged) {
+        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+        src += page_of_key(p, seq, key) * p.k_fp8_strides[0] + at.row_in_page * p.k_fp8_strides[1];
+      } else {
+        src += seq.k_batch * p.k_fp8_strides[0] + (int64_t)(seq.k_row0 + key) * p.k_fp8_strides[1];
+      }
+      src += kv_head * p.k_fp8_strides[2] + c * 16;
+    }
+    cp_async_16(tile + swizzled_offset(r, c * 8, kBlockN), src, inside ? 16u : 0u);  // 8 16-bit columns = 16 bytes
+  }
+  cp_async_arrive(sm.full_k(s));
+}
+
+// The staged V block into the ring slot of position pos, transposed: [kVCols rows (d)][kBlockN
+// keys] in 128-key chunks of 128-byte swizzled rows, d rows past kHeadDimV zero.
+FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
+  constexpr int kQuads = kHeadDimV / 4;  // 4-byte column groups of a staged row
+  const int j = pos % kKvStagingSlots, s = stage_of(pos);
+  mbar_wait(sm.staging_full_v(j), (pos / kKvStagingSlots) & 1);
+  if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
+  const uint32_t src = sm.staging_v(j), tile = sm.v_stage(s);
+#pragma unroll 1
+  for (int u = t; u < (kBlockN / 4) * kQuads; u += kKvWidenThreads) {
+    const int position = 4 * (u / kQuads), col = 4 * (u % kQuads);  // 4 key positions x 4 d columns
+    uint32_t r[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r[k]) : "r"(src + transposed_key(position + k) * kHeadDimV + col));
+    }
+    const uint32_t lo01 = __byte_perm(r[0], r[1], 0x5140), hi01 = __byte_perm(r[0], r[1], 0x7362);
+    const uint32_t lo23 = __byte_perm(r[2], r[3], 0x5140), hi23 = __byte_perm(r[2], r[3], 0x7362);
+    const uint32_t w[4] = {__byte_perm(lo01, lo23, 0x5410), __byte_perm(lo01, lo23, 0x7632), __byte_perm(hi01, hi23, 0x5410),
+                           __byte_perm(hi01, hi23, 0x7632)};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int row = col + m, byte = position % 128;
+      const uint32_t at = tile + (position / 128) * (kVCols * 128) + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+      asm volatile("st.shared.u32 [%0], %1;" :: "r"(at), "r"(w[m]) : "memory");
+    }
+  }
+  if constexpr (kVCols > kHeadDimV) {  // the pad rows of O's last 64-column chunk
+#pragma unroll 1
+    for (int u = t; u < (kVCols - kHeadDimV) * (kBlockN / 16); u += kKvWidenThreads) {
+      const int row = kHeadDimV + u / (kBlockN / 16), unit = u % (kBlockN / 16);
+      const uint32_t at = tile + (unit / 8) * (kVCols * 128) + row * 128 + (((unit % 8) ^ (row & 7)) << 4);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
+    }
+  }
+  fence_proxy_async_shared();
+  __syncwarp();
+  if ((t & 31) == 0) {
+    mbar_arrive(sm.full_v(s));
+    mbar_arrive(sm.staging_empty_v(j));
+  }
+}
+
+// One K or V block's part for this producer thread: its loads (warp 0), or its widening (FP8
+// cache) or transpose (FP8 operands: V).
 template <bool kIsV>
 FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, float scale) {
   const int t = (int)threadIdx.x;
-  if (t < kKvIssueThreads) issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t);
-  else widen_fp8_block<kIsV>(sm, pos, scale, t - kKvIssueThreads);
+  if constexpr (kFp8Operands && !kIsV) {
+    if (t < kKvIssueThreads) load_fp8_k(p, sm, pos, n, kv_head, seq, t);
+  } else if (t < kKvIssueThreads) {
+    issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t);
+  } else if constexpr (kFp8Operands) {
+    transpose_fp8_v(sm, pos, t - kKvIssueThreads);
+  } else {
+    widen_fp8_block<kIsV>(sm, pos, scale, t - kKvIssueThreads);
+  }
 }
 
 // ================================================================ producer
@@ -533,7 +633,7 @@ FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, 
 // position pos - kStages.
 FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
                       int lane_page, float fp8_scale = 1.f) {
-  if constexpr (kKvFp8) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
+  if constexpr (kStagingProducer) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
   load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
@@ -541,7 +641,7 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
                       int lane_page, float fp8_scale = 1.f) {
-  if constexpr (kKvFp8) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
+  if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
   load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
@@ -579,16 +679,16 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
   if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, head_index_of(p, tile));
   if (kPublishTiles && kDeviceLengths) store_sequence_words(sm, b, seq);
-  mbar_arrive_expect_tx(sm.full_q(b), kQTileBytes);
+  mbar_arrive_expect_tx(sm.full_q(b), kQLoadBytes);
   // Packed heads: the map's dims 1 and 2 are swapped (heads, then rows) and its box is pack_heads
   // heads x tokens_per_tile rows: the tile's rows come out query-major, as row_target reads them.
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
     if constexpr (kPackGQA) {
-      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, tile.head * p.pack_heads,
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * kChunkColumns, tile.head * p.pack_heads,
                   seq.q_row0 + tile.m_block * tokens_per_tile(p), seq.q_batch);
     } else {
-      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * 64, seq.q_row0 + tile.m_block * kBlockM,
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * kChunkColumns, seq.q_row0 + tile.m_block * kBlockM,
                   tile.head, seq.q_batch);
     }
   }
@@ -754,8 +854,22 @@ FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t
   wgmma_commit();
 }
 
+// P as the P V GEMM's A operand: a k16 step's four registers (16-bit), or a k32 step's (e4m3).
+constexpr int kPvSteps = kFp8Operands ? kBlockN / 32 : kBlockN / 16;
+using PvOperand = uint32_t[kPvSteps][4];
+
 // O += P V, issued and committed (not waited for). P is already in the A-operand layout.
-FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const uint32_t (&p)[kBlockN / 16][4], uint32_t v_tile) {
+FJ_DEVICE void issue_pv(float (&o)[kVCols / 2], const PvOperand& p, uint32_t v_tile) {
+  if constexpr (kFp8Operands) {
+    // V transposed [kVCols][128-key chunks] is K-major for B, as K is for Q K^T: a k32 step is +32 B
+    // inside the 128-byte row, every 4 steps the next chunk.
+    const TileDesc v_desc(v_tile, 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kPvSteps; ++j) wgmma_pv(o, p[j], v_desc.at((j / 4) * (kVCols * 128) + (j % 4) * 32));
+    wgmma_commit();
+    return;
+  }
   const TileDesc v_desc(v_tile, kBlockN * 128, 1024);
   wgmma_fence();
 #pragma unroll
@@ -776,6 +890,10 @@ struct ScoreRule {
   int pack_shift;          // packed heads: a row's query is row >> pack_shift
   MaskRule mask_rule;      // the rendered Mask's rule (read only where Mask::kTwoSided)
   ScoreMod score_mod;      // this thread's rows' (consume_tile: tile_score_mod)
+  float qk_descale;        // FP8 operands: the tile's q_descale x k_descale (FlashAttention-3's)
+
+  // The exp2 step's factor: the scale (and log2 e), with FP8 operands times the tile's descales.
+  FJ_DEVICE float scale_log2(const Params& p) const { return kFp8Operands ? p.scale_log2 * qk_descale : p.scale_log2; }
 
   // Per row: the last visible key (visibility.cuh), and with a two-sided mask the first,
   // relative to this thread's first column in the block, so each element compares a constant
@@ -878,7 +996,7 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kConsumerWGs > 2 || ScoreMod::row_registers()));
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
                                          SoftmaxState& st, const Params& p, float (&correction)[2], int wg) {
-  const float scale_log2 = p.scale_log2;
+  const float scale_log2 = rule.scale_log2(p);
   rule.apply<false>(s, f, n, p);
   float sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
@@ -903,11 +1021,23 @@ template <bool kMasked>
 FJ_DEVICE void scores_to_probs(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
                                SoftmaxState& st, const Params& p, float (&correction)[2], float slack = kRescaleSlack) {
   rule.apply<kMasked>(s, f, n, p);
-  online_softmax<kMasked>(s, st, p.scale_log2, correction, slack);
+  online_softmax<kMasked>(s, st, rule.scale_log2(p), correction, slack);
 }
 
-// P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7].
-FJ_DEVICE void pack_probs(uint32_t (&a)[kBlockN / 16][4], const float (&p)[kBlockN / 2]) {
+// P in the accumulator layout is already the A-operand layout: k16 chunk j = p[8j .. 8j+7]. With
+// FP8 operands a k32 step's register q (rows 8 (q & 1) on, positions 16 (q >> 1) + 4 l ..) takes
+// this thread's keys {2l, 2l+1, 8+2l, 9+2l} of that 16 as they are (see transposed_key).
+FJ_DEVICE void pack_probs(PvOperand& a, const float (&p)[kBlockN / 2]) {
+  if constexpr (kFp8Operands) {
+#pragma unroll
+    for (int j = 0; j < kPvSteps; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = 16 * j + 8 * (q >> 1) + 2 * (q & 1);
+        a[j][q] = pack_e4m3x4(p[i], p[i + 1], p[i + 4], p[i + 5]);
+      }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kBlockN / 16; ++j)
 #pragma unroll
@@ -937,6 +1067,12 @@ struct Consumer {
   ScoreRule rule;
 
   FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
+  // K(it) landed. NOTES (correctness): with FP8 operands it landed by cp.async, the generic proxy,
+  // and the Q K^T reads it through the async proxy: the fence orders them for this thread.
+  FJ_DEVICE void wait_k(int s, uint32_t parity) const {
+    mbar_wait(sm.full_k(s), parity);
+    if constexpr (kFp8Operands) fence_proxy_async_shared();
+  }
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -1005,7 +1141,7 @@ struct Consumer {
   // (right to left) and masked, so the unmasked loop does not see this. With two warpgroups both
   // zero the same rows (each before its own PV): the later one writes zeros over zeros.
   FJ_DEVICE void clear_v_past_keys(int it) const {
-    if constexpr (kDeviceLengths) {
+    if constexpr (kDeviceLengths && !kFp8Operands) {  // FP8 operands: the producer's staged zeros
       const int valid = rule.seqlen_k - block_of(it) * kBlockN;  // this block's keys in the sequence
       if (valid >= kBlockN) return;
       mbar_wait(sm.full_v(stage(it)), phase(it));
@@ -1027,7 +1163,7 @@ struct Consumer {
   template <bool kMasked>
   FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
-    mbar_wait(sm.full_k(stage(it)), phase(it));
+    wait_k(stage(it), phase(it));
     issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -1049,10 +1185,10 @@ struct Consumer {
   FJ_DEVICE void overlapped_block(int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
                                   SoftmaxState& st) {
     const int s = stage(it), sv = stage(it - 1);
-    uint32_t prev_p[kBlockN / 16][4];
+    PvOperand prev_p;
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
-    mbar_wait(sm.full_k(s), phase(it));
+    wait_k(s, phase(it));
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase(it - 1));
@@ -1078,7 +1214,7 @@ struct Consumer {
 
   // O += P(it) V(it) alone, waited for: the tile's last block, and a masked block before the next.
   FJ_DEVICE void pv_alone(int it, float (&o)[kVCols / 2], const float (&probs)[kBlockN / 2], const float (&pending)[2]) {
-    uint32_t prev_p[kBlockN / 16][4];
+    PvOperand prev_p;
     pack_probs(prev_p, probs);
     rescale(o, pending);
     turn.take();
@@ -1226,6 +1362,9 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
     // stored: one RowTarget for both (or a lambda for the head) changed the default kernels'
     // register allocation.
     inv_sum[r] = Finalize::o_scale(p, row_target(p, tile, f.row0 + 8 * r).head, st.row_max[r], sum, !partials);
+    if constexpr (kFp8Operands) {  // V's descale, once a row (P V ran on the e4m3 values)
+      inv_sum[r] *= kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, (int)fast_div((uint32_t)tile.head, p.div_group));
+    }
     float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
     if (lse_base != nullptr && (f.lane & 3) == 0) {
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
@@ -1346,10 +1485,15 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
   Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
-             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}}};
+             local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}, 1.f}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
   c.rule.score_mod = tile_score_mod(p, tile, seq, c.f.row0);
+  if constexpr (kFp8Operands) {
+    const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
+    c.rule.qk_descale = kv_fp8_scale(p.q_scale, p.q_scale_strides, tile.batch, kv_head) *
+                        kv_fp8_scale(p.k_scale, p.k_scale_strides, tile.batch, kv_head);
+  }
 
   float o[kVCols / 2];
 #pragma unroll
@@ -1477,9 +1621,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     }
     // A ring slot is full with the TMA's bytes and the producer's one arrival, or (FP8 cache) with
     // one arrival per widening warp.
-    constexpr uint32_t kFullArrivals = kKvFp8 ? kKvWidenThreads / 32 : 1;
+    // FP8 operands: K lands by the loading warp's cp.async (one arrival a lane), V transposed.
+    constexpr uint32_t kFullArrivals = kStagingProducer ? kKvWidenThreads / 32 : 1;
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(sm.full_k(s), kFullArrivals);
+      mbar_init(sm.full_k(s), kFp8Operands ? kKvIssueThreads : kFullArrivals);
       mbar_init(sm.full_v(s), kFullArrivals);
       mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
       mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
@@ -1492,7 +1637,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     }
     fence_mbar_init();
     tma_prefetch_desc(&p.q);
-    if (!kKvFp8) { tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); }  // an FP8 cache has no K/V maps
+    if (!kStagingProducer) { tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); }  // read without maps there
     tma_prefetch_desc(&p.o);
   }
   // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
@@ -1508,7 +1653,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   const int wg = tid / 128;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (kWarpProducer || kKvFp8 ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
+    if (kWarpProducer || kStagingProducer ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);

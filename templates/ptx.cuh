@@ -31,6 +31,16 @@ FJ_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// Four floats -> one register of four e4m3 (lowest byte = a0), rounded to nearest, saturating to
+// +-448 (P in the FP8 P V GEMM: at most 2^8, the rescale slack).
+FJ_DEVICE uint32_t pack_e4m3x4(float a0, float a1, float a2, float a3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}" : "=r"(r) : "f"(a0), "f"(a1), "f"(a2), "f"(a3));
+  return r;
+}
 // One register of two 16-bit values -> two floats (low half first).
 struct FloatPair {
   float lo, hi;

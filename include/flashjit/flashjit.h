@@ -120,6 +120,7 @@ enum flashjit_dtype_values {
   FLASHJIT_DTYPE_FP16 = 1,
   FLASHJIT_DTYPE_BF16 = 2,
   FLASHJIT_DTYPE_FP32 = 3, /* sinks only (flashjit_attention_args_t.sinks_dtype), not a kernel's dtype */
+  FLASHJIT_DTYPE_E4M3 = 4, /* FP8 e4m3fn: a kernel's Q, K and V with spec dtype=e4m3 (O is out_dtype's) */
   FLASHJIT_DTYPE_FORCE_32BIT = 0x7fffffff
 };
 
@@ -332,7 +333,15 @@ typedef struct flashjit_tensor_strides {
  *   [batch, heads_kv]). Both scale pointers are required with the key (pass 1.0 for none) and
  *   refused without it. The kernel widens each block to dtype in shared memory (the scale applied in
  *   float, then one rounding to dtype) and runs the 16-bit math: error against float64 on the
- *   dequantised cache at the 16-bit kernel's level. Keys past a sequence are never read. */
+ *   dequantised cache at the 16-bit kernel's level. Keys past a sequence are never read.
+ *
+ * FP8 OPERANDS (spec dtype=e4m3, with out_dtype=bf16 (default) or fp16; FlashAttention-3's FP8)
+ *   Q, K and V are all e4m3 (strides in bytes, multiples of 16), O is out_dtype, LSE float32. The
+ *   descales are FlashAttention-3's q_descale, k_descale, v_descale: q_scale, k_scale and v_scale
+ *   above, indexed by sequence and K/V head as there (a query head uses its K/V head's); k_scale and
+ *   v_scale are required, q_scale 0 means 1. Scores are q.k x q_descale x k_descale x softmax_scale;
+ *   P is rounded to e4m3 for the P V GEMM (as FlashAttention-3 does) and O multiplied by v_descale.
+ *   Head dims that are multiples of 32; not with softcap=1 or alibi=1 yet. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -389,13 +398,16 @@ typedef struct flashjit_attention_args {
                                                batch_stride] (per sequence); off: 0 */
   int64_t alibi_batch_stride;               /* alibi=1: elements between sequences' slopes; 0 = one
                                                [heads_q] for every sequence */
-  /* Appended with the FP8 cache (a caller with the 336-byte layout has none; off: 0): FP8 K/V CACHE. */
+  /* Appended with FP8 (a caller with the 336-byte layout has none; off: 0): FP8 K/V CACHE, FP8 OPERANDS. */
   uint64_t k_scale;                         /* kv_dtype=e4m3: CUdeviceptr float32 K dequantisation scales */
   uint64_t v_scale;                         /* kv_dtype=e4m3: CUdeviceptr float32 V dequantisation scales */
   int64_t k_scale_batch_stride;             /* elements between sequences' K scales; 0 = shared */
   int64_t k_scale_head_stride;              /* elements between K/V heads' K scales; 0 = shared */
   int64_t v_scale_batch_stride;             /* the same for V */
   int64_t v_scale_head_stride;
+  uint64_t q_scale;                         /* dtype=e4m3: CUdeviceptr float32 Q descales; 0 = 1 */
+  int64_t q_scale_batch_stride;             /* indexed as k_scale */
+  int64_t q_scale_head_stride;
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the masks at their "off" values (window -1). */

@@ -72,7 +72,7 @@ flashjit_kernel_info_t describe(const flashjit_kernel_s& k) {
   info.spec = main.resolved_spec.c_str();
   info.kernel_name = c.kernel_name.c_str();
   info.cache_key = main.prepared.key.c_str();
-  info.dtype = c.spec.dtype == DType::kFp16 ? FLASHJIT_DTYPE_FP16 : FLASHJIT_DTYPE_BF16;
+  info.dtype = c.spec.dtype == DType::kFp16 ? FLASHJIT_DTYPE_FP16 : c.spec.dtype == DType::kBf16 ? FLASHJIT_DTYPE_BF16 : FLASHJIT_DTYPE_E4M3;
   info.head_dim = c.spec.head_dim;
   info.causal = c.spec.causal ? 1 : 0;
   info.block_m = c.spec.block_m;

@@ -43,8 +43,9 @@ ParamsKey ParamsKey::of(const AttentionArgs& a) {
   key.alibi_batch_stride = f.alibi_batch_stride;
   key.k_scale = a.fp8.k_scale;
   key.v_scale = a.fp8.v_scale;
+  key.q_scale = a.fp8.q_scale;
   const int64_t scale_strides[] = {a.fp8.k_scale_batch_stride, a.fp8.k_scale_head_stride, a.fp8.v_scale_batch_stride,
-                                   a.fp8.v_scale_head_stride};
+                                   a.fp8.v_scale_head_stride, a.fp8.q_scale_batch_stride, a.fp8.q_scale_head_stride};
   std::memcpy(key.scale_strides, scale_strides, sizeof(scale_strides));
   return key;
 }

@@ -39,8 +39,8 @@ struct ParamsKey {
   uint32_t softcap_bits = 0;
   uint64_t sinks = 0, sinks_bf16 = 0, alibi_slopes = 0;
   int64_t alibi_batch_stride = 0;
-  uint64_t k_scale = 0, v_scale = 0;
-  int64_t scale_strides[4] = {};
+  uint64_t k_scale = 0, v_scale = 0, q_scale = 0;
+  int64_t scale_strides[6] = {};
 
   static ParamsKey of(const AttentionArgs& args);
   bool operator==(const ParamsKey&) const = default;

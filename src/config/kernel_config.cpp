@@ -22,24 +22,42 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 // two words per Q buffer: the tile the producer loaded into it (see tile_words in the template).
 // kv_dtype=e4m3: after the ring, staging_slots FP8 blocks each for K and for V (block_n rows of
 // max(head_dim, head_dim_v) bytes, unswizzled), with a full and an empty mbarrier each, before the
-// others.
-int kv_staging_bytes(const AttentionSpec& s) { return s.kv_fp8() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0; }
+// others; dtype=e4m3: staging slots for V alone (the producer transposes it), K straight into the ring.
+int kv_staging_bytes(const AttentionSpec& s) {
+  return s.kv_fp8() || s.fp8_operands() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
+}
+int staged_tensors(const AttentionSpec& s) { return s.kv_fp8() ? 2 : s.fp8_operands() ? 1 : 0; }
+
+// The tiles' bytes: rows of 128-byte swizzled chunks (64 16-bit or 128 e4m3 columns). With FP8
+// operands V is held transposed ([head_dim_v rounded to 64][block_n keys] in 128-key chunks), and a
+// Q buffer also holds the tile's 16-bit O slices (the epilogue stages them there).
+struct TileBytes {
+  int qk_chunks, v_chunks, q, k, v;
+};
+TileBytes tile_bytes(const AttentionSpec& s) {
+  const int element_bytes = s.fp8_operands() ? 1 : 2;
+  TileBytes t;
+  t.qk_chunks = (s.head_dim * element_bytes + 127) / 128;
+  t.v_chunks = (s.effective_head_dim_v() + 63) / 64;  // of O (and of a 16-bit V)
+  t.q = s.block_m * 128 * (s.fp8_operands() ? std::max(t.qk_chunks, t.v_chunks) : t.qk_chunks);
+  t.k = s.block_n * 128 * t.qk_chunks;
+  t.v = s.fp8_operands() ? 64 * t.v_chunks * 128 * ((s.block_n + 127) / 128) : s.block_n * 128 * t.v_chunks;
+  return t;
+}
 
 int shared_memory_bytes(const AttentionSpec& s, int q_buffers, int staging_slots) {
-  const int qk_chunks = (s.head_dim + 63) / 64, v_chunks = (s.effective_head_dim_v() + 63) / 64;
-  const int q_tile_bytes = s.block_m * 128 * qk_chunks;
-  const int kv_stage_bytes = s.block_n * 128 * (qk_chunks + v_chunks);
+  const TileBytes t = tile_bytes(s);
   const int words = tile_word_bytes(s);  // the tile each Q buffer holds, as the producer publishes it
   const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages + 4 * staging_slots) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) +
                             words * q_buffers;
-  return 1024 + q_buffers * q_tile_bytes + s.stages * kv_stage_bytes + 2 * staging_slots * kv_staging_bytes(s) +
+  return 1024 + q_buffers * t.q + s.stages * (t.k + t.v) + staged_tensors(s) * staging_slots * kv_staging_bytes(s) +
          round_up(barrier_bytes, 128);
 }
 
-// The FP8 cache's staging depth: two slots each for K and V where they fit (a K and a V block in
-// flight while the producer widens the previous ones), else one.
+// The staging depth (FP8 cache, FP8 operands): two slots each where they fit (the next blocks in
+// flight while the producer widens or transposes the previous ones), else one.
 int kv_staging_slots(const AttentionSpec& s, int q_buffers) {
-  if (!s.kv_fp8()) return 0;
+  if (!s.kv_fp8() && !s.fp8_operands()) return 0;
   return shared_memory_bytes(s, q_buffers, 2) <= shared_memory_budget(s) ? 2 : 1;
 }
 
@@ -76,7 +94,7 @@ struct RegisterSplit {
 };
 RegisterSplit register_split(const AttentionSpec& s) {
   // The FP8 cache's producer: one warp issues a block's loads (a page per row), three widen it.
-  if (s.kv_fp8()) return s.consumer_wgs == 1 ? RegisterSplit{64, 240} : RegisterSplit{40, 232};
+  if (s.kv_fp8() || s.fp8_operands()) return s.consumer_wgs == 1 ? RegisterSplit{64, 240} : RegisterSplit{40, 232};
   if (s.ctas_per_sm == 2) return {24, 232};
   if (s.dynamic_schedule) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.paged ? RegisterSplit{56, 224} : RegisterSplit{40, 232};
   if (s.consumer_wgs == 1) return {40, 240};
@@ -147,6 +165,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // The FP8 cache's staging slots take shared memory beside the 16-bit ring: shorter blocks above
   // head dim 128.
   if (s.kv_fp8() && d > 128) block_n = d <= 192 ? 80 : 64;
+  // FP8 operands: a k32 multiple; their tiles take half the bytes (d256: 96, at 128 the consumers
+  // spilled 152 bytes and ptxas serialised the wgmma, C7512; 64 with lengths on the device, where 96
+  // spilled 32).
+  if (s.fp8_operands()) block_n = d <= 192 ? 128 : s.varlen || s.paged ? 64 : 96;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
   // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
@@ -159,7 +181,8 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if ((s.split_kv || s.ctas_per_sm == 2) && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
   // The dynamic scheduler's producer needs registers three consumer warpgroups do not leave; nor
   // does the softcap's tanh with lengths on the device (228 bytes spilled in 128 registers).
-  const bool three_wgs = d <= 64 && !s.causal && !s.dynamic_schedule && !(s.softcap && (s.varlen || s.paged)) && !s.kv_fp8();
+  const bool three_wgs = d <= 64 && !s.causal && !s.dynamic_schedule && !(s.softcap && (s.varlen || s.paged)) && !s.kv_fp8() &&
+                         !s.fp8_operands();
   if (s.consumer_wgs == 0) s.consumer_wgs = s.block_m ? s.block_m / 64 : three_wgs ? 3 : 2;
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
@@ -189,15 +212,17 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   const AttentionSpec& s = c.spec;
   if (Status st = validate_spec(s); !st) return st.take_error();
 
-  // Geometry: rows of 16-bit elements, 128-byte swizzled chunks of 64 columns.
+  // Geometry: rows of 128-byte swizzled chunks (64 16-bit or 128 e4m3 columns); the Q K^T GEMM's
+  // k steps are 32 bytes (k16 of 16 bits, k32 of e4m3).
+  const TileBytes tiles = tile_bytes(s);
   c.threads = 128 * (1 + s.consumer_wgs);
-  c.qk_chunks = (s.head_dim + 63) / 64;
-  c.v_chunks = (s.head_dim_v + 63) / 64;
-  c.qk_k_steps = round_up(s.head_dim, 16) / 16;
+  c.qk_chunks = tiles.qk_chunks;
+  c.v_chunks = tiles.v_chunks;
+  c.qk_k_steps = s.fp8_operands() ? s.head_dim / 32 : round_up(s.head_dim, 16) / 16;
   c.v_cols = 64 * c.v_chunks;
-  c.q_tile_bytes = s.block_m * 128 * c.qk_chunks;
-  c.k_tile_bytes = s.block_n * 128 * c.qk_chunks;
-  c.v_tile_bytes = s.block_n * 128 * c.v_chunks;
+  c.q_tile_bytes = tiles.q;
+  c.k_tile_bytes = tiles.k;
+  c.v_tile_bytes = tiles.v;
 
   // Shared memory (shared_memory_bytes): two Q buffers where they fit, else one.
   c.q_buffers = shared_memory_bytes(s, 2) <= shared_memory_budget(s) ? 2 : 1;
@@ -207,7 +232,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
   // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
   // next tile's Q can load during this tile's last blocks. Not with clusters (one tile per CTA).
-  c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64;
+  c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64 && !s.fp8_operands();
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);

@@ -35,7 +35,8 @@ struct KernelConfig {
   int v_tile_bytes = 0;     // block_n rows, one stage
   // kv_dtype=e4m3: K and V blocks land in FP8 in staging slots (kv_staging_slots each for K and V,
   // kv_staging_bytes each: block_n rows of max(head_dim, head_dim_v) bytes) and are widened into
-  // the 16-bit ring by the producer warpgroup; 0 otherwise.
+  // the 16-bit ring by the producer warpgroup; dtype=e4m3: V's alone, transposed into the ring;
+  // 0 otherwise.
   int kv_staging_slots = 0;
   int kv_staging_bytes = 0;
   int smem_bytes = 0;       // dynamic shared memory requested at launch (includes 1 KB alignment slack)

@@ -10,7 +10,6 @@
 namespace flashjit {
 namespace {
 
-constexpr std::int64_t kElementBytes = 2;  // fp16 and bf16
 constexpr std::int64_t kMaxDim = std::int64_t(1) << 32;
 constexpr std::int64_t kMaxStrideBytes = std::int64_t(1) << 40;  // exclusive
 constexpr std::uint32_t kMaxBoxRows = 256;
@@ -35,15 +34,16 @@ Status check_stride(const TensorMapRequest& r, const char* field, std::int64_t e
   auto head = [&] { return std::string(r.name) + ": " + field + " = " + std::to_string(elements) + " elements"; };
   if (elements < 1) return Error::invalid_argument(field_of(r, field), head() + " is not positive");
   // NOTES: compared in elements first so the byte count cannot overflow.
-  if (elements >= kMaxStrideBytes / kElementBytes) {
+  const std::int64_t element_bytes = tensor_map_element_bytes(r.dtype);
+  if (elements >= kMaxStrideBytes / element_bytes) {
     return Error::invalid_argument(field_of(r, field),
                                    head() + " is 2^40 bytes or more; TMA strides must be below 2^40 bytes");
   }
-  const std::int64_t bytes = elements * kElementBytes;
+  const std::int64_t bytes = elements * element_bytes;
   if (bytes % 16 != 0) {
     return Error::invalid_argument(field_of(r, field), head() + " (" + std::to_string(bytes) +
                                                            " bytes) is not a multiple of 16 bytes; TMA needs 16-byte "
-                                                           "aligned rows (a multiple of 8 elements)");
+                                                           "aligned rows (a multiple of " + std::to_string(16 / element_bytes) + " elements)");
   }
   return Status::Ok();
 }
@@ -58,6 +58,7 @@ Status check_box_rows(const TensorMapRequest& r) {
 }
 
 CUtensorMapDataType data_type(DType dtype) {
+  if (dtype == DType::kE4m3) return CU_TENSOR_MAP_DATA_TYPE_UINT8;  // TMA moves bytes; the GEMM reads them as e4m3
   return dtype == DType::kFp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
@@ -72,9 +73,9 @@ struct Layout {
 Layout layout_of(const TensorMapRequest& r) {
   return Layout{
       {cuuint64_t(r.head_dim), cuuint64_t(r.seqlen), cuuint64_t(r.heads), cuuint64_t(r.batch)},
-      {cuuint64_t(r.stride_seqlen * kElementBytes), cuuint64_t(r.stride_heads * kElementBytes),
-       cuuint64_t(r.stride_batch * kElementBytes)},
-      {kTensorMapBoxColumns, r.box_rows, r.box_heads, 1},
+      {cuuint64_t(r.stride_seqlen * tensor_map_element_bytes(r.dtype)), cuuint64_t(r.stride_heads * tensor_map_element_bytes(r.dtype)),
+       cuuint64_t(r.stride_batch * tensor_map_element_bytes(r.dtype))},
+      {tensor_map_box_columns(r.dtype), r.box_rows, r.box_heads, 1},
       {1, 1, 1, 1},
   };
 }

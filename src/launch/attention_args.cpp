@@ -55,13 +55,23 @@ Status check_metadata(const char* field, uint64_t ptr) {
 
 // The FP8 cache's scales: required with kv_dtype=e4m3, refused without it.
 Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
-  if (!spec.kv_fp8()) {
+  if (!spec.kv_fp8() && !spec.fp8_operands()) {
     if (!f.any()) return {};
     // The first field set, as flashjit.h names it.
     const char* field = f.k_scale ? "k_scale" : f.v_scale ? "v_scale" : f.k_scale_batch_stride ? "k_scale_batch_stride"
-                        : f.k_scale_head_stride ? "k_scale_head_stride" : f.v_scale_batch_stride ? "v_scale_batch_stride" : "v_scale_head_stride";
-    return bad_argument(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache); 0 = off");
+                        : f.k_scale_head_stride ? "k_scale_head_stride" : f.v_scale_batch_stride ? "v_scale_batch_stride"
+                        : f.v_scale_head_stride ? "v_scale_head_stride" : f.q_scale ? "q_scale"
+                        : f.q_scale_batch_stride ? "q_scale_batch_stride" : "q_scale_head_stride";
+    return bad_argument(field, "set, but it needs spec key kv_dtype=e4m3 (an FP8 K/V cache) or dtype=e4m3; 0 = off");
   }
+  // Q's descale goes with FP8 queries only (optional: null is 1); K's and V's are required.
+  if (!spec.fp8_operands() && (f.q_scale || f.q_scale_batch_stride || f.q_scale_head_stride)) {
+    return bad_argument(f.q_scale ? "q_scale" : f.q_scale_batch_stride ? "q_scale_batch_stride" : "q_scale_head_stride",
+                        "set, but it needs spec key dtype=e4m3 (16-bit queries take no descale); 0 = off");
+  }
+  if (f.q_scale % 4 != 0) return bad_argument("q_scale", "pointer " + hex_text(f.q_scale) + " is not 4-byte aligned (float32)");
+  if (f.q_scale_batch_stride < 0) return bad_argument("q_scale_batch_stride", std::to_string(f.q_scale_batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
+  if (f.q_scale_head_stride < 0) return bad_argument("q_scale_head_stride", std::to_string(f.q_scale_head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
   const struct {
     const char* name;
     uint64_t ptr;
@@ -69,7 +79,8 @@ Status check_fp8_inputs(const AttentionSpec& spec, const Fp8Inputs& f) {
   } scales[] = {{"k_scale", f.k_scale, f.k_scale_batch_stride, f.k_scale_head_stride},
                 {"v_scale", f.v_scale, f.v_scale_batch_stride, f.v_scale_head_stride}};
   for (const auto& s : scales) {
-    if (s.ptr == 0) return bad_argument(s.name, "null device pointer; kv_dtype=e4m3 needs float32 dequantisation scales (1.0 for none)");
+    if (s.ptr == 0) return bad_argument(s.name, std::string("null device pointer; ") + (spec.fp8_operands() ? "dtype" : "kv_dtype") +
+                                                     "=e4m3 needs float32 dequantisation scales (1.0 for none)");
     if (s.ptr % 4 != 0) return bad_argument(s.name, "pointer " + hex_text(s.ptr) + " is not 4-byte aligned (float32)");
     if (s.batch_stride < 0) return bad_argument(std::string(s.name) + "_batch_stride", std::to_string(s.batch_stride) + " is not allowed; allowed: 0 (one for every sequence) and up");
     if (s.head_stride < 0) return bad_argument(std::string(s.name) + "_head_stride", std::to_string(s.head_stride) + " is not allowed; allowed: 0 (one for every K/V head) and up");
@@ -319,7 +330,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
     bool packed;
   } strides[] = {{"q", a.q_strides, packed_q}, {"k", a.k_strides, packed_kv}, {"v", a.v_strides, packed_kv}, {"o", a.o_strides, packed_q}};
   for (const auto& s : strides) {
-    const bool fp8 = config.spec.kv_fp8() && (s.name[0] == 'k' || s.name[0] == 'v');
+    const bool fp8 = (config.spec.kv_fp8() && (s.name[0] == 'k' || s.name[0] == 'v')) || (config.spec.fp8_operands() && s.name[0] != 'o');
     if (Status st = check_strides(s.name, s.strides, s.packed, fp8 ? 1 : 2); !st) return st;
   }
   // NOTES: the kernel subtracts max(S) * scale as the row maximum, which holds for positive scales only.

@@ -56,12 +56,17 @@ struct FeatureInputs {
 // count bytes), dequantised as value x scale. Scales float32 at batch x batch_stride + K/V head x
 // head_stride: one per tensor (both strides 0, vLLM's k_scale), per K/V head (0, 1) or FA3's
 // descale [batch, heads_kv]. Required with the key, refused without it.
+// FP8 operands (spec dtype=e4m3): Q, K and V e4m3 (strides in bytes), the same k_scale and v_scale
+// (FlashAttention-3's k_descale, v_descale) and q_scale (q_descale) indexed the same way.
 struct Fp8Inputs {
   uint64_t k_scale = 0, v_scale = 0;  // CUdeviceptr float32
   int64_t k_scale_batch_stride = 0, k_scale_head_stride = 0;
   int64_t v_scale_batch_stride = 0, v_scale_head_stride = 0;
+  uint64_t q_scale = 0;  // dtype=e4m3 only
+  int64_t q_scale_batch_stride = 0, q_scale_head_stride = 0;
   bool any() const {
-    return k_scale || v_scale || k_scale_batch_stride || k_scale_head_stride || v_scale_batch_stride || v_scale_head_stride;
+    return k_scale || v_scale || k_scale_batch_stride || k_scale_head_stride || v_scale_batch_stride || v_scale_head_stride ||
+           q_scale || q_scale_batch_stride || q_scale_head_stride;
   }
 };
 

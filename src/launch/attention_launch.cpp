@@ -21,7 +21,8 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
   TensorMapRequest r;
   r.name = name;
   r.base = base;
-  r.dtype = c.spec.dtype;
+  // O is 16-bit (out_dtype) also where Q, K and V are e4m3.
+  r.dtype = name[0] == 'o' ? c.spec.output_dtype() : c.spec.dtype;
   r.batch = batch;
   r.seqlen = seqlen;
   r.heads = heads;
@@ -178,7 +179,7 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
 
 // kv_dtype=e4m3: the caches' bases, strides (bytes) and scales, as the producer reads them.
 void set_fp8_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
-  if (!c.spec.kv_fp8()) return;
+  if (!c.spec.kv_fp8() && !c.spec.fp8_operands()) return;
   p.k_fp8 = reinterpret_cast<const unsigned char*>(a.k);
   p.v_fp8 = reinterpret_cast<const unsigned char*>(a.v);
   const TensorStrides* strides[] = {&a.k_strides, &a.v_strides};
@@ -195,6 +196,9 @@ void set_fp8_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs&
   p.k_scale_strides[1] = a.fp8.k_scale_head_stride;
   p.v_scale_strides[0] = a.fp8.v_scale_batch_stride;
   p.v_scale_strides[1] = a.fp8.v_scale_head_stride;
+  p.q_scale = reinterpret_cast<const float*>(a.fp8.q_scale);
+  p.q_scale_strides[0] = a.fp8.q_scale_batch_stride;
+  p.q_scale_strides[1] = a.fp8.q_scale_head_stride;
 }
 
 Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
@@ -212,7 +216,8 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
       {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
   };
   for (const auto& m : maps) {
-    if (c.spec.kv_fp8() && (m.out == &p.k || m.out == &p.v)) continue;  // the FP8 cache is read without maps
+    // The FP8 cache and FP8 operands' K and V are read without maps.
+    if ((c.spec.kv_fp8() || c.spec.fp8_operands()) && (m.out == &p.k || m.out == &p.v)) continue;
     auto encoded = make_tensor_map_bshd(api, m.request);
     if (!encoded) return encoded.take_error();
     std::memcpy(m.out, &*encoded, sizeof(TensorMapBytes));

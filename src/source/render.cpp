@@ -52,6 +52,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kInlineCombine", s.inline_combine);
   add_constant(out, "int", "kTileWordBytes", tile_word_bytes(s));
   add_constant(out, "bool", "kKvFp8", s.kv_fp8());
+  add_constant(out, "bool", "kFp8Operands", s.fp8_operands());
   add_constant(out, "int", "kKvStagingSlots", c.kv_staging_slots);
   add_constant(out, "int", "kKvStagingBytes", c.kv_staging_bytes);
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the

@@ -11,7 +11,7 @@
 
 namespace flashjit {
 
-const char* dtype_name(DType dtype) { return dtype == DType::kFp16 ? "fp16" : "bf16"; }
+const char* dtype_name(DType dtype) { return dtype == DType::kFp16 ? "fp16" : dtype == DType::kBf16 ? "bf16" : "e4m3"; }
 
 namespace {
 
@@ -82,7 +82,7 @@ Field printed_when_on(const char* key, bool AttentionSpec::*flag) {
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> table = {
-      {"dtype", "fp16, bf16",
+      {"dtype", "fp16, bf16, e4m3",
        [](AttentionSpec& s, std::string_view v) -> Status {
          // Any case, like the bool words.
          const llvm::StringRef word(v.data(), v.size());
@@ -91,7 +91,8 @@ const std::vector<Field>& fields() {
            return {};
          }
          if (word.equals_insensitive("bf16")) { s.dtype = DType::kBf16; return {}; }
-         return bad_value("dtype", v, "fp16, bf16");
+         if (word.equals_insensitive("e4m3") || word.equals_insensitive("float8_e4m3fn")) { s.dtype = DType::kE4m3; return {}; }
+         return bad_value("dtype", v, "fp16, bf16, e4m3");
        },
        [](const AttentionSpec& s) { return std::string(dtype_name(s.dtype)); }},
       {"head_dim", "a multiple of 8 in 8..256",
@@ -163,6 +164,15 @@ const std::vector<Field>& fields() {
       printed_when_on("softcap", &AttentionSpec::softcap),
       printed_when_on("sinks", &AttentionSpec::sinks),
       printed_when_on("alibi", &AttentionSpec::alibi),
+      // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
+      {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
+       [](AttentionSpec& s, std::string_view v) -> Status {
+         const llvm::StringRef word(v.data(), v.size());
+         if (word.equals_insensitive("fp16") || word.equals_insensitive("f16") || word.equals_insensitive("half")) { s.out_dtype = DType::kFp16; return {}; }
+         if (word.equals_insensitive("bf16")) { s.out_dtype = DType::kBf16; return {}; }
+         return bad_value("out_dtype", v, "fp16 or bf16");
+       },
+       [](const AttentionSpec& s) { return s.fp8_operands() ? std::string(dtype_name(s.out_dtype)) : std::string(); }},
       // The K/V cache's element type (issue 39); printed only when it differs from dtype.
       {"kv_dtype", "e4m3, or the dtype's own (fp16, bf16)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -295,6 +305,28 @@ Status validate_spec(const AttentionSpec& s) {
   // ranges differ at both ends, which the cluster's shared walk does not take yet.
   if (s.masks_window_or_chunk() && s.cluster == 2) {
     return fail("cluster", 2, s.window ? "1 with window=1 (the two CTAs' windows differ at both ends)" : "1 with chunk=1 (the two CTAs' chunks differ at both ends)");
+  }
+  // NOTES: FP8 operands (dtype=e4m3): the k32 steps of the FP8 GEMMs, V transposed by the producer
+  // warpgroup (FP8 wgmma takes K-major operands only), which needs the same registers as the FP8
+  // cache's; O in out_dtype.
+  if (s.fp8_operands()) {
+    auto fail_fp8 = [](const char* field, int value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
+                                            " is not allowed with dtype=e4m3; allowed: " + allowed);
+    };
+    if (s.head_dim % 32 != 0) return fail_fp8("head_dim", s.head_dim, "a multiple of 32 (the FP8 GEMMs' k32 steps)");
+    if (s.kv_fp8()) return Error::invalid_spec("kv_dtype", "spec field 'kv_dtype': value e4m3 is not allowed with dtype=e4m3; allowed: leave it out (K and V are e4m3 already)");
+    if (s.cluster == 2) return fail_fp8("cluster", 2, "1");
+    if (s.ctas_per_sm == 2) return fail_fp8("ctas_per_sm", 2, "1 (no registers for the producer's transpose of V)");
+    if (s.consumer_wgs == 3) return fail_fp8("consumer_wgs", 3, "1 or 2 (no registers for the producer's transpose of V)");
+    if (s.block_n != 0 && s.block_n % 32 != 0) return fail_fp8("block_n", s.block_n, "a multiple of 32 (the FP8 P V GEMM's k32 steps)");
+    if (s.dynamic_schedule) return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed with dtype=e4m3; allowed: static");
+    // NOTES: the softcap's tanh and ALiBi's bias take the descaled score; not with FP8 operands yet.
+    if (s.softcap) return Error::invalid_spec("softcap", "spec field 'softcap': value 1 is not allowed with dtype=e4m3; allowed: 0 (not with FP8 operands yet)");
+    if (s.alibi) return Error::invalid_spec("alibi", "spec field 'alibi': value 1 is not allowed with dtype=e4m3; allowed: 0 (not with FP8 operands yet)");
+  }
+  if (!s.fp8_operands() && s.out_dtype != DType::kBf16) {
+    return Error::invalid_spec("out_dtype", "spec field 'out_dtype': value fp16 is not allowed; allowed: leave it out (O is dtype's; out_dtype goes with dtype=e4m3)");
   }
   // NOTES: the FP8 cache's producer warpgroup loads and widens K/V itself (no TMA multicast, no
   // dynamic take broadcast beyond one warp) and needs more registers than two CTAs an SM or three

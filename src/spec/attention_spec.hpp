@@ -10,7 +10,8 @@
 
 namespace flashjit {
 
-enum class DType { kFp16, kBf16 };
+// kE4m3 (dtype=e4m3, issue 39): Q, K and V in FP8 e4m3fn with descales, O in out_dtype (16 bits).
+enum class DType { kFp16, kBf16, kE4m3 };
 const char* dtype_name(DType dtype);
 
 // The K/V cache's element type: the queries' (dtype), or e4m3 (FP8, with scales) widened to the
@@ -50,10 +51,15 @@ struct AttentionSpec {
   // kv_dtype=e4m3 (issue 39): K and V in FP8 (e4m3fn) with scales per tensor or per K/V head
   // (AttentionArgs.fp8), Q and O 16-bit. Off: K/V in dtype, today's kernels.
   KvDType kv_dtype = KvDType::kSame;
+  // dtype=e4m3: O's element type, fp16 or bf16 (printed with dtype=e4m3 only).
+  DType out_dtype = DType::kBf16;
 
   int effective_head_dim_v() const { return head_dim_v ? head_dim_v : head_dim; }
   bool masks_window_or_chunk() const { return window || chunk; }
   bool kv_fp8() const { return kv_dtype == KvDType::kE4m3; }
+  bool fp8_operands() const { return dtype == DType::kE4m3; }
+  // The 16-bit type of O (and of Q with an FP8 cache): dtype, or out_dtype with FP8 operands.
+  DType output_dtype() const { return fp8_operands() ? out_dtype : dtype; }
   bool operator==(const AttentionSpec&) const = default;
 };
 

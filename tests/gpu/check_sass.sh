@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every default variant's SASS has HGMMA and no local memory (LDL/STL), and where the spec overlaps
+# Every default variant's SASS has HGMMA (QGMMA for FP8 operands, dtype=e4m3) and no local memory (LDL/STL), and where the spec overlaps
 # softmax with the PV GEMM, the exponentials really sit between the S wait (DEPBAR gsb0 <= 1) and the
 # PV wait (DEPBAR gsb0 <= 0) in every loop (ptxas once hoisted the PV wait above them). Read from the cubins that
 # `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
@@ -30,7 +30,7 @@ while read -r key spec; do
   total=$((total + 1))
   "$FLASHJIT" cache extract "$key" "$work/k.cubin" --cache-dir "$work/cache" >/dev/null || { echo "FAIL extract $spec"; failed=$((failed + 1)); continue; }
   "$CUOBJDUMP" --dump-sass "$work/k.cubin" >"$work/k.sass" 2>&1
-  hgmma=$(grep -c "HGMMA" "$work/k.sass"); local_mem=$(grep -cE "\b(LDL|STL)\b" "$work/k.sass")
+  hgmma=$(grep -cE "HGMMA|QGMMA" "$work/k.sass"); local_mem=$(grep -cE "\b(LDL|STL)\b" "$work/k.sass")
   # Overlapped loops without an exponential between the two waits (0 when none, or overlap is off).
   serial=0
   if [[ "$spec" == *overlap=1* ]]; then
@@ -42,7 +42,7 @@ while read -r key spec; do
   required=1
   [ -n "${SASS_REQUIRE:-}" ] && required=$(grep -cE "$SASS_REQUIRE" "$work/k.sass")
   if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ] && [ "$required" -gt 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
-  printf '%s HGMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s%s\n' "$status" "$hgmma" "$local_mem" "$serial" \
+  printf '%s GMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s%s\n' "$status" "$hgmma" "$local_mem" "$serial" \
     "${SASS_REQUIRE:+$SASS_REQUIRE=$required }" "$spec"
 done <"$work/keys"
 echo "$((total - failed)) passed, $failed failed"
