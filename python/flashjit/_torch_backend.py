@@ -490,8 +490,8 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     dtype = q.dtype
     if dtype not in _DTYPES:
         _fail(fn, names[0], f"dtype {dtype} is not supported; flashjit takes torch.float16 or torch.bfloat16", TypeError)
-    if k.dtype is _FP8:  # an FP8 cache: V too (the interface names both when they differ)
-        if v.dtype is not _FP8:
+    if k.dtype == _FP8:  # an FP8 cache: V too (the interface names both when they differ)
+        if v.dtype != _FP8:
             _fail(fn, names[2], f"dtype {v.dtype} differs from {names[1]}'s {k.dtype} (an FP8 cache has both)", TypeError)
     elif k.dtype != dtype or v.dtype != dtype:
         bad = names[1] if k.dtype != dtype else names[2]
