@@ -423,13 +423,14 @@ def loaded_specs():
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
         cu_seqlens_k: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], block_table: Optional[torch.Tensor],
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
-        return_lse: bool, window_left: int, window_right: int, attention_chunk: int, softcap: float,
-        sinks: Optional[torch.Tensor], alibi_slopes: Optional[torch.Tensor], k_descale: Optional[torch.Tensor] = None,
-        v_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return_lse: bool, window_left: int = -1, window_right: int = -1, attention_chunk: int = 0, softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None,
+        k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
     (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
     ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
-    that empty tensor. k_descale, v_descale: an FP8 cache's (K and V of torch.float8_e4m3fn; None = 1.0)."""
+    that empty tensor. The masks and score modifiers default to off (the calls written before them pass 15
+    arguments); k_descale, v_descale: an FP8 cache's (K and V of torch.float8_e4m3fn; None = 1.0)."""
     features = _plan.Features(window_left, window_right, attention_chunk, softcap, sinks, alibi_slopes)
     kv_scales = None
     if k.dtype is _FP8:
@@ -443,8 +444,8 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left, window_right, attention_chunk,
-              softcap, sinks, alibi_slopes, k_descale=None, v_descale=None):
+              softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left=-1, window_right=-1, attention_chunk=0,
+              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None):
     if not return_lse:
         return q.new_empty((0,), dtype=torch.float32)
     if cu_seqlens_q is not None:
