@@ -1,6 +1,6 @@
 """FA3's Python entry points (hopper/flash_attn_interface.py) with its argument names, positions, defaults
 and return values, read as FA3 reads them (hopper/flash_api.cpp):
-- an argument whose feature is off is ignored as FA3 ignores it: the FP8 descales on 16-bit tensors,
+- an argument whose feature is off is ignored as FA3 ignores it: the FP8 descales with a 16-bit q and cache,
   rotary_seqlens and rotary_interleaved without rotary tensors, cu_seqlens_k_new without new keys, a window
   side that covers every key or query, softcap <= 0, scheduler_metadata (flashjit schedules each call on the
   device from its lengths: get_scheduler_metadata below);
@@ -8,15 +8,20 @@ and return values, read as FA3 reads them (hopper/flash_api.cpp):
   map onto flashjit's masks and score modifiers (flashjit.h, MASKS AND SCORES): the spec keys join the call's
   spec and the argument fields are filled; a bad value or tensor raises ValueError naming the argument, and a
   library that does not have the feature's spec key raises NotImplementedError naming the feature;
+- K and V of torch.float8_e4m3fn under a 16-bit q are an FP8 K/V cache (flashjit.h, FP8 K/V CACHE; spec key
+  kv_dtype=e4m3), which FA3 itself does not take (it needs Q, K and V of one dtype): k_descale and v_descale
+  (float32: one element, [heads_kv] or FA3's [batch, heads_kv], strides as given, vLLM's expanded per-tensor
+  scale included) dequantise it, a descale not given reads as 1.0 (as FA3 reads one); q_descale with the 16-bit q
+  raises ValueError (there is no FP8 q for it to dequantise), as do K and V of different dtypes;
 - a feature flashjit does not have raises NotImplementedError naming it, whether it arrives as an argument,
-  a dtype (FP8) or a shape (a V head dim apart from Q's, a head dim above 256);
+  a dtype (FP8 queries, an e5m2 cache) or a shape (a V head dim apart from Q's, a head dim above 256);
 - the performance hints (num_splits, pack_gqa) steer flashjit's own choices; deterministic is accepted (the
   forward pass is deterministic; there is no backward).
 Needs torch only when called."""
 
 import math
 
-from ._plan import Features
+from ._plan import Features, KvScales, descale_strides
 
 MAX_HEAD_DIM = 256  # the largest head dim of flashjit's kernels (FA3's too)
 
@@ -63,13 +68,10 @@ def _refuse_given(fn, **given):
 
 
 def _check_common(fn, names, q, k, v, qv, sm_margin):
-    """What all three functions refuse alike: FP8 tensors, head dims flashjit has no kernel for, qv (MLA),
-    sm_margin. names: how the function calls q, k and v."""
-    for name, t in zip(names, (q, k, v)):
-        dtype = getattr(t, "dtype", None)
-        if dtype is not None and "float8" in str(dtype):
-            raise NotImplementedError(f"flashjit.{fn}: {name}: dtype {dtype} (FP8) is not supported yet; flashjit "
-                                      "computes in torch.float16 or torch.bfloat16")
+    """What all three functions refuse alike: FP8 queries and FP8 caches flashjit does not take (_fp8_cache), head
+    dims flashjit has no kernel for, qv (MLA), sm_margin. names: how the function calls q, k and v. Returns
+    whether K and V are an FP8 cache."""
+    fp8 = _fp8_cache(fn, names, q, k, v)
     d = _dim(q, -1)
     if d is not None and d > MAX_HEAD_DIM:
         raise NotImplementedError(f"flashjit.{fn}: q: head dim {d} is not supported; flashjit's kernels take head "
@@ -78,9 +80,76 @@ def _check_common(fn, names, q, k, v, qv, sm_margin):
     if d is not None and dv is not None and dv != d:
         raise NotImplementedError(f"flashjit.{fn}: {names[2]}: head dim {dv} apart from q's {d} is not supported yet "
                                   "(V's head dim must equal Q's)")
+    if fp8 and d is not None and d % 16:
+        raise NotImplementedError(f"flashjit.{fn}: {names[1]}: head dim {d} with an FP8 cache is not supported; FP8 "
+                                  "K/V rows are read 16 bytes at a time: a multiple of 16 (as FA3's FP8)")
     _refuse_given(fn, qv=(qv, "a separate V-side query (MLA)"))
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
+    return fp8
+
+
+# ---- the FP8 K/V cache (flashjit.h, FP8 K/V CACHE) ---------------------------------------------------------
+_E4M3 = "torch.float8_e4m3fn"
+
+
+def _fp8_cache(fn, names, q, k, v):
+    """Whether k and v are an FP8 cache: both torch.float8_e4m3fn (q is 16-bit; its dtype the torch half checks).
+    An FP8 q raises NotImplementedError (flashjit computes in 16 bits; FA3's FP8 path quantises Q too), an FP8
+    cache of another format too; K and V of different dtypes, one of them FP8, raise ValueError naming both."""
+    qd, kd, vd = (str(getattr(t, "dtype", "")) for t in (q, k, v))
+    if "float8" in qd:
+        raise NotImplementedError(f"flashjit.{fn}: {names[0]}: dtype {qd} (FP8) is not supported yet: FP8 queries "
+                                  "are not (only an FP8 K/V cache: K and V torch.float8_e4m3fn with a torch.float16 "
+                                  "or torch.bfloat16 q)")
+    k8, v8 = "float8" in kd, "float8" in vd
+    if (k8 or v8) and kd != vd:
+        raise ValueError(f"flashjit.{fn}: {names[1]} and {names[2]}: dtypes {kd} and {vd} differ; an FP8 cache has "
+                         f"both of {_E4M3}")
+    if not k8:
+        return False
+    if kd != _E4M3:
+        raise NotImplementedError(f"flashjit.{fn}: {names[1]}: dtype {kd} (FP8) is not supported yet; an FP8 K/V "
+                                  f"cache is {_E4M3} (e4m3)")
+    return True
+
+
+def kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, heads_kv, q_name="q"):
+    """The launch's KvScales for an FP8 cache (fp8 from _check_common), None for a 16-bit one (whose descales FA3
+    ignores, and so does flashjit). k_descale / v_descale: float32, one element, [heads_kv] or [batch, heads_kv]
+    (descale_strides), any strides; None reads as 1.0. q_descale with the 16-bit q raises ValueError: FA3 reads it
+    only for an FP8 q, which flashjit does not take. batch, heads_kv: None where unknown (not checked)."""
+    if not fp8:
+        return None
+    if q_descale is not None:
+        raise ValueError(f"flashjit.{fn}: q_descale: {_shown(q_descale)} given with a 16-bit {q_name} and an FP8 "
+                         "cache; it dequantises an FP8 q (FA3 reads it only then) and FP8 queries are not supported: "
+                         "pass q_descale=None (k_descale and v_descale dequantise the cache)")
+    layouts = []
+    for name, t in (("k_descale", k_descale), ("v_descale", v_descale)):
+        if t is None:
+            layouts.append((0, 0))
+            continue
+        if _float_dtype(t) != "torch.float32":
+            raise ValueError(f"flashjit.{fn}: {name}: dtype {_float_dtype(t) or type(t).__name__}; expected "
+                             "torch.float32 (FA3's descales)")
+        strides = descale_strides(t.shape, t.stride(), batch, heads_kv)
+        if strides is None:
+            raise ValueError(f"flashjit.{fn}: {name}: shape {tuple(t.shape)}; expected one element (one scale for the "
+                             f"cache), ({'heads_kv' if heads_kv is None else heads_kv},) (one a K/V head) or "
+                             f"({'batch' if batch is None else batch}, {'heads_kv' if heads_kv is None else heads_kv}) "
+                             "(FA3's [batch, heads_kv])")
+        layouts.append(strides)
+    return KvScales(k_descale, v_descale, *layouts)
+
+
+def _launch(fn, call, features, scales):
+    """The torch half's function fn with the call's arguments, its Features (if any) and its KvScales (if any,
+    by keyword)."""
+    half = getattr(backend(fn), fn)
+    if scales is not None:
+        return half(*call, features, kv_scales=scales)
+    return half(*call) if features is None else half(*call, features)
 
 
 def mask_of(fn, causal, window_size, seqlen_q, seqlen_k):
@@ -180,15 +249,15 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     [batch, seqlen_q, heads, d], and with return_attn_probs=True (out, softmax_lse [batch, heads, seqlen_q]).
     Causal masks are bottom-right aligned. num_splits and pack_gqa are hints a dense launch does not need.
     Keyword-only: alibi_slopes (float32 [heads] or [batch, heads]) and s_aux / learnable_sink (sink logits,
-    float32 or bfloat16 [heads]; the LSE includes the sink)."""
+    float32 or bfloat16 [heads]; the LSE includes the sink). k and v of torch.float8_e4m3fn are an FP8 cache,
+    dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0)."""
     fn = "flash_attn_func"
-    _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
+    fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
+    scales = kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, _dim(q, 0), _dim(k, 2))
     causal, *window = mask_of(fn, causal, window_size, _dim(q, 1), _dim(k, 1))
     features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
                            _dim(q, 0), _dim(q, 2))
-    if features is None:
-        return backend(fn).flash_attn_func(q, k, v, softmax_scale, bool(causal), return_attn_probs)
-    return backend(fn).flash_attn_func(q, k, v, softmax_scale, bool(causal), return_attn_probs, features)
+    return _launch(fn, (q, k, v, softmax_scale, bool(causal), return_attn_probs), features, scales)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
@@ -206,9 +275,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     total_q]). Keyword-only extras from vLLM's fork: block_table, out (written in place), return_softmax_lse,
     scheduler_metadata (accepted, not needed), fa_version (2 or 3: flashjit runs either call), alibi_slopes
     (float32 [heads] or [batch, heads]), s_aux (sink logits, float32 or bfloat16 [heads]; FA4's name
-    learnable_sink also); dropout_p must be off."""
+    learnable_sink also); dropout_p must be off. k and v of torch.float8_e4m3fn (packed, [batch, seqlen_k] or
+    paged) are an FP8 cache, dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch,
+    heads_kv], e.g. vLLM's layer scale expanded; None = 1.0)."""
     fn = "flash_attn_varlen_func"
-    _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
+    fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     if dropout_p:
         _lacks(fn, "dropout_p", dropout_p, "dropout", "0.0")
     if fa_version not in (None, 2, 3):
@@ -219,12 +290,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         keys = _paged_keys(block_table, k) if block_table is not None else _dim(k, 1)
     causal, *window = mask_of(fn, causal, window_size, max_seqlen_q, keys)
     cu_len = _dim(cu_seqlens_q, 0)
+    batch = None if cu_len is None else cu_len - 1
+    scales = kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, _dim(k, -2))
     features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
-                           None if cu_len is None else cu_len - 1, _dim(q, 1))
+                           batch, _dim(q, 1))
     call = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, softmax_scale,
             bool(causal), num_splits, pack_gqa, block_table, out, return_attn_probs or return_softmax_lse)
-    return backend(fn).flash_attn_varlen_func(*call) if features is None else \
-        backend(fn).flash_attn_varlen_func(*call, features)
+    return _launch(fn, call, features, scales)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
@@ -240,9 +312,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     cache_seqlens (int, or int32 [batch]) keys per sequence. num_splits 0 (default) lets flashjit split long
     caches across SMs (split-KV decode). Returns out, and with return_softmax_lse (out, softmax_lse [batch,
     heads, seqlen_q], or [heads, total_q] with cu_seqlens_q). Keyword-only: out (written in place), alibi_slopes
-    (float32 [heads] or [batch, heads]), s_aux / learnable_sink (sink logits, float32 or bfloat16 [heads])."""
+    (float32 [heads] or [batch, heads]), s_aux / learnable_sink (sink logits, float32 or bfloat16 [heads]).
+    k_cache and v_cache of torch.float8_e4m3fn (dense or paged) are an FP8 cache, dequantised by k_descale /
+    v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0)."""
     fn = "flash_attn_with_kvcache"
-    _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, sm_margin)
+    fp8 = _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, sm_margin)
     # FA3 reads rotary_seqlens and rotary_interleaved only with rotary tensors, which need k (its check: "If
     # rotary cos/sin are provided, new key / value to be appended to KV cache must also be provided"), and
     # cu_seqlens_k_new only with k.
@@ -258,12 +332,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
         batch, heads_q = None if cu_len is None else cu_len - 1, _dim(q, 1)
     else:
         batch, heads_q = _dim(q, 0), _dim(q, 2)
+    scales = kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, _dim(k_cache, -2))
     features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
                            batch, heads_q)
     call = (q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale, bool(causal),
             num_splits, pack_gqa, out, return_softmax_lse)
-    return backend(fn).flash_attn_with_kvcache(*call) if features is None else \
-        backend(fn).flash_attn_with_kvcache(*call, features)
+    return _launch(fn, call, features, scales)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
@@ -283,11 +357,13 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     kernels read every length on the device and the launch plan is cached per shape, so the value returned, an
     empty int32 tensor on cache_seqlens' device, is one that scheduler_metadata accepts and every layer of the
     step may pass; it computes nothing and does not synchronise (windows, chunks and soft caps need no schedule
-    either). Features flashjit does not have raise NotImplementedError as the attention functions do."""
+    either). Features flashjit does not have raise NotImplementedError as the attention functions do; qkv_dtype
+    torch.float8_e4m3fn is taken (an engine with an FP8 cache names the cache's dtype; the value does not depend
+    on it, and the attention call refuses FP8 queries itself), other FP8 formats are not."""
     fn = "get_scheduler_metadata"
-    if qkv_dtype is not None and "float8" in str(qkv_dtype):
+    if qkv_dtype is not None and "float8" in str(qkv_dtype) and str(qkv_dtype) != _E4M3:
         raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit "
-                                  "computes in torch.float16 or torch.bfloat16")
+                                  f"computes in torch.float16 or torch.bfloat16, against an FP8 cache of {_E4M3}")
     if headdim > MAX_HEAD_DIM:
         raise NotImplementedError(f"flashjit.{fn}: headdim={headdim} is not supported; flashjit's kernels take head "
                                   f"dims up to {MAX_HEAD_DIM}")

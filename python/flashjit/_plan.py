@@ -53,16 +53,66 @@ def require_feature_keys(lib, spec, feature_keys):
                                       f"(spec '{spec}': {reason})")
 
 
-def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=()):
+# ---- the FP8 K/V cache (flashjit.h, FP8 K/V CACHE) ---------------------------------------------------------
+KV_DTYPE_E4M3 = "e4m3"  # spec key kv_dtype's value for K and V of torch.float8_e4m3fn
+
+
+def descale_strides(shape, strides, batch=None, heads_kv=None):
+    """(batch stride, head stride), in elements, of a float32 descale tensor the kernel reads at batch x batch
+    stride + K/V head x head stride (args k_scale / v_scale), from the tensor's shape and strides; None for a shape
+    that is none of these:
+    - one element, of any dimensions (a scalar, [1], [1, 1]): one scale for the cache, (0, 0);
+    - [heads_kv]: one a K/V head, (0, its stride) (vLLM's per-head scales);
+    - [batch, heads_kv] (FA3's descale shape): its strides; vLLM's per-tensor scale expanded to that shape has
+      strides (0, 0) and reads as one scale.
+    A dimension of size 1 broadcasts (stride 0): [1, heads_kv] is per head, [batch, 1] per sequence. batch,
+    heads_kv: None where not known (not checked)."""
+    shape, strides = tuple(shape), tuple(strides)
+    count = 1
+    for n in shape:
+        count *= n
+    if count == 1:
+        return 0, 0
+    if len(shape) == 1:
+        if heads_kv is not None and shape[0] != heads_kv:
+            return None
+        return 0, strides[0]
+    if len(shape) == 2:
+        rows, cols = shape
+        if (batch is not None and rows not in (batch, 1)) or (heads_kv is not None and cols not in (heads_kv, 1)):
+            return None
+        return (strides[0] if rows != 1 else 0), (strides[1] if cols != 1 else 0)
+    return None
+
+
+class KvScales:
+    """An FP8 K/V cache's dequantisation scales (spec key kv_dtype=e4m3): the float32 k_descale and v_descale tensors
+    (None: 1.0 for every element, as FA3 reads a descale not given) and each one's (batch stride, head stride) from
+    descale_strides ((0, 0) for None)."""
+    __slots__ = ("k", "v", "k_strides", "v_strides")
+
+    def __init__(self, k=None, v=None, k_strides=(0, 0), v_strides=(0, 0)):
+        self.k, self.v, self.k_strides, self.v_strides = k, v, tuple(k_strides), tuple(v_strides)
+
+    def __repr__(self):
+        return (f"KvScales(k={'1.0' if self.k is None else 'tensor'} {self.k_strides}, "
+                f"v={'1.0' if self.v is None else 'tensor'} {self.v_strides})")
+
+
+def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
+              kv_dtype=None):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"), with the
-    spec keys of its masks and score modifiers (Features.spec_keys) after. Keys the package does not choose
-    (tiles, scheduler, combine) are left to the library's defaults."""
+    spec keys of its masks and score modifiers (Features.spec_keys) after, then kv_dtype (None: K and V of dtype;
+    "e4m3": an FP8 cache). Keys the package does not choose (tiles, scheduler, combine) are left to the library's
+    defaults."""
     spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(bool(causal))}"
     for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
         if on:
             spec += f",{key}=1"
     for key in feature_keys:
         spec += f",{key}=1"
+    if kv_dtype is not None:
+        spec += f",kv_dtype={kv_dtype}"
     return spec
 
 
@@ -86,11 +136,12 @@ def most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv):
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits,
-         pack_gqa, feature_keys=()):
+         pack_gqa, feature_keys=(), kv_dtype=None):
     """(spec, max_splits) of a launch (max_splits 0: no split). Split-KV and packed heads are varlen kernels
     (the library's rule). num_splits: 1 = no split, > 1 = at most that many, <= 0 = as many as the library
     chooses (most_splits; a launch it could give only one runs unsplit). pack_gqa: -1 (None) packs heads for
-    decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv)."""
+    decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
+    for an FP8 K/V cache (KvScales), None for K and V of dtype."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -99,4 +150,4 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys), max_splits
+    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype), max_splits

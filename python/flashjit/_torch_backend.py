@@ -18,6 +18,7 @@ from ._capi import FlashjitError
 from ._plan import plan
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+_FP8 = getattr(torch, "float8_e4m3fn", None)  # K and V of an FP8 cache (spec key kv_dtype=e4m3); torch 2.1 and up
 _PACK = _capi.ARGS_PACKER.pack_into
 _ARGS_SIZE = _capi.ARGS_SIZE
 _byref = ctypes.byref
@@ -35,7 +36,8 @@ _FIELD_NAMES = {"q": "q", "k": "k (k_cache)", "v": "v (v_cache)", "o": "out", "l
                 "seqused_k": "seqused_k (cache_seqlens)", "block_table": "block_table (page_table)",
                 "page_size": "the page size (k_cache.shape[1])", "num_pages": "the page count (k_cache.shape[0])",
                 "seqlen_q": "max_seqlen_q", "seqlen_k": "max_seqlen_k", "heads_q": "q's heads",
-                "heads_kv": "k's heads", "head_dim": "head_dim", "batch": "the batch size", "workspace": "workspace"}
+                "heads_kv": "k's heads", "head_dim": "head_dim", "batch": "the batch size", "workspace": "workspace",
+                "k_scale": "k_descale", "v_scale": "v_descale"}
 
 
 def _python_name(field):
@@ -63,6 +65,25 @@ class _Device:
                                # (stream, layout) for a workspace with counters (zeroed, its own per layout)
         self.sizes = {}        # (spec, max_splits, total_q, heads_q) -> workspace bytes
         self.lock = threading.Lock()
+        self.ones = None       # float32 [1] = 1.0: an FP8 cache's scale where no descale is given (unit_scale)
+        with torch.cuda.device(index):
+            if not torch.cuda.is_current_stream_capturing():
+                self.unit_scale()
+
+    def unit_scale(self):
+        """The device pointer of a float32 1.0 on this device, made once (outside captures; the launches never
+        allocate it): the scale of an FP8 cache's K or V given no descale, as FA3 reads a missing descale."""
+        if self.ones is None:
+            with torch.cuda.device(self.index):
+                if torch.cuda.is_current_stream_capturing():
+                    raise FlashjitError(
+                        f"flashjit: an FP8 cache without k_descale or v_descale needs a 1.0 on cuda:{self.index}, made "
+                        "outside a CUDA graph capture (the graph's pool would own it): call the attention function "
+                        "once before capturing, or pass the descales")
+                ones = torch.ones(1, dtype=torch.float32, device=torch.device("cuda", self.index))
+                torch.cuda.current_stream().synchronize()  # written on this stream, read from any
+            self.ones = ones
+        return self.ones.data_ptr()
 
     def kernel(self, spec):
         handle = self.kernels.get(spec)
@@ -146,11 +167,12 @@ def _rows(t):
 
 
 def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None):
+            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None):
     """One launch on the current stream of q's device. Tensors were checked by the caller (check_* below);
     returns the LSE tensor, or None when not wanted. record (a list): gets the launch's _FastLaunch, for the
     fast path of later calls like this one. features: the call's masks and score modifiers (_plan.Features,
-    checked by check_features), None when off."""
+    checked by check_features), None when off. kv_scales: an FP8 cache's descales (_plan.KvScales, checked by
+    check_kv_scales; None with K and V of torch.float8_e4m3fn: 1.0 for both)."""
     index = q.get_device()
     dev = _devices.get(index) or device(index)
     dtype = q.dtype
@@ -177,13 +199,15 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     if batch == 0 or seqlen_q == 0 or seqlen_k == 0 or q.shape[0] == 0:
         return _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse)
     feature_keys = features.spec_keys() if features is not None else ()
-    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa, feature_keys)
+    fp8 = k.dtype is _FP8
+    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
+           fp8)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
         spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, heads_q,
-                                heads_kv, num_splits, pack_gqa, feature_keys)
+                                heads_kv, num_splits, pack_gqa, feature_keys, _plan.KV_DTYPE_E4M3 if fp8 else None)
         if feature_keys:
             _plan.require_feature_keys(dev.lib, spec, feature_keys)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
@@ -192,6 +216,11 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     if return_lse:
         shape = (heads_q, total_q) if varlen else (batch, heads_q, seqlen_q)
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    k_scale = v_scale = k_scale_batch = k_scale_head = v_scale_batch = v_scale_head = 0
+    if fp8:  # strides in bytes: K and V's strides above are, at one byte an element
+        k_scale, v_scale = _scale_pointers(dev, kv_scales)
+        if kv_scales is not None:
+            (k_scale_batch, k_scale_head), (v_scale_batch, v_scale_head) = kv_scales.k_strides, kv_scales.v_strides
     args = _capi.AttentionArgs()
     stream = _raw_stream(index)
     _PACK(args, 0, _ARGS_SIZE, 0, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
@@ -202,19 +231,26 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0,
           0, 0, 0, 0, 0,  # attention_chunk, sinks_dtype, sinks, alibi_slopes, alibi_batch_stride: _fill_features
-          0, 0, 0, 0, 0, 0)  # k_scale, v_scale and their strides: no FP8 cache here
+          k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head)
     if features is not None:
         _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
     if record is not None and features is None:  # the fast path's argument bytes hold no feature pointers
         record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q),
-                                  layout))
+                                  layout, fp8))
     if max_splits:
         args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout)
     status = dev.lib.forward(handle, _byref(args), stream)
     if status != 0:
         raise library_error(dev.lib, status, f"attention_forward({spec})")
     return lse
+
+
+def _scale_pointers(dev, kv_scales):
+    """(k_scale, v_scale) device pointers of an FP8 cache's launch: the descales given, else the device's 1.0."""
+    k = kv_scales.k if kv_scales is not None else None
+    v = kv_scales.v if kv_scales is not None else None
+    return (k.data_ptr() if k is not None else dev.unit_scale(), v.data_ptr() if v is not None else dev.unit_scale())
 
 
 def _fill_features(args, features, heads_q):
@@ -242,6 +278,20 @@ def check_features(fn, features, where):
             _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
         if t.stride(-1) != 1:
             _fail(fn, name, f"the last dimension must be contiguous; strides {t.stride()}")
+
+
+def check_kv_scales(fn, kv_scales, where):
+    """An FP8 cache's descale tensors (dtypes and shapes checked by the interface) are torch tensors on q's
+    device."""
+    if kv_scales is None:
+        return
+    for name, t in (("k_descale", kv_scales.k), ("v_descale", kv_scales.v)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
+        if t.device != where:
+            _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
 
 
 def library_error(lib, status, what):
@@ -283,6 +333,8 @@ _ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
 _PACK_IO = struct.Struct("<QQQQQ").pack_into       # q, k, v, o, lse at offset 8
 _PACK_ENGINE = struct.Struct("<QQQQ").pack_into   # cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
 _ENGINE_AT = _capi.AttentionArgs.cu_seqlens_q.offset
+_PACK_SCALES = struct.Struct("<QQ").pack_into    # k_scale, v_scale
+_SCALES_AT = _capi.AttentionArgs.k_scale.offset
 try:
     _capturing = torch._C._cuda_isCurrentStreamCapturing  # torch.cuda.is_current_stream_capturing's core
 except AttributeError:  # pragma: no cover - older torch
@@ -305,20 +357,23 @@ class _FastLaunch:
     """A checked call's plan: the kernel, its argument bytes (pointers aside), the split workspace's size.
     NOTES: each call writes the new pointers into one argument buffer kept for the thread that made the plan
     and passes its address (no struct copy, no byref object per call); the C API copies the arguments before
-    it returns. Another thread gets a fresh copy per call, so two threads never share a buffer."""
+    it returns. Another thread gets a fresh copy per call, so two threads never share a buffer. An FP8 cache's
+    plan (fp8) writes the scale pointers each call too (the call's descales, else the device's 1.0); their
+    strides are the template's, from descales of the shapes and strides the call's key holds."""
     __slots__ = ("dev", "handle", "spec", "template", "nbytes", "layout", "forward", "index", "keep", "args", "at",
-                 "owner", "workspace")
+                 "owner", "workspace", "fp8")
 
-    def __init__(self, dev, handle, spec, template, nbytes, layout=None):
+    def __init__(self, dev, handle, spec, template, nbytes, layout=None, fp8=False):
         self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
         self.layout = layout  # _workspace_layout's: None, or the key of a workspace with counters
+        self.fp8 = fp8
         self.forward, self.index, self.keep = dev.lib.forward_at, dev.index, None
         self.args = _ARGS_FROM(template)
         self.at = ctypes.addressof(self.args)
         self.owner = threading.get_ident()
         self.workspace = None  # the workspace tensor whose pointer self.args holds
 
-    def __call__(self, q, k, v, o, cu_q, cu_k, used, table):
+    def __call__(self, q, k, v, o, cu_q, cu_k, used, table, kv_scales=None):
         if threading.get_ident() == self.owner:
             args, at = self.args, self.at
         else:
@@ -326,6 +381,8 @@ class _FastLaunch:
             at = ctypes.addressof(args)
         _PACK_IO(args, 8, q, k, v, o, 0)
         _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
+        if self.fp8:
+            _PACK_SCALES(args, _SCALES_AT, *_scale_pointers(self.dev, kv_scales))
         stream = _raw_stream(self.index)
         if self.nbytes:
             slot = stream if self.layout is None else (stream, self.layout)
@@ -366,22 +423,29 @@ def loaded_specs():
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu_seqlens_q: Optional[torch.Tensor],
         cu_seqlens_k: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], block_table: Optional[torch.Tensor],
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
-        return_lse: bool, window_left: int, window_right: int, attention_chunk: int, softcap: float,
-        sinks: Optional[torch.Tensor], alibi_slopes: Optional[torch.Tensor]) -> torch.Tensor:
+        return_lse: bool, window_left: int = -1, window_right: int = -1, attention_chunk: int = 0, softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None,
+        k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
     (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
     ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
-    that empty tensor."""
+    that empty tensor. The masks and score modifiers default to off (the calls written before them pass 15
+    arguments); k_descale, v_descale: an FP8 cache's (K and V of torch.float8_e4m3fn; None = 1.0)."""
     features = _plan.Features(window_left, window_right, attention_chunk, softcap, sinks, alibi_slopes)
+    kv_scales = None
+    if k.dtype is _FP8:
+        kv_scales = _plan.KvScales(k_descale, v_descale,
+                                   (0, 0) if k_descale is None else _plan.descale_strides(k_descale.shape, k_descale.stride()),
+                                   (0, 0) if v_descale is None else _plan.descale_strides(v_descale.shape, v_descale.stride()))
     lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                  softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None)
+                  softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None, kv_scales)
     return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)  # as the fake: no torch.device made
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left, window_right, attention_chunk,
-              softcap, sinks, alibi_slopes):
+              softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left=-1, window_right=-1, attention_chunk=0,
+              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None):
     if not return_lse:
         return q.new_empty((0,), dtype=torch.float32)
     if cu_seqlens_q is not None:
@@ -394,7 +458,7 @@ def _compiling():
 
 
 def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None):
+        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None):
     """The op when torch.compile traces; in eager the same launch without the dispatcher (its cost per call
     is what engines calling once per layer pay)."""
     if _compiling():
@@ -402,10 +466,10 @@ def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_se
         lse = fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, int(max_seqlen_q),
                   int(max_seqlen_k), float(softmax_scale), bool(causal), int(num_splits), int(pack_gqa),
                   bool(return_lse), int(f.window_left), int(f.window_right), int(f.chunk), float(f.softcap), f.sinks,
-                  f.alibi_slopes)
+                  f.alibi_slopes, None if kv_scales is None else kv_scales.k, None if kv_scales is None else kv_scales.v)
         return lse if return_lse else None
     return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features)
+                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features, kv_scales)
 
 
 # ---- tensor checks (clear messages naming the argument) ------------------------------------------
@@ -414,8 +478,9 @@ def _fail(fn, name, what, exc=ValueError):
 
 
 def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
-    """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike, head_dim
-    contiguous, same head_dim, K and V alike in shape, heads_q a multiple of heads_kv."""
+    """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike (or K and V an FP8
+    cache: both torch.float8_e4m3fn), head_dim contiguous, same head_dim, K and V alike in shape, heads_q a
+    multiple of heads_kv."""
     for t, name, dims in ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims)):
         if not isinstance(t, torch.Tensor):
             _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
@@ -426,7 +491,10 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     dtype = q.dtype
     if dtype not in _DTYPES:
         _fail(fn, names[0], f"dtype {dtype} is not supported; flashjit takes torch.float16 or torch.bfloat16", TypeError)
-    if k.dtype != dtype or v.dtype != dtype:
+    if k.dtype == _FP8:  # an FP8 cache: V too (the interface names both when they differ)
+        if v.dtype != _FP8:
+            _fail(fn, names[2], f"dtype {v.dtype} differs from {names[1]}'s {k.dtype} (an FP8 cache has both)", TypeError)
+    elif k.dtype != dtype or v.dtype != dtype:
         bad = names[1] if k.dtype != dtype else names[2]
         _fail(fn, bad, f"dtype {(k if bad == names[1] else v).dtype} differs from {names[0]}'s {dtype}", TypeError)
     if not q.is_cuda:
@@ -497,33 +565,43 @@ def _cu_seqlens_dense(batch, seqlen, dev):
     return t
 
 
-def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None):
+def _scales_key(kv_scales):
+    """What the fast path's key holds of an FP8 cache's descales: each one's shape, strides, dtype and device (the
+    strides the template keeps follow from them), None for a descale not given."""
+    k, v = kv_scales.k, kv_scales.v
+    return (None if k is None else (k.shape, k.stride(), k.dtype, k.get_device()),
+            None if v is None else (v.shape, v.stride(), v.dtype, v.get_device()))
+
+
+def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, kv_scales=None):
     fast = not return_lse and features is None and fast_path_open()
     if fast:
         try:
             key = (0, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
-                   v.shape, v.stride(), v.dtype, v.get_device(), softmax_scale, causal, _wants_grad(q, k, v))
+                   v.shape, v.stride(), v.dtype, v.get_device(), softmax_scale, causal, _wants_grad(q, k, v),
+                   None if kv_scales is None else _scales_key(kv_scales))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
             launch = remembered(key)
             if launch is not None:
                 out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0)
+                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0, kv_scales)
                 return out
     fn = "flash_attn_func"
     check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
     if k.shape[0] != q.shape[0]:
         _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
     check_features(fn, features, q.device)
+    check_kv_scales(fn, kv_scales, q.device)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     if q.shape[-1] % 8:
-        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features), q.shape[-1], None,
-                         return_lse)
+        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features, kv_scales), q.shape[-1],
+                         None, return_lse)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     record = [] if fast else None
     lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record,
-              features)
+              features, kv_scales)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
@@ -534,7 +612,8 @@ def _wants_grad(q, k, v):
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
-                           softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse, features=None):
+                           softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse, features=None,
+                           kv_scales=None):
     fast = not return_lse and seqused_q is None and features is None and fast_path_open()
     if fast:
         try:
@@ -547,7 +626,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                    softmax_scale, causal, num_splits, pack_gqa,
                    None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device()),
                    None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-                   _wants_grad(q, k, v))
+                   _wants_grad(q, k, v), None if kv_scales is None else _scales_key(kv_scales))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
@@ -557,7 +636,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
                        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
-                       0 if block_table is None else block_table.data_ptr())
+                       0 if block_table is None else block_table.data_ptr(), kv_scales)
                 return out
     fn = "flash_attn_varlen_func"
     paged = block_table is not None
@@ -588,28 +667,29 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if out is not None:
         check_out(fn, out, q.shape, q)
     check_features(fn, features, index)
+    check_kv_scales(fn, kv_scales, index)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
     if q.shape[-1] % 8:
         return _unpadded(flash_attn_varlen_func(*_padded(q, k, v), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                 seqused_q, seqused_k, scale, causal, num_splits, pack_gqa, block_table,
-                                                None, return_lse, features), q.shape[-1], out, return_lse)
+                                                None, return_lse, features, kv_scales), q.shape[-1], out, return_lse)
     if seqused_q is not None and batch > 0:
         return _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
                                     seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse,
-                                    features)
+                                    features, kv_scales)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record, features)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale,
-                            causal, num_splits, pack_gqa, out, return_lse, features=None):
+                            causal, num_splits, pack_gqa, out, return_lse, features=None, kv_scales=None):
     # The fast path takes cache_seqlens as a tensor only (an int or None makes a tensor per call).
     fast = not return_lse and type(cache_seqlens) is torch.Tensor and features is None and fast_path_open()
     if fast:
@@ -621,7 +701,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                    None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
                    max_seqlen_q, softmax_scale, causal, num_splits, pack_gqa,
                    None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-                   _wants_grad(q, k_cache, v_cache))
+                   _wants_grad(q, k_cache, v_cache), None if kv_scales is None else _scales_key(kv_scales))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
@@ -631,7 +711,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                        launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
-                       cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr())
+                       cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr(), kv_scales)
                 return out
     fn = "flash_attn_with_kvcache"
     varlen = cu_seqlens_q is not None
@@ -661,11 +741,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     if out is not None:
         check_out(fn, out, q.shape, q)
     check_features(fn, features, index)
+    check_kv_scales(fn, kv_scales, index)
     if q.shape[-1] % 8:
         scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
         return _unpadded(flash_attn_with_kvcache(*_padded(q, k_cache, v_cache), cache_seqlens, page_table, cu_seqlens_q,
                                                  max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse,
-                                                 features), q.shape[-1], out, return_lse)
+                                                 features, kv_scales), q.shape[-1], out, return_lse)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
@@ -680,7 +761,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     fast = fast and q_rows.data_ptr() == q.data_ptr() and out_rows.data_ptr() == out.data_ptr()
     record = [] if fast else None
     lse = run(q_rows, k_cache, v_cache, out_rows, cu, None, cache_seqlens, page_table, queries, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record, features)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales)
     if fast:
         remember(key, record, None if varlen else cu)  # the dense queries' offsets: the plan keeps them alive
     if not return_lse:
@@ -731,7 +812,7 @@ def _unpadded(result, head_dim, out, return_lse):
 
 
 def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, scale,
-                         causal, num_splits, pack_gqa, block_table, out, return_lse, features=None):
+                         causal, num_splits, pack_gqa, block_table, out, return_lse, features=None, kv_scales=None):
     """seqused_q as FA3 reads it: sequence b's queries are rows cu_seqlens_q[b] .. + seqused_q[b] (the rest of
     its rows are neither read nor written), its causal mask aligned to seqused_q[b] queries. The used rows are
     gathered into a packed Q (offsets: the running sum of seqused_q), run, and their O rows put back; rows not
@@ -746,7 +827,7 @@ def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     source = torch.where(rows < cu_used[-1], cu_seqlens_q[seq] + rows - cu_used[seq], 0).clamp_(0, max(total - 1, 0))
     result = flash_attn_varlen_func(q.index_select(0, source), k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse,
-                                    features)
+                                    features, kv_scales)
     o_used, lse_used = result if return_lse else (result, None)
     # Row r of sequence b (position p = r - cu_seqlens_q[b]) is used when p < counts[b]; its O is packed row
     # cu_used[b] + p.

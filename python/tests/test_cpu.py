@@ -293,22 +293,32 @@ class Plans(unittest.TestCase):
 
 
 class FakeTensor:
-    """What the entry points read of a tensor before the torch half: its shape and dtype."""
+    """What the entry points read of a tensor before the torch half: its shape, dtype and strides (contiguous
+    unless given)."""
 
-    def __init__(self, *shape, dtype="torch.bfloat16"):
+    def __init__(self, *shape, dtype="torch.bfloat16", strides=None):
         self.shape, self.dtype = tuple(shape), dtype
+        if strides is None:
+            strides, n = [], 1
+            for size in reversed(self.shape):
+                strides.insert(0, n)
+                n *= size
+        self.strides = tuple(strides)
+
+    def stride(self):
+        return self.strides
 
 
 class RecordingBackend:
     """Stands in for the torch half (flashjit._interface._backend): records the arguments each entry point
-    hands it, launches nothing."""
+    hands it (name, positional arguments, keyword arguments), launches nothing."""
 
     def __init__(self):
         self.calls = []
 
     def __getattr__(self, name):
-        def record(*args):
-            self.calls.append((name, args))
+        def record(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
             return "launched"
         return record
 
@@ -493,8 +503,9 @@ class EntryPoints(unittest.TestCase):
         q8, k8, v8 = dense(dtype=fp8)
         calls = [
             ("an FP8 q", lambda: flashjit.flash_attn_func(q8, k8, v8), r"q: dtype torch.float8_e4m3fn \(FP8\)"),
-            ("an FP8 cache", lambda: flashjit.flash_attn_with_kvcache(dense()[0], k8, v8, cache_seqlens=3),
-             r"k_cache: dtype torch.float8_e4m3fn \(FP8\)"),
+            ("an e5m2 cache", lambda: flashjit.flash_attn_with_kvcache(dense()[0], *dense(dtype="torch.float8_e5m2")[1:],
+                                                                       cache_seqlens=3),
+             r"k_cache: dtype torch.float8_e5m2 \(FP8\) is not supported yet; an FP8 K/V cache is torch.float8_e4m3fn"),
             ("FP8 with descales", lambda: flashjit.flash_attn_varlen_func(
                 FakeTensor(40, 8, 64, dtype=fp8), k8, v8, FakeTensor(3), None, 16, 300, q_descale=FakeTensor(2, 8)),
              r"q: dtype torch.float8_e4m3fn"),
@@ -503,8 +514,8 @@ class EntryPoints(unittest.TestCase):
             ("v_cache head dim 512", lambda: flashjit.flash_attn_with_kvcache(*dense(d=64, dv=512), cache_seqlens=3),
              r"v_cache: head dim 512 apart from q's 64"),
             ("head dim 288", lambda: flashjit.flash_attn_varlen_func(*varlen(d=288)), r"q: head dim 288 .*up to 256"),
-            ("scheduling FP8", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
-                                                                       qkv_dtype=fp8), r"qkv_dtype=.*FP8"),
+            ("scheduling e5m2", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
+                                                                        qkv_dtype="torch.float8_e5m2"), r"qkv_dtype=.*FP8"),
             ("scheduling a V head dim", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
                                                                                 headdim_v=64), "headdim_v=64"),
         ]
@@ -568,6 +579,190 @@ class EntryPoints(unittest.TestCase):
         q = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
         with self.assertRaisesRegex(ValueError, "flash_attn_func: q: is on cpu"):
             flashjit.flash_attn_func(q, q, q)
+
+
+E4M3 = "torch.float8_e4m3fn"
+
+
+def fp8_cache(kind, b=2, hq=32, hkv=8, d=128):
+    """(positional arguments, keywords) of a call of the function kind on an FP8 cache: q bf16, K and V e4m3."""
+    q = FakeTensor(b, 1, hq, d)
+    if kind == "flash_attn_func":
+        return (q, FakeTensor(b, 300, hkv, d, dtype=E4M3), FakeTensor(b, 300, hkv, d, dtype=E4M3)), {}
+    pool = FakeTensor(64, 16, hkv, d, dtype=E4M3)
+    if kind == "flash_attn_varlen_func":
+        return ((FakeTensor(9, hq, d), pool, pool, FakeTensor(b + 1), None, 4, 4096),
+                dict(seqused_k=FakeTensor(b), block_table=FakeTensor(b, 256)))
+    return (q, pool, pool), dict(cache_seqlens=FakeTensor(b), page_table=FakeTensor(b, 256))
+
+
+FUNCTIONS = ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache")
+
+
+class Fp8Cache(unittest.TestCase):
+    """K and V of torch.float8_e4m3fn under a 16-bit q (flashjit.h, FP8 K/V CACHE): the spec key kv_dtype=e4m3,
+    FA3's k_descale / v_descale as the launch's k_scale / v_scale with their strides, and the errors."""
+
+    def test_descale_shapes_map_to_batch_and_head_strides(self):
+        """One element: one scale (0, 0); [heads_kv]: per head (0, stride); [batch, heads_kv] (FA3's): its strides,
+        vLLM's expanded per-tensor scale (strides 0) reading as one scale; a dimension of size 1 broadcasts."""
+        from flashjit._plan import descale_strides
+        batch, heads = 4, 8
+        cases = [
+            ((), (), (0, 0)), ((1,), (1,), (0, 0)), ((1, 1), (1, 1), (0, 0)), ((1, 1), (77, 5), (0, 0)),
+            ((8,), (1,), (0, 1)), ((8,), (3,), (0, 3)),
+            ((4, 8), (8, 1), (8, 1)),           # FA3's [batch, heads_kv], contiguous
+            ((4, 8), (0, 0), (0, 0)),           # vLLM: layer._k_scale.expand((batch, heads_kv))
+            ((4, 8), (0, 1), (0, 1)),           # per-head scales expanded over the batch
+            ((4, 8), (16, 2), (16, 2)),         # a strided view of a wider tensor
+            ((1, 8), (8, 1), (0, 1)), ((4, 1), (1, 1), (1, 0)),
+        ]
+        for shape, strides, want in cases:
+            self.assertEqual(descale_strides(shape, strides, batch, heads), want, (shape, strides))
+        for shape in ((3, 8), (4, 7), (8, 4), (7,), (4,), (4, 8, 1), (2, 4, 8)):
+            strides = FakeTensor(*shape).stride()
+            self.assertIsNone(descale_strides(shape, strides, batch, heads), shape)
+        # batch or heads unknown: not checked
+        self.assertEqual(descale_strides((3, 8), (8, 1), None, None), (8, 1))
+
+    def test_fp8_k_and_v_select_kv_dtype_e4m3_in_the_spec(self):
+        from flashjit import _plan
+        spec, _ = _plan.plan(132, "bf16", 128, False, True, True, 4, 1, 32, 8, 0, -1, (), _plan.KV_DTYPE_E4M3)
+        self.assertEqual(spec, "dtype=bf16,head_dim=128,causal=0,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3")
+        spec, _ = _plan.plan(132, "fp16", 64, True, False, False, 2, 500, 8, 8, 1, -1, ("window",), "e4m3")
+        self.assertEqual(spec, "dtype=fp16,head_dim=64,causal=1,window=1,kv_dtype=e4m3")
+        self.assertNotIn("kv_dtype", _plan.plan(132, "bf16", 128, False, True, True, 4, 1, 32, 8, 0, -1)[0])
+
+    def test_every_planned_fp8_spec_is_supported(self):
+        """The library takes every spec the package plans for an FP8 cache (dense, packed, paged, split-KV decode
+        with packed heads; bf16 and fp16; head dims 64, 128, 256; with a mask's key)."""
+        import flashjit
+        from flashjit import _plan
+        for dtype in ("bf16", "fp16"):
+            for d in (64, 128, 256):
+                for varlen, paged in ((0, 0), (1, 0), (1, 1)):
+                    for num_splits, pack in ((0, -1), (1, -1), (4, 1)):
+                        for batch, sq, hq, hkv in ((1, 1, 32, 8), (64, 1, 32, 8), (2, 1000, 8, 8)):
+                            for features in ((), ("window",)):
+                                spec, _ = _plan.plan(132, dtype, d, 1, varlen, paged, batch, sq, hq, hkv, num_splits,
+                                                     pack, features, _plan.KV_DTYPE_E4M3)
+                                self.assertIsNone(flashjit.supported(spec), spec)
+
+    def test_descales_reach_the_launch_with_their_strides(self):
+        """Each function hands the torch half a KvScales (keyword kv_scales): the descale tensors as given and
+        their (batch, head) strides; a descale not given is None (1.0 at launch) with strides (0, 0)."""
+        import flashjit
+        f32 = "torch.float32"
+        per_tensor, per_head = FakeTensor(1, dtype=f32), FakeTensor(8, dtype=f32)
+        fa3 = FakeTensor(2, 8, dtype=f32)
+        vllm = FakeTensor(2, 8, dtype=f32, strides=(0, 0))  # layer._v_scale.expand((batch, heads_kv))
+        for name in FUNCTIONS:
+            positional, kw = fp8_cache(name)
+            for k_descale, v_descale, want in ((per_tensor, per_head, ((0, 0), (0, 1))), (fa3, vllm, ((8, 1), (0, 0))),
+                                               (None, fa3, ((0, 0), (8, 1))), (None, None, ((0, 0), (0, 0)))):
+                with recording_backend() as fake:
+                    result = getattr(flashjit, name)(*positional, **kw, k_descale=k_descale, v_descale=v_descale)
+                self.assertEqual(result, "launched", name)
+                called, args, kwargs = fake.calls[0]
+                self.assertEqual(called, name)
+                scales = kwargs["kv_scales"]
+                self.assertIs(scales.k, k_descale, name)
+                self.assertIs(scales.v, v_descale, name)
+                self.assertEqual((scales.k_strides, scales.v_strides), want, name)
+                self.assertIsNone(args[-1], f"{name}: no features")  # the Features slot before the keyword
+
+    def test_a_16_bit_cache_gets_no_scales(self):
+        """bf16 K and V: the descales are ignored as FA3 ignores them, and no kv_scales reaches the torch half."""
+        import flashjit
+        one = FakeTensor(2, 8, dtype="torch.float32")
+        with recording_backend() as fake:
+            flashjit.flash_attn_func(*dense(), k_descale=one, v_descale=one, q_descale=one)
+        self.assertEqual((len(fake.calls[0][1]), fake.calls[0][2]), (6, {}))
+
+    def test_errors_name_the_argument(self):
+        import flashjit
+        f32 = "torch.float32"
+        for name in FUNCTIONS:
+            positional, kw = fp8_cache(name)
+            q, k = positional[0], positional[1]
+            names = ("k_cache", "v_cache") if name == "flash_attn_with_kvcache" else ("k", "v")
+            mixed = list(positional)
+            mixed[2] = FakeTensor(*k.shape)  # bf16 V with an FP8 K
+            value_errors = [
+                (dict(q_descale=FakeTensor(2, 8, dtype=f32)), r"q_descale: .*16-bit q and an FP8 cache.*q_descale=None"),
+                (dict(k_descale=FakeTensor(2, 8, dtype="torch.float16")), r"k_descale: dtype torch.float16; expected torch.float32"),
+                (dict(v_descale=FakeTensor(3, 8, dtype=f32)), r"v_descale: shape \(3, 8\); expected one element .*\(8,\).*\(2, 8\)"),
+                (dict(k_descale=FakeTensor(4, dtype=f32)), r"k_descale: shape \(4,\)"),
+                (dict(v_descale=FakeTensor(2, 8, 1, dtype=f32)), r"v_descale: shape \(2, 8, 1\)"),
+            ]
+            for extra, pattern in value_errors:
+                with recording_backend() as fake, self.assertRaisesRegex(ValueError, pattern, msg=(name, extra)):
+                    getattr(flashjit, name)(*positional, **kw, **extra)
+                self.assertEqual(fake.calls, [], (name, extra))
+            with recording_backend() as fake, self.assertRaisesRegex(
+                    ValueError, rf"{names[0]} and {names[1]}: dtypes torch.float8_e4m3fn and torch.bfloat16 differ"):
+                getattr(flashjit, name)(*mixed, **kw)
+            mixed[1], mixed[2] = FakeTensor(*k.shape), k  # the other way round
+            with recording_backend() as fake, self.assertRaisesRegex(
+                    ValueError, rf"{names[0]} and {names[1]}: dtypes torch.bfloat16 and torch.float8_e4m3fn differ"):
+                getattr(flashjit, name)(*mixed, **kw)
+            fp8_q = list(positional)
+            fp8_q[0] = FakeTensor(*q.shape, dtype=E4M3)
+            with recording_backend() as fake, self.assertRaisesRegex(
+                    NotImplementedError, r"q: dtype torch.float8_e4m3fn \(FP8\) is not supported yet: FP8 queries"):
+                getattr(flashjit, name)(*fp8_q, **kw, q_descale=FakeTensor(2, 8, dtype=f32))
+            self.assertEqual(fake.calls, [], name)
+        # a head dim FP8 rows cannot take (16 bytes at a time), refused before any padding
+        q, k, v = dense(d=72)
+        k8, v8 = FakeTensor(*k.shape, dtype=E4M3), FakeTensor(*v.shape, dtype=E4M3)
+        with recording_backend(), self.assertRaisesRegex(NotImplementedError, r"k: head dim 72 with an FP8 cache"):
+            flashjit.flash_attn_func(q, k8, v8)
+
+    def test_get_scheduler_metadata_takes_the_fp8_cache_dtype(self):
+        import flashjit
+        with recording_backend() as fake:
+            self.assertEqual(flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4), qkv_dtype=E4M3),
+                             "launched")
+        self.assertEqual(fake.calls[0][0], "scheduler_metadata")
+
+    def test_the_fast_path_keys_and_launches_carry_the_descales(self):
+        """The fast path (a remembered call's argument bytes, new pointers each call) must not keep one call's
+        descale pointers for another's: read from the backend's text (this machine may have no torch), each
+        function's fast-path key holds _scales_key's description of the descales, each remembered launch is
+        handed the call's kv_scales, the plan's key and the recorded launch know whether the cache is FP8, and
+        the launch writes the scale pointers at the args' k_scale field."""
+        import ast
+        from flashjit import _capi
+        path = os.path.join(os.path.dirname(_capi.__file__), "_torch_backend.py")
+        with open(path) as f:
+            source = f.read()
+        tree = ast.parse(source)
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+        def names_in(node):
+            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for name in FUNCTIONS:
+            fn = functions[name]
+            keys = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "key" for t in n.targets)]
+            self.assertEqual(len(keys), 1, name)
+            self.assertIn("_scales_key", names_in(keys[0].value), name)
+            launches = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                        and n.func.id == "launch"]
+            self.assertEqual(len(launches), 1, name)
+            self.assertEqual(launches[0].args[-1].id, "kv_scales", name)
+            runs = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                    and n.func.id == "run"]
+            self.assertTrue(runs and all(r.args[-1].id == "kv_scales" for r in runs), name)
+        forward = functions["forward"]
+        plan_key = [n for n in ast.walk(forward) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "key" for t in n.targets)][0]
+        self.assertIn("fp8", names_in(plan_key.value))
+        record = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                  and n.func.id == "_FastLaunch"][0]
+        self.assertEqual(record.args[-1].id, "fp8")
+        self.assertIn("_SCALES_AT = _capi.AttentionArgs.k_scale.offset", source)
+        self.assertEqual(_capi.AttentionArgs.v_scale.offset, _capi.AttentionArgs.k_scale.offset + 8)
 
 
 class Examples(unittest.TestCase):

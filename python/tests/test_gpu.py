@@ -2,7 +2,10 @@
 """GPU tests of the flashjit package on a Hopper GPU with torch: every entry point against attention in
 float64 and against torch SDPA on the same inputs, varlen with empty sequences, paged KV with shuffled pages
 (page sizes 16, 64 and 7), GQA, LSE, torch.compile(fullgraph=True), a CUDA graph captured once and replayed
-with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them.
+with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them. An FP8
+K/V cache (torch.float8_e4m3fn under a bf16 or fp16 q, FA3's k_descale / v_descale) against float64 on the
+dequantised cache: paged (16, 64), packed and dense, descales per tensor, per K/V head and FA3's [batch,
+heads_kv], through the fast path, torch.compile and a graph replay.
 
   python3 python/tests/test_gpu.py --lib build/libflashjit.so      # the source tree's package on that library
   python3 python/tests/test_gpu.py                                  # the installed wheel's package
@@ -583,9 +586,9 @@ def case_fa3_not_implemented():
     q, k = rand(gen, 2, 16, 8, 128, dtype=torch.bfloat16), rand(gen, 2, 32, 2, 128, dtype=torch.bfloat16)
     cases = [("an FP8 q, k, v", lambda: flashjit.flash_attn_func(*(t.to(torch.float8_e4m3fn) for t in (q, k, k))),
               r"q: dtype torch.float8_e4m3fn \(FP8\)"),
-             ("an FP8 k_cache", lambda: flashjit.flash_attn_with_kvcache(q, k.to(torch.float8_e4m3fn),
-                                                                         k.to(torch.float8_e4m3fn), cache_seqlens=9),
-              r"k_cache: dtype torch.float8_e4m3fn"),
+             ("an e5m2 k_cache", lambda: flashjit.flash_attn_with_kvcache(q, k.to(torch.float8_e5m2),
+                                                                          k.to(torch.float8_e5m2), cache_seqlens=9),
+              r"k_cache: dtype torch.float8_e5m2"),
              ("V head dim 64", lambda: flashjit.flash_attn_func(q, k, k[..., :64]), r"v: head dim 64 apart from q's 128"),
              ("head dim 288", lambda: flashjit.flash_attn_func(*(rand(gen, 1, 8, 2, 288, dtype=torch.bfloat16),) * 3),
               r"head dim 288")]
@@ -844,6 +847,322 @@ def case_combine():
         report(f"flash_attn_combine: {splits} splits, d{d}, {str(dtype)[6:]}", ok, f"O err {o_err:.1e}")
 
 
+# ---- the FP8 cache (flashjit.h, FP8 K/V CACHE) ------------------------------------------------------------
+def fp8_codes(gen, *shape):
+    """Random e4m3 codes: N(0, 1) samples rounded to e4m3."""
+    return rand(gen, *shape, dtype=torch.float8_e4m3fn)
+
+
+def descale_rows(t, batch, hkv):
+    """[batch, hkv]: the scale of each sequence's K/V heads as the kernel reads the descale t (None: 1.0)."""
+    if t is None:
+        return torch.ones(batch, hkv, dtype=torch.float32, device="cuda")
+    if t.numel() == 1:
+        return t.reshape(1, 1).expand(batch, hkv)
+    if t.dim() == 1:
+        return t.view(1, hkv).expand(batch, hkv)
+    return t.expand(batch, hkv)
+
+
+def dequantised(codes, scales, dtype):
+    """codes [keys, hkv, d] with one scale a K/V head ([hkv]) as the kernel widens them: code x scale in float32,
+    one rounding to dtype (flashjit.h, FP8 K/V CACHE). The float64 reference runs on these values: exact for
+    scales that are powers of two, one rounding from code x scale otherwise."""
+    return (codes.float() * scales.reshape(-1, 1)).to(dtype)
+
+
+def fp8_seq(cache, b):
+    """K, V codes of sequence b of a Paged cache of e4m3 pools, gathered through the table (as bytes)."""
+    as_bytes = argparse.Namespace(k=cache.k.view(torch.uint8), v=cache.v.view(torch.uint8), page_size=cache.page_size,
+                                  keys=cache.keys, table_host=cache.table_host)
+    k, v = Paged.seq(as_bytes, b)
+    return k.view(torch.float8_e4m3fn), v.view(torch.float8_e4m3fn)
+
+
+def poison_unused(cache):
+    """The e4m3 NaN code 0x7F in every pool slot no sequence reads (past each sequence's keys, spare pages)."""
+    used = torch.zeros(cache.k.shape[:2], dtype=torch.bool, device="cuda")
+    for b, n in enumerate(cache.keys):
+        for j in range(n):
+            used[cache.table_host[b][j // cache.page_size], j % cache.page_size] = True
+    with torch.no_grad():
+        cache.k.view(torch.uint8)[~used] = 0x7F
+        cache.v.view(torch.uint8)[~used] = 0x7F
+
+
+def fp8_errors(dtype_name, *descales):
+    """Errors at the 16-bit kernel's bounds; doubled where a scale is not a power of two (the widening rounds there,
+    and the kernel's float product and the host's may differ by the dtype's last bit on a tie), as
+    tests/kv_fp8_gpu_test.cpp bounds them."""
+    errs = Errors(dtype_name)
+    for t in descales:
+        if t is not None and not bool((torch.frexp(t.float())[0].abs() == 0.5).all()):
+            errs.bound *= 2
+            break
+    return errs
+
+
+def fp8_descales(gen, batch, hkv):
+    """The descale layouts engines pass, as (label, k_descale, v_descale): one element (powers of two), vLLM's
+    per-tensor scale expanded to [batch, heads_kv] (strides 0), per K/V head [heads_kv], FA3's [batch, heads_kv]
+    (a strided view), none (1.0)."""
+    def uniform(*shape):
+        return torch.rand(*shape, generator=gen, device="cuda", dtype=torch.float32) * 1.5 + 0.5
+    wide = uniform(batch, 2 * hkv)
+    pow2 = torch.tensor([2.0 ** (i % 3 - 1) for i in range(hkv)], device="cuda")
+    return [("per tensor, one element", torch.tensor([2.0], device="cuda"), torch.tensor([0.5], device="cuda")),
+            ("per tensor, vLLM's expand", uniform(1).reshape(()).expand(batch, hkv), uniform(1).reshape(()).expand(batch, hkv)),
+            ("per K/V head", uniform(hkv), pow2),
+            ("FA3's [batch, heads_kv], strided", wide[:, ::2], uniform(batch, hkv)),
+            ("no descales (1.0)", None, None)]
+
+
+def check_fp8_kvcache(name, q, cache, out, lse, k_descale, v_descale, causal=False):
+    torch.cuda.synchronize()
+    batch, hkv, d = q.shape[0], cache.k.shape[2], q.shape[-1]
+    ks, vs = descale_rows(k_descale, batch, hkv), descale_rows(v_descale, batch, hkv)
+    errs = fp8_errors("bf16" if q.dtype == torch.bfloat16 else "fp16", k_descale, v_descale)
+    for b in range(batch):
+        k, v = fp8_seq(cache, b)
+        errs.add(out[b], q[b], dequantised(k, ks[b], q.dtype), dequantised(v, vs[b], q.dtype), causal, d ** -0.5,
+                 None if lse is None else lse[b].transpose(0, 1))
+    ok, detail = errs.result()
+    finite = bool(torch.isfinite(out).all())
+    report(name, ok and finite, detail + ("" if finite else " (NaN in the output)"))
+
+
+def case_fp8_kvcache(page_size, num_splits=0, poison=False):
+    """flash_attn_with_kvcache on a paged e4m3 cache (decode, GQA 32/8, d128), each descale layout; page 64 with the
+    NaN code in every slot no sequence reads."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(200 + page_size), random.Random(200 + page_size)
+    keys = [3000, 17, 1, 2048, 640, 64]
+    hq, hkv, d = 32, 8, 128
+    cache = Paged(gen, rng, keys, page_size, hkv, d, torch.float8_e4m3fn)
+    if poison:
+        poison_unused(cache)
+    q = rand(gen, len(keys), 1, hq, d, dtype=torch.bfloat16)
+    for label, k_descale, v_descale in fp8_descales(gen, len(keys), hkv):
+        out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused,
+                                                    page_table=cache.table, k_descale=k_descale, v_descale=v_descale,
+                                                    num_splits=num_splits, return_softmax_lse=True)
+        check_fp8_kvcache(f"FP8 kvcache: paged {page_size}{', NaN codes unused' if poison else ''}, "
+                          f"num_splits={num_splits}, {label}", q, cache, out, lse, k_descale, v_descale)
+
+
+def case_fp8_kvcache_speculative():
+    """Speculative queries (cu_seqlens_q: 4, 1, 0, 3) against a paged 64 e4m3 cache, causal, fp16, per-head scales."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(210), random.Random(210)
+    counts, keys, hq, hkv, d = [4, 1, 0, 3], [900, 64, 10, 2500], 16, 4, 128
+    cuq_h, cuq = cu_of(counts)
+    cache = Paged(gen, rng, keys, 64, hkv, d, torch.float8_e4m3fn)
+    q = rand(gen, cuq_h[-1], hq, d, dtype=torch.float16)
+    k_descale = torch.rand(hkv, generator=gen, device="cuda") + 0.5
+    v_descale = torch.rand(hkv, generator=gen, device="cuda") + 0.5
+    out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table,
+                                                cu_seqlens_q=cuq, max_seqlen_q=4, causal=True, k_descale=k_descale,
+                                                v_descale=v_descale, return_softmax_lse=True)
+    torch.cuda.synchronize()
+    errs = fp8_errors("fp16", k_descale, v_descale)
+    for b in range(len(counts)):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = fp8_seq(cache, b)
+        errs.add(out[r], q[r], dequantised(k, k_descale, q.dtype), dequantised(v, v_descale, q.dtype), True,
+                 d ** -0.5, lse[:, r].transpose(0, 1))
+    report("FP8 kvcache: cu_seqlens_q (speculative), paged 64, fp16", *errs.result())
+
+
+def case_fp8_varlen():
+    """flash_attn_varlen_func with e4m3 K/V: packed (cu_seqlens_k; fp16 d64 GQA 8/2, per-head descales, causal,
+    empty sequences) and vLLM's call on a paged cache (page 16, FA3's [batch, heads_kv] descales, out given, LSE)."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(220), random.Random(220)
+    seqs = [(1, 700), (0, 0), (129, 129), (0, 50), (300, 812), (3, 2), (17, 0)]
+    hq, hkv, d = 8, 2, 64
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cuk_h, cuk = cu_of([s for _, s in seqs])
+    q = rand(gen, cuq_h[-1], hq, d, dtype=torch.float16)
+    k, v = fp8_codes(gen, cuk_h[-1], hkv, d), fp8_codes(gen, cuk_h[-1], hkv, d)
+    k_descale = torch.rand(hkv, generator=gen, device="cuda") + 0.5
+    v_descale = torch.tensor([0.25, 4.0], device="cuda")
+    out, lse = flashjit.flash_attn_varlen_func(q, k, v, cuq, cuk, max(s for s, _ in seqs), max(s for _, s in seqs),
+                                               causal=True, k_descale=k_descale, v_descale=v_descale,
+                                               return_attn_probs=True)
+    torch.cuda.synchronize()
+    errs = fp8_errors("fp16", k_descale, v_descale)
+    for b in range(len(seqs)):
+        r, c = slice(cuq_h[b], cuq_h[b + 1]), slice(cuk_h[b], cuk_h[b + 1])
+        errs.add(out[r], q[r], dequantised(k[c], k_descale, q.dtype), dequantised(v[c], v_descale, q.dtype), True,
+                 d ** -0.5, lse[:, r].transpose(0, 1))
+    report("FP8 varlen_func: packed K/V, fp16 d64 GQA 8/2, per head", *errs.result())
+
+    seqs = [(1, 1000), (1, 37), (4, 517), (0, 0), (300, 812), (129, 129), (3, 2), (1, 1)]
+    hq, hkv, d, page = 32, 8, 128, 16
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cache = Paged(gen, rng, [s for _, s in seqs], page, hkv, d, torch.float8_e4m3fn)
+    q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
+    batch = len(seqs)
+    k_descale = (torch.rand(batch, 2 * hkv, generator=gen, device="cuda") + 0.5)[:, 1::2]  # strides (16, 2)
+    v_descale = torch.rand(batch, hkv, generator=gen, device="cuda") + 0.5
+    out = torch.full_like(q, float("nan"))
+    o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 320, cache.max_pages * page,
+                                             seqused_k=cache.seqused, causal=True, block_table=cache.table, out=out,
+                                             k_descale=k_descale, v_descale=v_descale, return_softmax_lse=True)
+    torch.cuda.synchronize()
+    errs = fp8_errors("bf16", k_descale, v_descale)
+    for b in range(batch):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = fp8_seq(cache, b)
+        errs.add(out[r], q[r], dequantised(k, k_descale[b], q.dtype), dequantised(v, v_descale[b], q.dtype), True,
+                 d ** -0.5, lse[:, r].transpose(0, 1))
+    ok, detail = errs.result()
+    untouched = o is out and bool(torch.isnan(out[cuq_h[-1]:]).all())
+    report("FP8 varlen_func: paged 16, vLLM's call, [batch, heads_kv]", ok and untouched,
+           detail + ("" if untouched else "  out not written in place, or rows past the last sequence written"))
+
+
+def case_fp8_func_dense():
+    """flash_attn_func with e4m3 K/V: no descales (1.0), then a per-tensor one; bf16 d128 causal GQA 16/4, sq < sk."""
+    gen = torch.Generator(device="cuda").manual_seed(230)
+    b, sq, sk, hq, hkv, d = 2, 300, 1000, 16, 4, 128
+    q = rand(gen, b, sq, hq, d, dtype=torch.bfloat16)
+    k, v = fp8_codes(gen, b, sk, hkv, d), fp8_codes(gen, b, sk, hkv, d)
+    for label, k_descale, v_descale in (("no descales", None, None),
+                                        ("per tensor", torch.tensor([1.7], device="cuda"), torch.tensor([0.5], device="cuda"))):
+        out, lse = flashjit.flash_attn_func(q, k, v, causal=True, k_descale=k_descale, v_descale=v_descale,
+                                            return_attn_probs=True)
+        torch.cuda.synchronize()
+        ks, vs = descale_rows(k_descale, b, hkv), descale_rows(v_descale, b, hkv)
+        errs = fp8_errors("bf16", k_descale, v_descale)
+        for i in range(b):
+            errs.add(out[i], q[i], dequantised(k[i], ks[i], q.dtype), dequantised(v[i], vs[i], q.dtype), True, d ** -0.5,
+                     lse[i].transpose(0, 1))
+        report(f"FP8 func: dense d128 causal GQA 16/4, {label}", *errs.result())
+
+
+def case_fp8_fast_path():
+    """The fast path with an FP8 cache: calls of one signature with different descale tensors (same shapes and
+    strides) and descale values changed in place each use their own scales (no stale pointers); a call without
+    descales is a signature of its own. Each result against float64."""
+    from flashjit import _torch_backend as tb
+    gen, rng = torch.Generator(device="cuda").manual_seed(240), random.Random(240)
+    keys, hq, hkv, d = [1500, 3, 700, 64], 32, 8, 128
+    cache = Paged(gen, rng, keys, 16, hkv, d, torch.float8_e4m3fn)
+    q = rand(gen, len(keys), 1, hq, d, dtype=torch.bfloat16)
+    before, ok_all, detail = len(tb._fast), True, ""
+    a = torch.rand(len(keys), hkv, generator=gen, device="cuda") + 0.5
+    b_ = torch.rand(len(keys), hkv, generator=gen, device="cuda") * 3 + 0.25
+    steps = [(a, b_), (b_, a), (a, a), (None, None), (b_, b_)]
+    for i, (k_descale, v_descale) in enumerate(steps):
+        if i == 2:
+            with torch.no_grad():
+                a.mul_(2.5)  # new values, same tensor
+        out = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table,
+                                               k_descale=k_descale, v_descale=v_descale)
+        torch.cuda.synchronize()
+        ks, vs = descale_rows(k_descale, len(keys), hkv), descale_rows(v_descale, len(keys), hkv)
+        errs = fp8_errors("bf16", k_descale, v_descale)
+        for s in range(len(keys)):
+            k, v = fp8_seq(cache, s)
+            errs.add(out[s], q[s], dequantised(k, ks[s], q.dtype), dequantised(v, vs[s], q.dtype), False, d ** -0.5)
+        ok, detail = errs.result()
+        ok_all &= ok
+    remembered = len(tb._fast) - before
+    report("FP8 fast path: new descales each call", ok_all and remembered == 2,
+           f"{remembered} plans remembered for 5 calls of 2 signatures (expected 2); {detail}")
+
+
+def case_fp8_compile():
+    """torch.compile(fullgraph=True) over an FP8-cache decode with descales: bitwise equal to eager."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(250), random.Random(250)
+    keys, hkv = [2000, 5, 300], 8
+    cache = Paged(gen, rng, keys, 16, hkv, 128, torch.float8_e4m3fn)
+    q = rand(gen, len(keys), 1, 32, 128, dtype=torch.bfloat16)
+    k_descale = torch.rand(len(keys), hkv, generator=gen, device="cuda") + 0.5
+    v_descale = torch.rand(hkv, generator=gen, device="cuda") + 0.5
+
+    def layer(q, kc, vc, used, table, kd, vd):
+        return flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=used, page_table=table, k_descale=kd,
+                                                v_descale=vd) * 2
+
+    inputs = (q, cache.k, cache.v, cache.seqused, cache.table, k_descale, v_descale)
+    eager = layer(*inputs)
+    compiled = torch.compile(layer, fullgraph=True)(*inputs)
+    torch.cuda.synchronize()
+    report("FP8 torch.compile(fullgraph=True): kvcache with descales", torch.equal(eager, compiled),
+           "" if torch.equal(eager, compiled) else f"max diff {(eager.float() - compiled.float()).abs().max().item():.2e}")
+
+
+def case_fp8_graph_replay():
+    """An engine's decode step on an FP8 cache: one CUDA graph captured once (after one eager call), replayed after
+    the lengths, the page table, the codes and the K descales ([batch, heads_kv]) change in place; V without a
+    descale (1.0); split-KV (num_splits=0 at batch 6)."""
+    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
+    hq, hkv, d, ps, batch, max_k = 32, 8, 128, 16, 6, 4096
+    gen, rng = torch.Generator(device="cuda").manual_seed(260), random.Random(260)
+    max_pages = max_k // ps
+    pool_k = torch.empty(batch * max_pages + 4, ps, hkv, d, dtype=torch.float8_e4m3fn, device="cuda")
+    pool_v = torch.empty_like(pool_k)
+    table = torch.full((batch, max_pages), -1, dtype=torch.int32, device="cuda")
+    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    q = torch.empty(batch, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+    k_descale = torch.empty(batch, hkv, dtype=torch.float32, device="cuda")
+
+    def load(keys):
+        """New lengths, a new shuffled table, new codes and new K descales, written into the same tensors."""
+        pages = list(range(pool_k.shape[0]))
+        rng.shuffle(pages)
+        host = [[-1] * max_pages for _ in keys]
+        for b, sk in enumerate(keys):
+            for i in range(-(-sk // ps)):
+                host[b][i] = pages.pop()
+        with torch.no_grad():
+            table.copy_(torch.tensor(host, dtype=torch.int32))
+            lens.copy_(torch.tensor(keys, dtype=torch.int32))
+            q.copy_(rand(gen, *q.shape, dtype=q.dtype))
+            pool_k.view(torch.uint8).copy_(fp8_codes(gen, *pool_k.shape).view(torch.uint8))
+            pool_v.view(torch.uint8).copy_(fp8_codes(gen, *pool_v.shape).view(torch.uint8))
+            k_descale.copy_(torch.rand(batch, hkv, generator=gen, device="cuda") + 0.5)
+        cache = argparse.Namespace(k=pool_k, v=pool_v, page_size=ps, keys=list(keys), table_host=host)
+        return cache
+
+    def step():
+        return flashjit.flash_attn_with_kvcache(q, pool_k, pool_v, cache_seqlens=lens, page_table=table,
+                                                k_descale=k_descale, return_softmax_lse=True)
+
+    load(steps[0])
+    step()  # the kernel is fetched here, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for i, keys in enumerate(steps):
+        cache = load(keys)
+        out.fill_(float("nan"))
+        graph.replay()
+        check_fp8_kvcache(f"FP8 CUDA graph replay {i}: new lengths/table/codes/descales", q, cache, out, lse, k_descale,
+                          None)
+
+
+def case_fp8_wrong_inputs():
+    """What an FP8 cache refuses, naming the argument: q_descale with the 16-bit q, descales of the wrong dtype,
+    shape or device, K and V of different dtypes."""
+    gen = torch.Generator(device="cuda").manual_seed(270)
+    q = rand(gen, 2, 1, 8, 128, dtype=torch.bfloat16)
+    k8, v8 = fp8_codes(gen, 2, 64, 2, 128), fp8_codes(gen, 2, 64, 2, 128)
+    kv = flashjit.flash_attn_with_kvcache
+    ones = torch.ones(2, 2, device="cuda")
+    cases = [
+        ("q_descale with a bf16 q", lambda: kv(q, k8, v8, cache_seqlens=9, q_descale=ones), r"q_descale: .*16-bit q"),
+        ("k_descale float16", lambda: kv(q, k8, v8, cache_seqlens=9, k_descale=ones.half()),
+         r"k_descale: dtype torch.float16; expected torch.float32"),
+        ("v_descale [3, 2]", lambda: kv(q, k8, v8, cache_seqlens=9, v_descale=torch.ones(3, 2, device="cuda")),
+         r"v_descale: shape \(3, 2\)"),
+        ("k_descale on the CPU", lambda: kv(q, k8, v8, cache_seqlens=9, k_descale=ones.cpu()), r"k_descale: is on cpu"),
+        ("K e4m3, V bf16", lambda: kv(q, k8, v8.to(torch.bfloat16), cache_seqlens=9),
+         r"k_cache and v_cache: dtypes torch.float8_e4m3fn and torch.bfloat16 differ"),
+    ]
+    expect_raises("FP8 wrong input: {}", cases)
+
+
 def case_wrong_inputs():
     gen = torch.Generator(device="cuda").manual_seed(80)
     bf = torch.bfloat16
@@ -909,6 +1228,16 @@ CASES = [
     ("head dim padded", case_head_dim_padded),
     ("scheduler metadata", case_scheduler_metadata),
     ("combine", case_combine),
+    ("fp8 kvcache page 16", lambda: case_fp8_kvcache(16)),
+    ("fp8 kvcache page 16 no split", lambda: case_fp8_kvcache(16, num_splits=1)),
+    ("fp8 kvcache page 64", lambda: case_fp8_kvcache(64, poison=True)),
+    ("fp8 kvcache speculative", case_fp8_kvcache_speculative),
+    ("fp8 varlen", case_fp8_varlen),
+    ("fp8 func", case_fp8_func_dense),
+    ("fp8 fast path", case_fp8_fast_path),
+    ("fp8 compile", case_fp8_compile),
+    ("fp8 graph", case_fp8_graph_replay),
+    ("fp8 wrong inputs", case_fp8_wrong_inputs),
 ]
 
 
