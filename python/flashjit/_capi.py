@@ -49,10 +49,12 @@ class AttentionArgs(ctypes.Structure):
                 # the 336-byte layout: attention chunks, sinks, ALiBi (MASKS AND SCORES in flashjit.h); off: 0
                 ("attention_chunk", ctypes.c_int32), ("sinks_dtype", ctypes.c_int32), ("sinks", ctypes.c_uint64),
                 ("alibi_slopes", ctypes.c_uint64), ("alibi_batch_stride", ctypes.c_int64),
-                # the 384-byte layout: the FP8 cache's scales (FP8 K/V CACHE in flashjit.h); off: 0
+                # the 408-byte layout: FP8 scales (FP8 K/V CACHE and FP8 OPERANDS in flashjit.h); off: 0
                 ("k_scale", ctypes.c_uint64), ("v_scale", ctypes.c_uint64),
                 ("k_scale_batch_stride", ctypes.c_int64), ("k_scale_head_stride", ctypes.c_int64),
-                ("v_scale_batch_stride", ctypes.c_int64), ("v_scale_head_stride", ctypes.c_int64)]
+                ("v_scale_batch_stride", ctypes.c_int64), ("v_scale_head_stride", ctypes.c_int64),
+                ("q_scale", ctypes.c_uint64), ("q_scale_batch_stride", ctypes.c_int64),
+                ("q_scale_head_stride", ctypes.c_int64)]
 
 
 class ContextOptions(ctypes.Structure):
@@ -89,15 +91,16 @@ class PrewarmResult(ctypes.Structure):  # flashjit_prewarm_result_t
                 ("message", ctypes.c_char * PREWARM_MESSAGE_SIZE)]
 
 
-assert ctypes.sizeof(AttentionArgs) == 384 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
+assert ctypes.sizeof(AttentionArgs) == 408 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
 # the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 304- and 336-byte fields)
 assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
         AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,
         AttentionArgs.page_size.offset, AttentionArgs.num_pages.offset, AttentionArgs.total_k.offset,
         AttentionArgs.workspace.offset, AttentionArgs.workspace_bytes.offset, AttentionArgs.max_splits.offset,
         AttentionArgs.split_keys.offset, AttentionArgs.attention_chunk.offset, AttentionArgs.sinks.offset,
-        AttentionArgs.alibi_batch_stride.offset, AttentionArgs.k_scale.offset, AttentionArgs.v_scale_head_stride.offset) == \
-       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300, 304, 312, 328, 336, 376)
+        AttentionArgs.alibi_batch_stride.offset, AttentionArgs.k_scale.offset, AttentionArgs.v_scale_head_stride.offset,
+        AttentionArgs.q_scale.offset) == \
+       (8, 48, 96, 192, 200, 208, 248, 256, 272, 280, 288, 296, 300, 304, 312, 328, 336, 376, 384)
 
 
 def new_args(flags=0):

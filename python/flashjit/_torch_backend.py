@@ -231,7 +231,8 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           seqused_k.data_ptr() if seqused_k is not None else 0, block_table.data_ptr() if paged else 0,
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0,
           0, 0, 0, 0, 0,  # attention_chunk, sinks_dtype, sinks, alibi_slopes, alibi_batch_stride: _fill_features
-          k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head)
+          k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head,
+          0, 0, 0)  # q_scale and its strides: FP8 queries are not taken here
     if features is not None:
         _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
