@@ -59,7 +59,7 @@ constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
 // The element seam: a tile row is 128-byte swizzled chunks of kChunkColumns elements (64 16-bit, or
 // 128 e4m3 with FP8 operands); Q's load fills kQLoadBytes of its buffer (with FP8 operands the buffer
 // is larger: it also stages the tile's 16-bit O).
-constexpr int kChunkColumns = kFp8Operands ? 128 : 64;
+constexpr int kChunkColumns = element_type(kFp8Operands).chunk_columns;
 constexpr int kQLoadBytes = kBlockM * 128 * kQKChunks;
 FJ_DEVICE uint32_t last_k_read_barrier(int local) { return 7 + 2 * (local & 1); }
 FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); }
@@ -563,7 +563,7 @@ FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n,
       }
       src += kv_head * p.k_fp8_strides[2] + c * 16;
     }
-    cp_async_16(tile + swizzled_offset(r, c * 8, kBlockN), src, inside ? 16u : 0u);  // 8 16-bit columns = 16 bytes
+    cp_async_16(tile + swizzled_byte_offset(r, c * 16, kBlockN), src, inside ? 16u : 0u);
   }
   cp_async_arrive(sm.full_k(s));
 }
@@ -590,8 +590,7 @@ FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
                            __byte_perm(hi01, hi23, 0x7632)};
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int row = col + m, byte = position % 128;
-      const uint32_t at = tile + (position / 128) * (kVCols * 128) + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+      const uint32_t at = tile + swizzled_byte_offset(col + m, position, kVCols);
       asm volatile("st.shared.u32 [%0], %1;" :: "r"(at), "r"(w[m]) : "memory");
     }
   }
@@ -599,7 +598,7 @@ FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
 #pragma unroll 1
     for (int u = t; u < (kVCols - kHeadDimV) * (kBlockN / 16); u += kKvWidenThreads) {
       const int row = kHeadDimV + u / (kBlockN / 16), unit = u % (kBlockN / 16);
-      const uint32_t at = tile + (unit / 8) * (kVCols * 128) + row * 128 + (((unit % 8) ^ (row & 7)) << 4);
+      const uint32_t at = tile + swizzled_byte_offset(row, 16 * unit, kVCols);
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
     }
   }

@@ -1,15 +1,32 @@
-// tile_layout.cuh: where a 16-bit element of a shared-memory tile sits. Tiles are [chunks][rows][64
-// columns], each 128-byte row swizzled as TMA's SWIZZLE_128B writes it (16-byte unit j of row r at
-// unit j ^ (r % 8); tiles 1024-byte aligned). The one statement of the layout: the kernel's
-// ldmatrix, stmatrix and O-row addressing use it; rendered into every kernel
-// after ptx.cuh, and compiled on the host by tests/tile_layout_test.cpp.
+// tile_layout.cuh: the element-type seam and where an element of a shared-memory tile sits. Tiles
+// are [chunks][rows][128 bytes], each 128-byte row swizzled as TMA's SWIZZLE_128B writes it (16-byte
+// unit j of row r at unit j ^ (r % 8); tiles 1024-byte aligned); a chunk holds 64 16-bit or 128 e4m3
+// columns. The one statement of both: the kernel's ldmatrix, stmatrix, cp.async, transpose and
+// O-row addressing, its GEMMs' k steps and TMA boxes, the host's tile sizes and shared-memory
+// accounting (src/config), its tensor maps (src/driver) and the renderer's wgmma shapes read them.
+// Rendered into every kernel after ptx.cuh, and compiled on the host by tests/tile_layout_test.cpp.
 
+#ifndef FJ_TILE_LAYOUT_CUH
+#define FJ_TILE_LAYOUT_CUH
 #ifndef FJ_DEVICE
 #define FJ_DEVICE inline
 #endif
 
-// Byte offset of element (row, col) of a [chunks][tile_rows][64] tile.
-FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
-  const int byte_in_row = (col % 64) * 2;
-  return (col / 64) * (tile_rows * 128) + row * 128 + (((byte_in_row >> 4) ^ (row & 7)) << 4) + (byte_in_row & 15);
+// An operand element type: 16-bit (fp16, bf16) or e4m3 (dtype=e4m3's Q, K and V).
+struct ElementType {
+  int bytes;          // per element
+  int chunk_columns;  // columns per 128-byte swizzle chunk (a TMA box's width)
+  int k_step;         // the wgmma's k: 16 (16-bit) or 32 (e4m3), 32 bytes either way
+};
+FJ_DEVICE constexpr ElementType element_type(bool e4m3) { return e4m3 ? ElementType{1, 128, 32} : ElementType{2, 64, 16}; }
+
+// Byte offset of byte `byte` of row `row` in a [chunks][tile_rows][128 bytes] tile.
+FJ_DEVICE uint32_t swizzled_byte_offset(int row, int byte, int tile_rows) {
+  const int byte_in_row = byte % 128;
+  return (byte / 128) * (tile_rows * 128) + row * 128 + (((byte_in_row >> 4) ^ (row & 7)) << 4) + (byte_in_row & 15);
 }
+
+// Byte offset of 16-bit element (row, col) of a [chunks][tile_rows][64] tile (e4m3 tiles are
+// addressed in pairs of elements the same way, as ldmatrix reads them).
+FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) { return swizzled_byte_offset(row, col * 2, tile_rows); }
+#endif  // FJ_TILE_LAYOUT_CUH

@@ -23,5 +23,20 @@ TEST(TileLayout, SwizzledOffsetIsTmasSwizzleOfTheLinearLayout) {
         }
 }
 
+TEST(TileLayout, ByteOffsetsAreTmasSwizzleForBothElementTypes) {
+  for (bool e4m3 : {false, true}) {
+    const ElementType type = element_type(e4m3);
+    EXPECT_EQ(type.bytes * type.chunk_columns, 128);  // a chunk is the swizzle span
+    EXPECT_EQ(type.bytes * type.k_step, 32);          // a wgmma k step is 32 bytes
+  }
+  for (int rows : {16, 64, 96, 128, 256})
+    for (int chunks : {1, 2})
+      for (int row = 0; row < rows; ++row)
+        for (int byte = 0; byte < 128 * chunks; ++byte) {
+          const uint32_t linear = uint32_t((byte / 128) * rows * 128 + row * 128 + byte % 128);
+          ASSERT_EQ(swizzled_byte_offset(row, byte, rows), tma_swizzle_128b(linear)) << rows << " " << row << " " << byte;
+        }
+}
+
 }  // namespace
 }  // namespace flashjit

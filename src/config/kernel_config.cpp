@@ -1,6 +1,10 @@
 #include "config/kernel_config.hpp"
 
 #include <algorithm>
+#include <cstdint>
+
+// The element-type seam (bytes, chunk columns, k step), the kernel's own.
+#include "../../templates/tile_layout.cuh"
 
 namespace flashjit {
 
@@ -35,9 +39,9 @@ struct TileBytes {
   int qk_chunks, v_chunks, q, k, v;
 };
 TileBytes tile_bytes(const AttentionSpec& s) {
-  const int element_bytes = s.fp8_operands() ? 1 : 2;
+  const ElementType type = element_type(s.fp8_operands());
   TileBytes t;
-  t.qk_chunks = (s.head_dim * element_bytes + 127) / 128;
+  t.qk_chunks = (s.head_dim + type.chunk_columns - 1) / type.chunk_columns;
   t.v_chunks = (s.effective_head_dim_v() + 63) / 64;  // of O (and of a 16-bit V)
   t.q = s.block_m * 128 * (s.fp8_operands() ? std::max(t.qk_chunks, t.v_chunks) : t.qk_chunks);
   t.k = s.block_n * 128 * t.qk_chunks;
@@ -218,7 +222,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.threads = 128 * (1 + s.consumer_wgs);
   c.qk_chunks = tiles.qk_chunks;
   c.v_chunks = tiles.v_chunks;
-  c.qk_k_steps = s.fp8_operands() ? s.head_dim / 32 : round_up(s.head_dim, 16) / 16;
+  c.qk_k_steps = round_up(s.head_dim, element_type(s.fp8_operands()).k_step) / element_type(s.fp8_operands()).k_step;
   c.v_cols = 64 * c.v_chunks;
   c.q_tile_bytes = tiles.q;
   c.k_tile_bytes = tiles.k;

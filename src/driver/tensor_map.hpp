@@ -7,13 +7,16 @@
 #include "driver/cuda_driver.hpp"
 #include "spec/attention_spec.hpp"
 
+#include "../../templates/tile_layout.cuh"
+
 namespace flashjit {
 
 inline constexpr std::uint32_t kTensorMapBoxColumns = 64;  // 64 x 16 bit = 128 B, the 128B-swizzle span
 // Bytes per element and columns per box by element type: the box is always the 128-byte swizzle
 // span (64 16-bit or 128 e4m3 columns).
-inline constexpr std::int64_t tensor_map_element_bytes(DType dtype) { return dtype == DType::kE4m3 ? 1 : 2; }
-inline constexpr std::uint32_t tensor_map_box_columns(DType dtype) { return uint32_t(128 / tensor_map_element_bytes(dtype)); }
+// (templates/tile_layout.cuh's ElementType, the kernel's).
+inline constexpr std::int64_t tensor_map_element_bytes(DType dtype) { return element_type(dtype == DType::kE4m3).bytes; }
+inline constexpr std::uint32_t tensor_map_box_columns(DType dtype) { return uint32_t(element_type(dtype == DType::kE4m3).chunk_columns); }
 
 struct TensorMapRequest {
   const char* name = "tensor";  // "q", "k", "v", "o": starts every message and field name

@@ -1,5 +1,9 @@
 #include "source/wgmma_shapes.hpp"
 
+#include <cstdint>
+
+#include "../../templates/tile_layout.cuh"  // the element-type seam: the wgmma's k
+
 namespace flashjit {
 namespace {
 
@@ -39,7 +43,8 @@ std::string wrapper(const char* name, int n, const char* type, WgmmaForm form) {
   std::string s = "FJ_DEVICE void " + std::string(name) + "(float (&d)[" + std::to_string(acc) + "], " + a_param +
                   ", uint64_t desc_b" + (form.zero_first ? ", int accumulate" : "") + ") {\n  asm volatile(\n";
   if (form.zero_first) s += "    \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(b_operand + 1) + ", 0;\\n\"\n";
-  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + (fp8 ? "k32" : "k16") + ".f32." + type + "." + type + " \"\n";
+  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k" + std::to_string(element_type(fp8).k_step) + ".f32." + type + "." +
+       type + " \"\n";
   s += "    \"" + operand_list(0, acc) + ", " + a_operand + ", %" + std::to_string(b_operand) + ", " + tail +
        (form.zero_first ? ";\\n}\\n\"\n" : ";\\n\"\n");
   s += "    : " + accumulator_constraints(acc) + "\n    : " + a_input + ", \"l\"(desc_b)" +
