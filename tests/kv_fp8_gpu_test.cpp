@@ -58,12 +58,7 @@ struct Fp8Case {
 // (code x scale in float, one rounding to the dtype). A scale that is not a power of two rounds
 // there; the bound is doubled for it, in case the widening's float product and the host's differ
 // by the last bit of the dtype on a tie.
-double fp8_bound(const EngineProblem& p) {
-  auto pow2 = [](float s) { int e; return std::frexp(s, &e) == 0.5f; };
-  bool exact = pow2(p.fp8.k_scale) && pow2(p.fp8.v_scale);
-  if (p.fp8.per_head) for (float f : p.fp8.head_factors) exact = exact && pow2(f);
-  return o_error_bound(p.bf16) * (exact ? 1.0 : 2.0);
-}
+double fp8_bound(const EngineProblem& p) { return o_error_bound(p.bf16, p.fp8); }
 
 bool report(const Fp8Case& c, const EngineCheck& check) {
   const CheckResult& r = check.result;
