@@ -284,6 +284,38 @@ TEST(KvFp8Cache, ScalesPerTensorAndPerHead) {
   EXPECT_NE(f.describe().find("per-head"), std::string::npos) << f.describe();
 }
 
+// The checks' table (Fp8Quantiser) gives quantise_element's code and dequantised copy for every
+// 16-bit input, NaN included, under power-of-two and other scales, outliers or not; and the scales
+// as a launch reads them, and whether they are exact.
+TEST(KvFp8Cache, TheTableQuantisesAsTheDefinition) {
+  for (bool bf16 : {false, true}) {
+    Fp8Quantiser table(bf16);
+    for (float scale : {0.5f, 0.37f, 0.25f}) {
+      for (bool outlier : {false, true}) {
+        for (uint32_t bits = 0; bits < 65536; bits += 7) {
+          uint16_t by_table = uint16_t(bits), by_definition = uint16_t(bits);
+          const unsigned char code = table(by_table, scale, outlier);
+          ASSERT_EQ(code, quantise_element(by_definition, scale, bf16, outlier)) << bits << " scale " << scale;
+          ASSERT_EQ(by_table, by_definition) << bits << " scale " << scale;
+        }
+      }
+    }
+  }
+  Fp8Cache f;
+  f.on = true;
+  EXPECT_TRUE(f.exact());
+  EXPECT_EQ(f.scales(true, 3), std::vector<float>(3, f.k_scale));
+  EXPECT_EQ(f.scale_head_stride(), 0);
+  f.per_head = true;
+  EXPECT_EQ(f.scales(false, 2), (std::vector<float>{f.v_scale, f.v_scale * f.head_factors[1]}));
+  EXPECT_EQ(f.scale_head_stride(), 1);
+  f.k_scale = 0.37f;
+  EXPECT_FALSE(f.exact());
+  EXPECT_EQ(o_error_bound(true, f), 2 * o_error_bound(true));
+  f.on = false;
+  EXPECT_EQ(o_error_bound(true, f), o_error_bound(true));
+}
+
 // The GPU cases' specs parse and resolve to a kernel configuration with the FP8 cache.
 TEST(KvFp8Cache, TheCasesSpecsResolve) {
   EngineProblem p;

@@ -268,6 +268,7 @@ void grow_keys(const Problem& p, const Placement& pl, std::vector<uint16_t>& inp
 // layout (the strides the same numbers, in bytes); its other bytes (Q's, padding) hold the NaN code.
 std::vector<unsigned char> quantise_dense(const Problem& p, const Placement& pl, std::vector<uint16_t>& input, std::mt19937_64& rng) {
   std::vector<unsigned char> codes(input.size(), kE4m3Nan);
+  Fp8Quantiser quantise(p.bf16);
   for (int b = 0; b < p.batch; ++b) {
     std::vector<char> outlier(size_t(p.seqlen_k), 0);
     for (int n = 0; n < p.fp8.outlier_keys; ++n) outlier[size_t(rng() % uint64_t(p.seqlen_k))] = 1;
@@ -276,8 +277,8 @@ std::vector<unsigned char> quantise_dense(const Problem& p, const Placement& pl,
         for (int e = 0; e < p.head_dim; ++e) {
           const size_t ki = pl.k_offset + b * pl.k.batch + j * pl.k.row + h * pl.k.head + e;
           const size_t vi = pl.v_offset + b * pl.v.batch + j * pl.v.row + h * pl.v.head + e;
-          codes[ki] = quantise_element(input[ki], p.fp8.scale_of(true, h), p.bf16, outlier[size_t(j)] != 0);
-          codes[vi] = quantise_element(input[vi], p.fp8.scale_of(false, h), p.bf16);
+          codes[ki] = quantise(input[ki], p.fp8.scale_of(true, h), outlier[size_t(j)] != 0);
+          codes[vi] = quantise(input[vi], p.fp8.scale_of(false, h));
         }
   }
   return codes;

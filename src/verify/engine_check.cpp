@@ -98,13 +98,14 @@ Fp8Codes quantise_cache(const HostLayout& at, const std::vector<int>& seqlen_k, 
     if (p.kv == KvSource::kPaged && p.kv_in_one_tensor && off >= page_elems) *is_v = true, off -= page_elems;
     return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * d) % h : off / d % h);
   };
+  Fp8Quantiser quantise(p.bf16);
   auto convert = [&](std::vector<uint16_t>& t, bool tensor_is_v, const std::vector<char>* outlier) {
     std::vector<unsigned char> codes(t.size());
     for (size_t i = 0; i < t.size(); ++i) {
       bool is_v = false;
       const int head = place(int64_t(i), &is_v);
       is_v = is_v || tensor_is_v;
-      codes[i] = quantise_element(t[i], f.scale_of(!is_v, head), p.bf16, !is_v && outlier && (*outlier)[i]);
+      codes[i] = quantise(t[i], f.scale_of(!is_v, head), !is_v && outlier && (*outlier)[i]);
     }
     return codes;
   };

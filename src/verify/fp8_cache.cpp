@@ -25,6 +25,22 @@ unsigned char quantise_element(uint16_t& bits, float scale, bool bf16, bool outl
   return code;
 }
 
+const Fp8Quantiser::Table& Fp8Quantiser::table(float scale, bool outlier) {
+  if (last_ < tables_.size() && tables_[last_].scale == scale && tables_[last_].outlier == outlier) return tables_[last_];
+  for (last_ = 0; last_ < tables_.size(); ++last_) {
+    if (tables_[last_].scale == scale && tables_[last_].outlier == outlier) return tables_[last_];
+  }
+  Table t{scale, outlier, std::vector<unsigned char>(65536), std::vector<uint16_t>(256)};
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    uint16_t value = uint16_t(bits);
+    t.code[bits] = quantise_element(value, scale, bf16_, outlier);
+  }
+  for (uint32_t code = 0; code < 256; ++code) t.dequantised[code] = dequantised_bits((unsigned char)code, scale, bf16_);
+  tables_.push_back(std::move(t));
+  last_ = tables_.size() - 1;
+  return tables_.back();
+}
+
 std::vector<float> Fp8Cache::scales(bool k, int heads_kv) const {
   std::vector<float> out(size_t(heads_kv > 0 ? heads_kv : 1));
   for (size_t h = 0; h < out.size(); ++h) out[h] = scale_of(k, int(h));

@@ -46,4 +46,29 @@ unsigned char quantised_code(float value, float scale);
 // `outlier`, quantised by `scale`; `bits` becomes its dequantised copy. Returns the code.
 unsigned char quantise_element(uint16_t& bits, float scale, bool bf16, bool outlier = false);
 
+// quantise_element by table: its result for each of the 65536 inputs under a (scale, outlier),
+// worked out on first use (the checks quantise up to a billion elements; a few scales each).
+class Fp8Quantiser {
+ public:
+  explicit Fp8Quantiser(bool bf16) : bf16_(bf16) {}
+  unsigned char operator()(uint16_t& bits, float scale, bool outlier = false) {
+    const Table& t = table(scale, outlier);
+    const unsigned char code = t.code[bits];
+    bits = t.dequantised[code];
+    return code;
+  }
+
+ private:
+  struct Table {
+    float scale;
+    bool outlier;
+    std::vector<unsigned char> code;    // [65536]
+    std::vector<uint16_t> dequantised;  // [256]
+  };
+  const Table& table(float scale, bool outlier);
+  bool bf16_;
+  std::vector<Table> tables_;
+  size_t last_ = 0;
+};
+
 }  // namespace flashjit
