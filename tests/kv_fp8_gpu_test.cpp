@@ -58,12 +58,7 @@ struct Fp8Case {
 // (code x scale in float, one rounding to the dtype). A scale that is not a power of two rounds
 // there; the bound is doubled for it, in case the widening's float product and the host's differ
 // by the last bit of the dtype on a tie.
-double fp8_bound(const EngineProblem& p) {
-  auto pow2 = [](float s) { int e; return std::frexp(s, &e) == 0.5f; };
-  bool exact = pow2(p.fp8.k_scale) && pow2(p.fp8.v_scale);
-  if (p.fp8.per_head) for (float f : p.fp8.head_factors) exact = exact && pow2(f);
-  return o_error_bound(p.bf16) * (exact ? 1.0 : 2.0);
-}
+double fp8_bound(const EngineProblem& p) { return o_error_bound(p.bf16, p.fp8); }
 
 bool report(const Fp8Case& c, const EngineCheck& check) {
   const CheckResult& r = check.result;
@@ -287,6 +282,38 @@ TEST(KvFp8Cache, ScalesPerTensorAndPerHead) {
   EXPECT_EQ(f.scale_of(true, 1), f.k_scale * f.head_factors[1]);
   EXPECT_EQ(f.scale_of(false, 6), f.v_scale * f.head_factors[2]);
   EXPECT_NE(f.describe().find("per-head"), std::string::npos) << f.describe();
+}
+
+// The checks' table (Fp8Quantiser) gives quantise_element's code and dequantised copy for every
+// 16-bit input, NaN included, under power-of-two and other scales, outliers or not; and the scales
+// as a launch reads them, and whether they are exact.
+TEST(KvFp8Cache, TheTableQuantisesAsTheDefinition) {
+  for (bool bf16 : {false, true}) {
+    Fp8Quantiser table(bf16);
+    for (float scale : {0.5f, 0.37f, 0.25f}) {
+      for (bool outlier : {false, true}) {
+        for (uint32_t bits = 0; bits < 65536; bits += 7) {
+          uint16_t by_table = uint16_t(bits), by_definition = uint16_t(bits);
+          const unsigned char code = table(by_table, scale, outlier);
+          ASSERT_EQ(code, quantise_element(by_definition, scale, bf16, outlier)) << bits << " scale " << scale;
+          ASSERT_EQ(by_table, by_definition) << bits << " scale " << scale;
+        }
+      }
+    }
+  }
+  Fp8Cache f;
+  f.on = true;
+  EXPECT_TRUE(f.exact());
+  EXPECT_EQ(f.scales(true, 3), std::vector<float>(3, f.k_scale));
+  EXPECT_EQ(f.scale_head_stride(), 0);
+  f.per_head = true;
+  EXPECT_EQ(f.scales(false, 2), (std::vector<float>{f.v_scale, f.v_scale * f.head_factors[1]}));
+  EXPECT_EQ(f.scale_head_stride(), 1);
+  f.k_scale = 0.37f;
+  EXPECT_FALSE(f.exact());
+  EXPECT_EQ(o_error_bound(true, f), 2 * o_error_bound(true));
+  f.on = false;
+  EXPECT_EQ(o_error_bound(true, f), o_error_bound(true));
 }
 
 // The GPU cases' specs parse and resolve to a kernel configuration with the FP8 cache.

@@ -35,6 +35,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/tuning.hpp"
+#include "verify/check.hpp"
 #include "verify/reference.hpp"
 
 extern char** environ;
@@ -1283,6 +1284,52 @@ TEST(Tool, FeatureFlagValuesAreChecked) {
   }
 }
 
+// The FP8 cache's flags (--kv-scales, --kv-scale-per-head) need a kv_dtype=e4m3 spec and take
+// K,V (or one) finite scales above 0: refused otherwise naming the flag and what is allowed, before
+// any device or compile (exit 2); bench applies them to its kv_dtype=e4m3 specs (a bf16-cache twin
+// in the same run takes none) and refuses them on a grid. Accepted, a run gets past its arguments
+// (no driver, no NVRTC here: exit 1).
+TEST(Tool, Fp8FlagsNeedKvDtypeE4m3AndValidScales) {
+  const EnvChanges nothing = {{"FLASHJIT_LIBCUDA", kNoDriver}, {"FLASHJIT_NVRTC", "/nonexistent/flashjit-test/libnvrtc.so"}};
+  TempDir dir;
+  for (const char* command : {"check", "bench"}) {
+    for (const std::vector<std::string>& flag : {std::vector<std::string>{"--kv-scales", "0.5,0.25"}, {"--kv-scale-per-head"}}) {
+      std::vector<std::string> args = {command, "--spec", "dtype=bf16,head_dim=64,causal=1", "--cache-dir", dir.sub("cache")};
+      args.insert(args.end(), flag.begin(), flag.end());
+      ToolRun r = run_tool(args, nothing);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flag[0] << "\n" << r;
+      EXPECT_NE(r.err.find(flag[0] + " needs spec key kv_dtype=e4m3, which the spec lacks"), std::string::npos) << r;
+    }
+    for (const char* value : {"0,1", "-0.5", "inf", "0.5,nan", "abc", "0.5,", "1,2,3", ""}) {
+      ToolRun r = run_tool({command, "--spec", "dtype=bf16,head_dim=64,kv_dtype=e4m3", "--kv-scales", value, "--cache-dir", dir.sub("cache")},
+                           nothing);
+      EXPECT_EQ(r.exit_code, 2) << command << " --kv-scales '" << value << "'\n" << r;
+      EXPECT_NE(r.err.find("--kv-scales: '" + std::string(value) + "' is not allowed; allowed: K,V or one scale for both"), std::string::npos)
+          << r;
+    }
+    for (const char* value : {"0.5,0.25", "0.37,0.0913", "1"}) {
+      ToolRun r = run_tool({command, "--spec", "dtype=bf16,head_dim=64,kv_dtype=e4m3", "--kv-scales", value, "--kv-scale-per-head",
+                            "--cache-dir", dir.sub("cache")},
+                           nothing);
+      EXPECT_EQ(r.exit_code, 1) << command << " --kv-scales " << value << "\n" << r;
+    }
+  }
+  // bench: the flags go to the run's e4m3 specs; the bf16-cache twin beside them is not refused.
+  ToolRun pair = run_tool({"bench", "--spec", "dtype=bf16,head_dim=64", "--spec", "dtype=bf16,head_dim=64,kv_dtype=e4m3",
+                           "--kv-scale-per-head", "--cache-dir", dir.sub("cache")},
+                          nothing);
+  EXPECT_EQ(pair.exit_code, 1) << pair;
+  ToolRun grid = run_tool({"bench", "--grid", "decode", "--kv-scales", "0.5"}, nothing);
+  EXPECT_EQ(grid.exit_code, 2) << grid;
+  EXPECT_NE(grid.err.find("--kv-scales needs --spec"), std::string::npos) << grid;
+  // --help names both flags under check and bench.
+  for (const char* command : {"check", "bench"}) {
+    ToolRun help = run_tool({command, "--help"}, nothing);
+    EXPECT_NE(help.out.find("--kv-scales"), std::string::npos) << help;
+    EXPECT_NE(help.out.find("--kv-scale-per-head"), std::string::npos) << help;
+  }
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 // The "features" object of a check's or a bench row's JSON: what the reference took and, under
 // "launch", what the launch's arguments held.
@@ -1437,6 +1484,75 @@ TEST(Tool, SoftcapSinksAndAlibiReachTheReferenceAndTheLaunch) {
       }
     }
   }
+}
+// check and bench on an FP8-cache spec (the fake driver runs nothing; only the JSON is read): the
+// flags' scales reach the run and the launch (scale pointers set, head stride 1 per K/V head, 0
+// per tensor), a scale that is not a power of two doubles the O bound (tests/kv_fp8_gpu_test.cpp's
+// rule), and bench counts K/V bytes in FP8 bytes: half the bf16 cache's of the same cell.
+TEST(Tool, CheckAndBenchGiveTheFp8CacheItsScales) {
+  TempDir dir;
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}};
+  const std::vector<std::string> shape = {"--batch", "1", "--seqlen-q", "128", "--seqlen-k", "256", "--heads-q", "4", "--heads-kv", "2",
+                                          "--cache-dir", dir.sub("cache"), "--json"};
+  for (bool per_head : {false, true}) {
+    std::vector<std::string> args = {"check", "--spec", "dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3"};
+    if (per_head) args.insert(args.end(), {"--kv-scale-per-head", "--kv-scales", "0.37,0.0913"});
+    args.insert(args.end(), shape.begin(), shape.end());
+    ToolRun r = run_tool(args, fake);
+    ASSERT_NE(r.exit_code, 2) << r;
+    json::Value v = parse_json(r);
+    const json::Object* out = v.getAsObject();
+    ASSERT_TRUE(out && out->getObject("fp8") && out->getObject("fp8")->getObject("launch")) << r;
+    const json::Object& fp8 = *out->getObject("fp8");
+    const json::Object& launch = *fp8.getObject("launch");
+    EXPECT_EQ(str(fp8, "kv_dtype"), "e4m3") << r;
+    EXPECT_EQ(real(fp8, "k_scale"), per_head ? double(0.37f) : 0.5) << r;
+    EXPECT_EQ(real(fp8, "v_scale"), per_head ? double(0.0913f) : 0.25) << r;
+    EXPECT_EQ(boolean(fp8, "per_head"), per_head ? 1 : 0) << r;
+    EXPECT_EQ(boolean(fp8, "exact"), per_head ? 0 : 1) << r;
+    EXPECT_EQ(boolean(launch, "k_scale"), 1) << r;
+    EXPECT_EQ(boolean(launch, "v_scale"), 1) << r;
+    EXPECT_EQ(num(launch, "k_scale_head_stride"), per_head ? 1 : 0) << r;
+    EXPECT_EQ(num(launch, "v_scale_head_stride"), per_head ? 1 : 0) << r;
+    EXPECT_EQ(real(*out, "o_bound"), (per_head ? 2 : 1) * o_error_bound(true)) << r;
+    EXPECT_NE(str(*out, "shape").find(" e4m3 k_scale="), std::string::npos) << r;
+  }
+  // A 16-bit cache's check has no fp8 object.
+  std::vector<std::string> plain = {"check", "--spec", "dtype=bf16,head_dim=64,causal=1"};
+  plain.insert(plain.end(), shape.begin(), shape.end());
+  ToolRun r16 = run_tool(plain, fake);
+  json::Value v16 = parse_json(r16);
+  ASSERT_TRUE(v16.getAsObject()) << r16;
+  EXPECT_EQ(v16.getAsObject()->getObject("fp8"), nullptr) << r16;
+
+  // bench: the same cell with a bf16 and an e4m3 cache in one run.
+  std::vector<std::string> bench = {"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=64,causal=1", "--spec",
+                                    "dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", "--kv-scale-per-head"};
+  bench.insert(bench.end(), shape.begin(), shape.end());
+  ToolRun b = run_tool(bench, fake);
+  ASSERT_EQ(b.exit_code, 0) << b;
+  json::Value bv = parse_json(b);
+  const json::Array* rows = bv.getAsArray();
+  ASSERT_TRUE(rows && rows->size() == 2) << b;
+  const json::Object* bf16 = (*rows)[0].getAsObject();
+  const json::Object* e4m3 = (*rows)[1].getAsObject();
+  ASSERT_TRUE(bf16 && e4m3 && e4m3->getObject("fp8") && e4m3->getObject("fp8")->getObject("launch")) << b;
+  EXPECT_EQ(str(*bf16, "kv_dtype"), "bf16") << b;
+  EXPECT_EQ(str(*e4m3, "kv_dtype"), "e4m3") << b;
+  EXPECT_EQ(real(*bf16, "kv_bytes"), 2.0 * 2 * 2 * 256 * 64) << b;  // K and V, 2 bytes, 2 KV heads, 256 keys, d 64
+  EXPECT_EQ(real(*e4m3, "kv_bytes"), 2.0 * 1 * 2 * 256 * 64) << b;
+  EXPECT_EQ(boolean(*e4m3->getObject("fp8"), "per_head"), 1) << b;
+  EXPECT_EQ(boolean(*e4m3->getObject("fp8")->getObject("launch"), "k_scale"), 1) << b;
+  EXPECT_EQ(num(*e4m3->getObject("fp8")->getObject("launch"), "k_scale_head_stride"), 1) << b;
+  EXPECT_EQ(boolean(*bf16->getObject("fp8")->getObject("launch"), "k_scale"), 0) << b;
+  // An engine cell: the K/V bytes of every sequence's keys, in FP8 bytes.
+  ToolRun engine = run_tool({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,kv_dtype=e4m3", "--seqlens",
+                             "1:300,2:100", "--heads-q", "4", "--heads-kv", "2", "--cache-dir", dir.sub("cache"), "--json"},
+                            fake);
+  json::Value ev = parse_json(engine);
+  const json::Array* erows = ev.getAsArray();
+  ASSERT_TRUE(erows && erows->size() == 1 && (*erows)[0].getAsObject()) << engine;
+  EXPECT_EQ(real(*(*erows)[0].getAsObject(), "kv_bytes"), 2.0 * 1 * 2 * 64 * (300 + 100)) << engine;
 }
 #endif
 

@@ -12,6 +12,9 @@
 #include "verify/builtin_kernel.hpp"
 #include "verify/device_random.hpp"
 
+// The NaN code the FP8 cache's bytes outside K and V hold.
+#include "../../templates/fp8.cuh"
+
 namespace flashjit {
 namespace {
 
@@ -187,8 +190,12 @@ void drop_verify_kernels(CUcontext context) {
 
 double o_error_bound(bool bf16) { return bf16 ? 6e-3 : 1e-3; }
 
-bool CheckResult::passed(bool bf16) const {
-  return ran && error.empty() && unwritten == 0 && o_error <= o_error_bound(bf16) && lse_error <= kLseErrorBound;
+double o_error_bound(bool bf16, const Fp8Cache& fp8) { return o_error_bound(bf16) * (fp8.on && !fp8.exact() ? 2.0 : 1.0); }
+
+bool CheckResult::passed(bool bf16) const { return passed_within(o_error_bound(bf16)); }
+
+bool CheckResult::passed_within(double o_bound) const {
+  return ran && error.empty() && unwritten == 0 && o_error <= o_bound && lse_error <= kLseErrorBound;
 }
 
 Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr q, Strides qs, CUdeviceptr k,
@@ -255,6 +262,36 @@ void grow_keys(const Problem& p, const Placement& pl, std::vector<uint16_t>& inp
     }
 }
 
+// Problem::fp8: K's and V's elements of `input` (the layout's, 16-bit) become e4m3 codes by their
+// KV head's scale, `outlier_keys` random keys of each sequence's K 50x first; `input` is left
+// holding the dequantised copy the reference reads. The codes sit in a byte buffer of the same
+// layout (the strides the same numbers, in bytes); its other bytes (Q's, padding) hold the NaN code.
+std::vector<unsigned char> quantise_dense(const Problem& p, const Placement& pl, std::vector<uint16_t>& input, std::mt19937_64& rng) {
+  std::vector<unsigned char> codes(input.size(), kE4m3Nan);
+  Fp8Quantiser quantise(p.bf16);
+  for (int b = 0; b < p.batch; ++b) {
+    std::vector<char> outlier(size_t(p.seqlen_k), 0);
+    for (int n = 0; n < p.fp8.outlier_keys; ++n) outlier[size_t(rng() % uint64_t(p.seqlen_k))] = 1;
+    for (int j = 0; j < p.seqlen_k; ++j)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int e = 0; e < p.head_dim; ++e) {
+          const size_t ki = pl.k_offset + b * pl.k.batch + j * pl.k.row + h * pl.k.head + e;
+          const size_t vi = pl.v_offset + b * pl.v.batch + j * pl.v.row + h * pl.v.head + e;
+          codes[ki] = quantise(input[ki], p.fp8.scale_of(true, h), outlier[size_t(j)] != 0);
+          codes[vi] = quantise(input[vi], p.fp8.scale_of(false, h));
+        }
+  }
+  return codes;
+}
+
+// "" when a layout's K and V can be an FP8 cache (offsets and strides multiples of 16 bytes), else why not.
+std::string fp8_layout_error(const Placement& pl, Layout layout) {
+  for (int64_t n : {int64_t(pl.k_offset), int64_t(pl.v_offset), pl.k.batch, pl.k.row, pl.k.head, pl.v.batch, pl.v.row, pl.v.head}) {
+    if (n % 16 != 0) return std::string("the FP8 cache needs K/V offsets and strides in multiples of 16 bytes; layout ") + layout_name(layout) + " has " + std::to_string(n);
+  }
+  return "";
+}
+
 }  // namespace
 
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
@@ -269,6 +306,19 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   std::vector<uint16_t> input(pl.input_elems);
   fill_random(input, p.bf16, rng);
   if (p.key_growth > 0) grow_keys(p, pl, input);
+  if (p.fp8.on != config.spec.kv_fp8()) { result.error = "the problem's FP8 cache differs from the spec's kv_dtype"; return result; }
+  std::optional<DeviceBuffer> codes, k_scale, v_scale;  // the FP8 cache: codes in Q/K/V's layout, scales [heads_kv]
+  if (p.fp8.on) {
+    if (std::string bad = fp8_layout_error(pl, layout); !bad.empty()) { result.error = bad; return result; }
+    const std::vector<unsigned char> bytes = quantise_dense(p, pl, input, rng);  // input: the dequantised copy
+    codes.emplace(api, bytes.size());
+    codes->upload(bytes.data(), bytes.size());
+    const std::vector<float> ks = p.fp8.scales(true, p.heads_kv), vs = p.fp8.scales(false, p.heads_kv);
+    k_scale.emplace(api, ks.size() * 4);
+    v_scale.emplace(api, vs.size() * 4);
+    k_scale->upload(ks.data(), ks.size() * 4);
+    v_scale->upload(vs.data(), vs.size() * 4);
+  }
   DeviceBuffer in(api, input.size() * elem);
   in.upload(input.data(), input.size() * elem);
   // Outputs poisoned: 0xFFFF is NaN in fp16 and bf16, 0xFFFFFFFF is NaN in float32.
@@ -282,6 +332,13 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.q = in.ptr() + pl.q_offset * elem;
   args.k = in.ptr() + pl.k_offset * elem;
   args.v = in.ptr() + pl.v_offset * elem;
+  if (codes) {  // K and V from the codes (1-byte elements: the byte offsets and strides are the element counts)
+    args.k = codes->ptr() + pl.k_offset;
+    args.v = codes->ptr() + pl.v_offset;
+    args.fp8.k_scale = k_scale->ptr();
+    args.fp8.v_scale = v_scale->ptr();
+    args.fp8.k_scale_head_stride = args.fp8.v_scale_head_stride = p.fp8.scale_head_stride();
+  }
   args.o = out.ptr();
   args.lse = with_lse ? lse.ptr() : 0;
   args.batch = p.batch;
@@ -298,6 +355,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   if (std::string bad = features.upload(p.features, sinks_bf16); !bad.empty()) { result.error = bad; return result; }
   features.set_launch_features(args.features, p.features, sinks_bf16);
   result.launched = args.features;
+  result.launched_fp8 = args.fp8;
   // scheduler=dynamic: the tile counter, zeroed as a caller does once; the launch must leave it so.
   std::optional<DeviceBuffer> counter;
   if (config.spec.dynamic_schedule) {
@@ -327,8 +385,9 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
     if (!result.error.empty()) return result;
   }
 
-  // Reference on the same device buffers.
-  Reference ref = gpu_reference(device, p, args.q, pl.q, args.k, pl.k, args.v, pl.v, &result.error);
+  // Reference on the same device buffers (the FP8 cache's dequantised copy: K and V of `in`).
+  Reference ref = gpu_reference(device, p, args.q, pl.q, in.ptr() + pl.k_offset * elem, pl.k, in.ptr() + pl.v_offset * elem, pl.v,
+                                &result.error);
   if (!result.error.empty()) return result;
   const size_t ref_o_count = ref.o.size();
   const std::vector<double>& expected = ref.o;

@@ -89,16 +89,24 @@ struct CheckResult {
   double lse_error = 0;     // max |lse - ref| / max(1, |ref|); -inf must match exactly
   size_t unwritten = 0;     // output elements still holding the poison (NaN)
   FeatureInputs launched;   // the launch's feature inputs (window, chunk, softcap, sink and slope pointers)
+  Fp8Inputs launched_fp8;   // the launch's FP8 cache inputs (scale pointers and strides; 0 without the cache)
   bool passed(bool bf16) const;
+  bool passed_within(double o_bound) const;  // passed with this O bound (o_error_bound's, or the FP8 cache's)
 };
 
 // Error bounds: the peers' own error (cuDNN ~2.7e-4 fp16, ~2.1e-3 bf16 at seqlen 1536) with headroom.
 double o_error_bound(bool bf16);
+// With an FP8 cache (on): the same, doubled where a scale is not a power of two (the dequantised
+// copy then rounds once to the dtype; the kernel's float product and the host's may differ by the
+// dtype's last bit on a tie).
+double o_error_bound(bool bf16, const Fp8Cache& fp8);
 inline constexpr double kLseErrorBound = 1e-4;
 
 // Fresh random inputs in `layout`, poisoned outputs, one launch of `function` (a kernel of
 // `config`), then the float64 reference on the same inputs. The problem's features go to the
-// launch too, its sinks as bf16 with `sinks_bf16`, else float32.
+// launch too, its sinks as bf16 with `sinks_bf16`, else float32. With Problem::fp8 (a
+// kv_dtype=e4m3 spec) K and V are launched as e4m3 codes with their scales and the reference
+// reads the dequantised 16-bit copy (Fp8Cache's rule; the layout's strides multiples of 16 bytes).
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
                             const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng,
                             bool sinks_bf16 = false);

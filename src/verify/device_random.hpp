@@ -14,7 +14,12 @@ namespace flashjit {
 Status fill_random_normal(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count,
                           bool bf16, uint64_t seed);
 
-// Unloads the fill kernel from a context: call before releasing it.
+// Fills `count` bytes with e4m3 codes of standard-normal values divided by `scale` (an FP8 K/V
+// cache whose dequantised values are standard normal; cvt.rn.satfinite, never the NaN code).
+Status fill_random_e4m3(const DriverApi& api, CUcontext context, CUstream stream, CUdeviceptr data, uint64_t count, float scale,
+                        uint64_t seed);
+
+// Unloads the fill kernels from a context: call before releasing it.
 void drop_random_fill_kernels(CUcontext context);
 
 }  // namespace flashjit

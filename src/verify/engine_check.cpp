@@ -12,8 +12,6 @@
 
 // The visibility rule the kernels mask by (visible_pairs; the reference's is attend_row's).
 #include "../../templates/visibility.cuh"
-// The e4m3 format's rules (the FP8 cache's codes and their dequantised values).
-#include "../../templates/fp8.cuh"
 
 namespace flashjit {
 namespace {
@@ -100,17 +98,14 @@ Fp8Codes quantise_cache(const HostLayout& at, const std::vector<int>& seqlen_k, 
     if (p.kv == KvSource::kPaged && p.kv_in_one_tensor && off >= page_elems) *is_v = true, off -= page_elems;
     return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * d) % h : off / d % h);
   };
+  Fp8Quantiser quantise(p.bf16);
   auto convert = [&](std::vector<uint16_t>& t, bool tensor_is_v, const std::vector<char>* outlier) {
     std::vector<unsigned char> codes(t.size());
     for (size_t i = 0; i < t.size(); ++i) {
       bool is_v = false;
       const int head = place(int64_t(i), &is_v);
       is_v = is_v || tensor_is_v;
-      const float scale = f.scale_of(!is_v, head);
-      float value = half_bits_to_float(t[i], p.bf16);
-      if (!is_v && outlier && (*outlier)[i]) value *= 50.0f;
-      codes[i] = std::isnan(value) ? kE4m3Nan : quantised_code(value, scale);
-      t[i] = dequantised_bits(codes[i], scale, p.bf16);
+      codes[i] = quantise(t[i], f.scale_of(!is_v, head), !is_v && outlier && (*outlier)[i]);
     }
     return codes;
   };
@@ -220,21 +215,6 @@ KvLayout kv_layout(const EngineProblem& p, const EngineCapacity& cap) {
 }
 
 }  // namespace
-
-uint16_t dequantised_bits(unsigned char code, float scale, bool bf16) {
-  if (e4m3_is_nan(code)) return bf16 ? 0x7FC0 : 0x7E00;  // float_to_half_bits need not keep a NaN a NaN
-  return float_to_half_bits(dequantised<float>(code, scale), bf16);
-}
-
-unsigned char quantised_code(float value, float scale) { return e4m3_round(value / scale); }
-
-std::string Fp8Cache::describe() const {
-  if (!on) return "";
-  char text[96];
-  std::snprintf(text, sizeof(text), " e4m3 k_scale=%g v_scale=%g%s%s", k_scale, v_scale, per_head ? " per-head" : "",
-                outlier_keys ? (" outliers=" + std::to_string(outlier_keys)).c_str() : "");
-  return text;
-}
 
 const char* kv_source_name(KvSource source) {
   switch (source) {
@@ -385,7 +365,7 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   if (p.fp8.on) {
     a.fp8.k_scale = k_scale.ptr();
     a.fp8.v_scale = v_scale.ptr();
-    a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = p.fp8.per_head ? 1 : 0;
+    a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = p.fp8.scale_head_stride();
   }
   a.lse = with_lse ? lse.ptr() : 0;
   a.batch = cap.batch;
@@ -480,8 +460,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     const Fp8Codes codes = quantise_cache(at, seqlen_k, k, v, rng);
     buffers.k.upload(codes.k.data(), codes.k.size());
     if (!codes.v.empty()) buffers.v.upload(codes.v.data(), codes.v.size());
-    std::vector<float> k_scales(size_t(p.heads_kv)), v_scales(size_t(p.heads_kv));
-    for (int h = 0; h < p.heads_kv; ++h) k_scales[size_t(h)] = p.fp8.scale_of(true, h), v_scales[size_t(h)] = p.fp8.scale_of(false, h);
+    const std::vector<float> k_scales = p.fp8.scales(true, p.heads_kv), v_scales = p.fp8.scales(false, p.heads_kv);
     buffers.k_scale.upload(k_scales.data(), k_scales.size() * 4);
     buffers.v_scale.upload(v_scales.data(), v_scales.size() * 4);
   } else {
@@ -505,6 +484,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   }
   const AttentionArgs args = buffers.args(p, true);
   result.launched = args.features;
+  result.launched_fp8 = args.fp8;
   // A partial a combine reads but no tile wrote shows as NaN; the counters are left as the last
   // launch left them (zero).
   const size_t start = size_t(buffers.workspace_start() - buffers.workspace.ptr());

@@ -14,6 +14,7 @@
 #include "config/kernel_config.hpp"
 #include "launch/attention_launch.hpp"
 #include "verify/check.hpp"
+#include "verify/fp8_cache.hpp"  // Fp8Cache (EngineProblem::fp8)
 
 namespace flashjit {
 
@@ -24,32 +25,6 @@ enum class KvSource {
 };
 const char* kv_source_name(KvSource source);
 
-// An FP8 K/V cache's codes and scales (EngineProblem::fp8). Each element's code is its random
-// value divided by its KV head's scale, rounded to e4m3 (templates/fp8.cuh's rule; saturating);
-// the reference reads code x scale rounded once to the 16-bit dtype, as the kernel widens it. With
-// power-of-two scales that value is exact in fp16 and bf16. Elements no sequence reads hold the
-// NaN code 0x7F (with nan_padding).
-struct Fp8Cache {
-  bool on = false;
-  // One scale per tensor (batch and head strides 0) or per KV head (head stride 1); then head
-  // h's is the scale's times the h-th of these factors, cycling.
-  bool per_head = false;
-  std::vector<float> head_factors = {1.0f, 0.5f, 2.0f, 0.25f};
-  float k_scale = 0.5f, v_scale = 0.25f;  // powers of two: exact dequantised values
-  // Outliers: this many keys of each sequence (at random positions) scaled by 50 before they are
-  // quantised, so their scores are about 50x the rest.
-  int outlier_keys = 0;
-  float scale_of(bool k, int head_kv) const {
-    const float base = k ? k_scale : v_scale;
-    return per_head ? base * head_factors[size_t(head_kv) % head_factors.size()] : base;
-  }
-  std::string describe() const;
-};
-
-// The 16-bit bits of code x scale (the dequantised value, rounded once to the dtype); NaN for a
-// NaN code. `codes_of` fills codes from values (value / scale, rounded to e4m3).
-uint16_t dequantised_bits(unsigned char code, float scale, bool bf16);
-unsigned char quantised_code(float value, float scale);
 
 struct EngineProblem {
   bool bf16 = true;

@@ -52,7 +52,8 @@ std::string Problem::describe() const {
   return std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
          " b=" + std::to_string(batch) + " sq=" + std::to_string(seqlen_q) + " sk=" + std::to_string(seqlen_k) +
          " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) +
-         (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "") + features.describe();
+         (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "") + features.describe() +
+         fp8.describe();
 }
 
 Strides contiguous_strides(int seqlen, int heads, int head_dim) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "verify/fp8_cache.hpp"
+
 namespace flashjit {
 
 // [batch, seqlen, heads, head_dim] with element strides; head_dim is contiguous.
@@ -40,6 +42,9 @@ struct Problem {
   // at every block (check_attention only).
   double key_growth = 0;
   AttentionFeatures features;
+  // The FP8 cache (a kv_dtype=e4m3 spec; check_attention only): K and V launched as e4m3 codes with
+  // float32 scales, the reference on their dequantised 16-bit copy (Fp8Cache's rule).
+  Fp8Cache fp8;
   double effective_scale() const;
   std::string describe() const;
 };

@@ -2,7 +2,9 @@
 # What the H200 run needs, checked without a GPU: the run script and the A/B scripts parse, a part name
 # it does not know is refused, the GPU test binary lists cases of every GPU suite the gate's filter
 # names, and every benchmark the run starts parses its arguments (--help, or --dry-run on the target
-# cells, which must each match a cell).
+# cells, which must each match a cell); the flashjit tool beside the test binary (or FLASHJIT_TEST_TOOL)
+# takes every `check` of the gate's feature list (3c) and every `bench` of 6g's list: run with no driver
+# and no NVRTC, each must get past its argument checks (exit 1, not the usage error's 2).
 #   tests/gpu/dry_run_check.sh TESTS_BINARY
 set -u -o pipefail
 TESTS=${1:?usage: dry_run_check.sh TESTS_BINARY}
@@ -41,5 +43,29 @@ for list in "$cells" "$combine" "$regress"; do
     [ "${n:-0}" -gt 0 ] || bad "decode cell pattern '$pat' selects no cell"
   done
 done
+# The tool's cells: 3c's CHECKS and 6g's BENCHES heredocs (6g's lengths variables set as the script sets them).
+tool=${FLASHJIT_TEST_TOOL:-}
+for t in "$(dirname "$TESTS")/flashjit" "$(dirname "$TESTS")/../flashjit"; do [ -z "$tool" ] && [ -x "$t" ] && tool=$t; done
+if [ -n "$tool" ]; then
+  heredoc() { sed -n "/<<'\?$1'\?\$/,/^$1\$/p" tests/gpu/run_h200.sh | sed '1d;$d'; }
+  eval "$(sed -n 's/^  \([a-z0-9_]*=\$(printf .*\)$/\1/p' tests/gpu/run_h200.sh)"
+  empty=$(mktemp -d)
+  n=0
+  while read -r command line; do
+    [ -n "$line" ] || continue
+    if [ "$command" = bench ]; then read -r _ spec flags <<<"$line"; else read -r spec flags <<<"$line"; fi
+    n=$((n + 1))
+    FLASHJIT_LIBCUDA=/nonexistent/libcuda.so.1 FLASHJIT_NVRTC=/nonexistent/libnvrtc.so timeout 60 \
+      "$tool" "$command" --spec "$spec" $flags --cache-dir "$empty" >"$empty/out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || bad "run_h200.sh: flashjit $command --spec $spec $flags: exit $rc, not 1 (no driver): $(tail -1 "$empty/out")"
+  done < <(heredoc CHECKS | sed 's/^/check /'; eval "cat <<BENCHES
+$(heredoc BENCHES)
+BENCHES" | sed 's/^/bench /')
+  rm -rf "$empty"
+  [ $n -gt 20 ] || bad "run_h200.sh: only $n check and bench cells found in 3c and 6g"
+else
+  echo "dry run: no flashjit tool beside $TESTS (FLASHJIT_TEST_TOOL): the check and bench cells not tried"
+fi
 [ $fail -eq 0 ] && echo "dry run: the GPU run's scripts, suites and benchmarks are ready"
 exit $fail

@@ -15,6 +15,8 @@
 #                             and a time budget), the package's host cost
 #   FLASHJIT_PART=features 5. the masks' and score modifiers' targets: their flashjit bench costs (6g) and
 #                             bench/feature_peers.py against cuDNN, flex_attention and FlashAttention-2
+#   FLASHJIT_PART=kvcache  6. the FP8 K/V cache's targets (issue 39): 6g's kvcache_ cells, decode and chunked
+#                             prefill against a bf16 and an e4m3 cache, and the ratios against the targets
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -60,12 +62,15 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
   features)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
-    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}" "${FLASHJIT_FEATURE_BENCH_SKIP:=^kvcache_}"
     : "${FLASHJIT_FEATURE_PEERS_ARGS:=--reps 5 --per-graph 3 --budget-s 240}" "${FLASHJIT_FEATURE_PEERS_TIMEOUT:=330}" ;;
+  kvcache)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^kvcache_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=540}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets, features or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets, features, kvcache or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -123,8 +128,10 @@ if [ "${FLASHJIT_CHECKS:-1}" = 1 ]; then
 fi
 
 # 3c. The masks and score modifiers through `flashjit check` (FLASHJIT_FEATURE_CHECKS, on with the checks):
-# windows, chunks, softcap, sinks and ALiBi on dense, paged and split-KV cells; a spec whose keys this
-# build's parser refuses (its feature not in the kernel yet) is listed as skipped.
+# windows, chunks, softcap, sinks and ALiBi on dense, paged and split-KV cells; the FP8 K/V cache
+# (kv_dtype=e4m3: dense, paged varlen, split-KV decode, gpt-oss's window + sinks, scales per K/V head and
+# not powers of two); a spec whose keys this build's parser refuses (its feature not in the kernel yet)
+# is listed as skipped.
 if [ "${FLASHJIT_FEATURE_CHECKS:-${FLASHJIT_CHECKS:-1}}" = 1 ]; then
   while read -r spec flags; do
     [ -n "$spec" ] || continue
@@ -144,6 +151,12 @@ dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 
 dtype=bf16,head_dim=256,causal=1,window=1,softcap=1 --window-left 4095 --softcap 30 --batch 1 --seqlen-q 4096 --seqlen-k 8192 --heads-q 8 --heads-kv 4
 dtype=fp16,head_dim=128,causal=1,alibi=1 --alibi-per-batch --batch 3 --seqlen-q 700 --seqlen-k 1500 --heads-q 16 --heads-kv 4
 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,sinks=1 --sinks=12 --seqlens 1:8192,1:64 --page-size 16 --heads-q 64 --heads-kv 8
+dtype=bf16,head_dim=128,causal=1,kv_dtype=e4m3 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2
+dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3 --seqlens 1:700,4:1000,0:5,1:0,37:37,300:2000,130:77 --page-size 16 --heads-q 8 --heads-kv 2
+dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 16 --heads-q 32 --heads-kv 8
+dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1,kv_dtype=e4m3 --window-left 127 --sinks --seqlens 1:8192,4:4000,1:64 --page-size 16 --heads-q 64 --heads-kv 8
+dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,1:4000,4:3000 --page-size 16 --heads-q 32 --heads-kv 8
+dtype=fp16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3 --kv-scale-per-head --kv-scales 0.37,0.0913 --seqlens 1:700,200:1000,0:5 --page-size 16 --heads-q 8 --heads-kv 2
 CHECKS
 fi
 
@@ -289,14 +302,32 @@ fi
 # window against the causal kernel over 32k keys (TFLOP/s over the visible FLOPs: target >= 0.95x),
 # a decode of 64 x 8k keys with a 128-key window against one of 64 x 128 keys without one (target: within
 # 1.1x), gpt-oss's 8k prefill (window 128 + sinks), each skipped where this build refuses the spec.
+# The FP8 K/V cache's cells (kvcache_, the kvcache part; issue 39): decode of 64 x 8k and 8 x 32k keys (d128,
+# 32/8 heads, page 16, split-KV with packed GQA) and chunked prefill (2048 queries against 32k keys, paged),
+# each against a bf16 and an e4m3 cache, then the targets: e4m3 / bf16 tokens per second >= 1.8x and e4m3's
+# read bandwidth counted in FP8 bytes >= 90 % of the device's (FLASHJIT_HBM_TBPS; by the GPU's name: H200
+# 4.8, else H100's 3.35 TB/s), chunked prefill e4m3 / bf16 TFLOP/s >= 0.9x.
+# FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
+# FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
 if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
   decode64=$(printf '1:8192,%.0s' $(seq 64)); decode64=${decode64%,}
   window64=$(printf '1:128,%.0s' $(seq 64)); window64=${window64%,}
+  decode8x32k=$(printf '1:32768,%.0s' $(seq 8)); decode8x32k=${decode8x32k%,}
+  bench_start=$SECONDS ran_cells=" "
   while read -r name spec flags; do
     [ -n "$name" ] || continue
+    [[ $name =~ ${FLASHJIT_FEATURE_BENCH_CELLS:-.} ]] || continue
+    [ -n "${FLASHJIT_FEATURE_BENCH_SKIP:-}" ] && [[ $name =~ $FLASHJIT_FEATURE_BENCH_SKIP ]] && continue
+    limit=120; case $name in kvcache_*) limit=240 ;; esac  # the FP8 cells' check fills and quantises 1 GB of K/V on the host
+    if [ -n "${FLASHJIT_FEATURE_BENCH_BUDGET_S:-}" ]; then
+      left=$((FLASHJIT_FEATURE_BENCH_BUDGET_S - (SECONDS - bench_start)))
+      [ "$left" -ge 20 ] || { row "bench $name" skip "past the ${FLASHJIT_FEATURE_BENCH_BUDGET_S}s budget"; continue; }
+      [ "$left" -lt "$limit" ] && limit=$left
+    fi
     "$TOOL" source --spec "$spec" >/dev/null 2>&1 || { row "bench $name" skip "spec refused by this build"; continue; }
-    timeout 120 "$TOOL" bench --spec "$spec" $flags >"$OUT/feature_bench_$name.txt" 2>&1 &&
-      row "bench $name" pass "$(tail -1 "$OUT/feature_bench_$name.txt" | awk '{print $10" us "$12" TF/s"}')" ||
+    ran_cells+="$name "
+    timeout "$limit" "$TOOL" bench --spec "$spec" $flags >"$OUT/feature_bench_$name.txt" 2>&1 &&
+      row "bench $name" pass "$(tail -1 "$OUT/feature_bench_$name.txt" | awk '{print $10" us "$12" TF/s "$13" TB/s"}')" ||
       row "bench $name" FAIL "$(tail -1 "$OUT/feature_bench_$name.txt" | cut -c1-70)"
     tail -1 "$OUT/feature_bench_$name.txt"
   done <<BENCHES
@@ -316,7 +347,36 @@ alibi_per_batch_d256 dtype=bf16,head_dim=256,causal=1,alibi=1 --alibi-per-batch 
 sinks_off_d64 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1 --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 gptoss_prefill8k dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1 --window-left 127 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
 gptoss_prefill8k_sinks dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,sinks=1 --sinks --seqlens 8192:8192 --page-size 16 --heads-q 64 --heads-kv 8
+kvcache_decode64x8k_bf16 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode64 --page-size 16 --heads-q 32 --heads-kv 8
+kvcache_decode64x8k_e4m3 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --seqlens $decode64 --page-size 16 --heads-q 32 --heads-kv 8
+kvcache_prefill2kx32k_bf16 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1 --seqlens 2048:32768 --page-size 16 --heads-q 32 --heads-kv 8
+kvcache_prefill2kx32k_e4m3 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3 --seqlens 2048:32768 --page-size 16 --heads-q 32 --heads-kv 8
+kvcache_decode8x32k_bf16 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 16 --heads-q 32 --heads-kv 8
+kvcache_decode8x32k_e4m3 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --seqlens $decode8x32k --page-size 16 --heads-q 32 --heads-kv 8
 BENCHES
+  # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
+  kv_field() {  # cell field: the value, empty when the cell did not run or failed
+    case "$ran_cells" in *" $1 "*) ;; *) return 0 ;; esac
+    tail -1 "$OUT/feature_bench_$1.txt" | awk -v f="$2" '$1 == "custom" && $16 != "-" && $10 > 0 {print $f}'
+  }
+  hbm=${FLASHJIT_HBM_TBPS:-$(grep -q H200 "$OUT/gpu.txt" 2>/dev/null && echo 4.8 || echo 3.35)}
+  for pair in decode64x8k decode8x32k prefill2kx32k; do
+    case "$ran_cells" in *" kvcache_${pair}_"*) ;; *) continue ;; esac
+    b=$(kv_field "kvcache_${pair}_bf16" 10) e=$(kv_field "kvcache_${pair}_e4m3" 10)
+    if [ -z "$b" ] || [ -z "$e" ]; then row "kvcache $pair: e4m3 against bf16" skip "a cell of the pair did not run or failed"; continue; fi
+    if [ "$pair" = prefill2kx32k ]; then
+      tb=$(kv_field "kvcache_${pair}_bf16" 12) te=$(kv_field "kvcache_${pair}_e4m3" 12)
+      ratio=$(awk -v b="$tb" -v e="$te" 'BEGIN{printf "%.2f", e / b}')
+      row "kvcache $pair: e4m3 / bf16 TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($te against $tb TF/s)"
+      continue
+    fi
+    speed=$(awk -v b="$b" -v e="$e" 'BEGIN{printf "%.2f", b / e}')
+    bw=$(kv_field "kvcache_${pair}_e4m3" 13) bwb=$(kv_field "kvcache_${pair}_bf16" 13)
+    frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
+    row "kvcache $pair: e4m3 / bf16 tokens/s (>= 1.8x)" "$(awk -v s="$speed" 'BEGIN{print (s >= 1.8 ? "met" : "miss")}')" "${speed}x ($e against $b us)"
+    row "kvcache $pair: e4m3 read, FP8 bytes (>= 90 %)" "$(awk -v f="$frac" 'BEGIN{print (f >= 90 ? "met" : "miss")}')" \
+      "$bw TB/s = $frac % of $hbm (bf16 cache: $bwb TB/s)"
+  done
 fi
 
 # 6d. Nsight Compute on chunked prefill against a paged cache, the paged kernel and its contiguous

@@ -45,6 +45,12 @@ double Bench::elapsed_ms() {
 
 constexpr int kBenchReferenceRows = 32;
 
+Fp8Cache Bench::fp8_of(const Cell& cell) {
+  Fp8Cache fp8 = cell.fp8;
+  fp8.on = cell.spec.kv_fp8();
+  return fp8;
+}
+
 // An engine cell: one set of buffers (the lengths decide the work), checked once against the
 // float64 reference, then its parameters built once and timed like a dense cell's.
 Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t) {
@@ -64,11 +70,13 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   p.reference_rows = kBenchReferenceRows;
   p.features = cell.features;
   p.sinks_bf16 = cell.sinks_bf16;
+  p.fp8 = fp8_of(cell);  // the check uploads the codes and the scales the timed launches read
   EngineBuffers buffers(api, p, capacity_for(p));
   t.features = buffers.args(p, false).features;  // the same before the check uploads the sinks and slopes
+  t.fp8 = buffers.args(p, false).fp8;
   std::mt19937_64 rng(1234);
   const EngineCheck checked = check_engine_attention({&api, context, stream, sm_count}, fns, config, p, buffers, rng);
-  if (!checked.result.passed(p.bf16) || !checked.result.error.empty()) {
+  if (!checked.result.passed_within(o_error_bound(p.bf16, p.fp8)) || !checked.result.error.empty()) {
     t.error = "check failed: " + checked.result.error + " " + checked.detail;
     return t;
   }
@@ -96,11 +104,22 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const KernelConfig& config = prepared->config;
   const CUfunction fn = (*loaded)->function();
   if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->more(0)}, t);
-  // Input sets: enough that together they exceed L2 three times over (at most 8).
+  // Input sets: enough that together they exceed L2 three times over (at most 8). A set: Q, K, V,
+  // O; K and V e4m3 (1 byte an element) with an FP8 cache, whose scales all sets share.
   const size_t d = size_t(cell.spec.head_dim);
   const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
   const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
-  const size_t set_bytes = 2 * (2 * q_elems + 2 * kv_elems);
+  const Fp8Cache fp8 = fp8_of(cell);
+  const size_t kv_elem_bytes = fp8.on ? 1 : 2;
+  const size_t set_bytes = 2 * 2 * q_elems + 2 * kv_elem_bytes * kv_elems;
+  std::optional<DeviceBuffer> k_scale, v_scale;
+  if (fp8.on) {
+    const std::vector<float> ks = fp8.scales(true, cell.heads_kv), vs = fp8.scales(false, cell.heads_kv);
+    k_scale.emplace(api, ks.size() * 4);
+    v_scale.emplace(api, vs.size() * 4);
+    k_scale->upload(ks.data(), ks.size() * 4);
+    v_scale->upload(vs.data(), vs.size() * 4);
+  }
   const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   std::vector<AttentionArgs> args(sets);
@@ -116,21 +135,30 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   for (int s = 0; s < sets; ++s) {
     buffers.push_back(std::make_unique<DeviceBuffer>(api, set_bytes));
     const CUdeviceptr base = buffers.back()->ptr();
-    if (Status st = fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s); !st) {
-      t.error = st.error().message;
-      return t;
-    }
     AttentionArgs& a = args[s] = extent_args(cell);
     a.q = base;
     a.k = a.q + 2 * q_elems;
-    a.v = a.k + 2 * kv_elems;
-    a.o = a.v + 2 * kv_elems;
+    a.v = a.k + kv_elem_bytes * kv_elems;
+    a.o = a.v + kv_elem_bytes * kv_elems;
+    Status filled = fp8.on ? fill_random_normal(api, context, stream, a.q, q_elems, cell.spec.dtype == DType::kBf16, 1234 + s)
+                           : fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s);
+    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.k, kv_elems, fp8.k_scale, 5678 + s);
+    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.v, kv_elems, fp8.v_scale, 9012 + s);
+    if (!filled) {
+      t.error = filled.error().message;
+      return t;
+    }
     a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
     a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
     if (counter) a.decode.workspace = counter->ptr(), a.decode.workspace_bytes = counter->bytes();
+    if (fp8.on) {
+      a.fp8.k_scale = k_scale->ptr(), a.fp8.v_scale = v_scale->ptr();
+      a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = fp8.scale_head_stride();
+    }
     features.set_launch_features(a.features, cell.features, cell.sinks_bf16);
   }
   t.features = args[0].features;
+  t.fp8 = args[0].fp8;
   // Parameters built once per input set, as the C API keeps them for repeated arguments (its
   // params cache): the timed launches are what an engine's steady state pays, no tensor-map
   // encoding in them.

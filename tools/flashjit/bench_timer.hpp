@@ -32,6 +32,9 @@ struct Cell {
   // sinks as bf16 with sinks_bf16, else float32; slopes [heads_q] or [batch][heads_q].
   AttentionFeatures features;
   bool sinks_bf16 = false;
+  // The FP8 cache (spec key kv_dtype=e4m3): K and V e4m3 with these scales (a spec with the key
+  // and a cache left off gets Fp8Cache's defaults); 1-byte K/V elements in kv_bytes.
+  Fp8Cache fp8;
   bool engine() const { return spec.varlen || spec.paged; }
 };
 
@@ -42,6 +45,7 @@ struct Timing {
   std::string kernel_spec;    // the resolved spec of the kernel that ran
   bool long_kernel = false;   // it was the spec's long-sequence kernel (config/length_choice.hpp)
   FeatureInputs features;     // what the timed launches read (window, chunk, softcap, sink and slope pointers)
+  Fp8Inputs fp8;              // the FP8 cache's scale pointers and strides the timed launches read
   std::string error;
 };
 
@@ -60,6 +64,8 @@ struct Bench {
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);
   Timing run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t);
+  // The cell's FP8 cache as timed: cell.fp8, or with kv_dtype=e4m3 and the cache off, the defaults.
+  static Fp8Cache fp8_of(const Cell& cell);
   // Idle-stream and graph-replay medians of launch(i) (i counts the launches).
   Status time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms);
 };

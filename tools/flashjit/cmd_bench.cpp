@@ -128,7 +128,7 @@ double flops(const Cell& c) {
 }
 
 // Bytes of K and V read (the decode figure of merit): every key of a sequence, or with a window
-// or a chunk the keys some row sees.
+// or a chunk the keys some row sees; 2 bytes an element, 1 in an FP8 cache (kv_dtype=e4m3).
 double kv_bytes(const Cell& c) {
   const bool masked = has_window_or_chunk(c.features);
   double keys = 0;
@@ -138,7 +138,15 @@ double kv_bytes(const Cell& c) {
   } else {
     keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
-  return 2.0 * 2.0 * c.heads_kv * keys * c.spec.head_dim;
+  const double element_bytes = c.spec.kv_fp8() ? 1.0 : 2.0;
+  return 2.0 * element_bytes * c.heads_kv * keys * c.spec.head_dim;
+}
+
+// The text row's last column: the masks and scores, the FP8 cache (kv=e4m3 and its scales), the error.
+std::string row_note(const Cell& c, const std::string& error) {
+  std::string note = c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "");
+  if (!error.empty()) note += " " + error;
+  return note.empty() ? note : note.substr(1);
 }
 
 }  // namespace
@@ -150,6 +158,13 @@ int run_bench() {
   std::vector<Cell> cells = cells_for(Grid.empty() && BenchSpecs.empty() ? "all" : Grid.getValue());
   if (!Grid.empty() && cells.empty()) return usage_error("unknown --grid '" + Grid + "'; allowed: fa3, headline, gqa, decode, all");
   if (BenchSpecs.empty() && !first_feature_flag().empty()) return usage_error(first_feature_flag() + " needs --spec (a grid's cells have no masks or scores)");
+  if (BenchSpecs.empty() && !first_fp8_flag().empty()) return usage_error(first_fp8_flag() + " needs --spec (a grid's cells have a 16-bit K/V cache)");
+  // The FP8 cache's flags apply to the specs with kv_dtype=e4m3 (their bf16-cache twins in the
+  // same run take none); refused when no spec has the key.
+  bool any_fp8 = false;
+  for (const std::string& text : BenchSpecs) {
+    if (auto spec = parse_spec(text)) any_fp8 = any_fp8 || spec->kv_fp8();
+  }
   for (const std::string& text : BenchSpecs) {
     auto spec = parse_spec(text);
     if (!spec) return fail(spec.error());
@@ -178,6 +193,9 @@ int run_bench() {
     if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
     c.features = features.features;
     c.sinks_bf16 = features.sinks_bf16;
+    if (c.spec.kv_fp8() || !any_fp8) {
+      if (std::string bad = fp8_from_flags(c.spec, &c.fp8); !bad.empty()) return usage_error(bad);
+    }
     cells.push_back(c);
   }
   if (Iters < 1) return usage_error("--iters must be at least 1");
@@ -219,13 +237,14 @@ int run_bench() {
                                         {"floor_graph_ms", t.floor_graph_ms}, {"kernel_spec", t.kernel_spec},
                                         {"long_kernel", t.long_kernel}, {"flops", flops(c)}, {"kv_bytes", kv_bytes(c)},
                                         {"features", features_json({c.features, c.sinks_bf16}, t.features)},
-                                        {"error", t.error}});
+                                        {"kv_dtype", c.spec.kv_fp8() ? "e4m3" : dtype_name(c.spec.dtype)},
+                                        {"fp8", fp8_json(Bench::fp8_of(c), t.fp8)}, {"error", t.error}});
     } else {
       std::printf("%-6s %-4s %3d %3d %5d %6d %6d %4d %4d %9.1f %9.1f %8.1f %8.2f %5d %8.1f %-6s %s\n", c.group.c_str(),
                   dtype_name(c.spec.dtype), c.spec.head_dim, int(c.spec.causal), c.batch, c.seqlen_q, c.seqlen_k, c.heads_q,
                   c.heads_kv, t.graph_ms * 1e3, t.idle_ms * 1e3, tflops, tbps, t.registers,
                   (t.floor_idle_ms - t.floor_graph_ms) * 1e3, t.error.empty() ? (t.long_kernel ? "long" : "main") : "-",
-                  (c.features.describe().empty() ? t.error : c.features.describe().substr(1) + (t.error.empty() ? "" : " " + t.error)).c_str());
+                  row_note(c, t.error).c_str());
       std::fflush(stdout);
     }
   }

@@ -35,6 +35,13 @@ static cl::opt<bool> AlibiPerBatch("alibi-per-batch", cl::desc("alibi=1 specs: A
                                                                "MPT's scaled differently per sequence)"),
                                    cl::init(false), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
 
+static cl::opt<std::string> KvScales("kv-scales", cl::desc("kv_dtype=e4m3 specs: K's and V's dequantisation scales, K,V (or one for both; "
+                                                         "default 0.5,0.25: powers of two, the dequantised cache exact)"),
+                                     cl::value_desc("K,V"), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
+static cl::opt<bool> KvScalePerHead("kv-scale-per-head", cl::desc("kv_dtype=e4m3 specs: one scale per K/V head (--kv-scales' times 1, 0.5, "
+                                                                 "2, 0.25 cycling; head stride 1), not one per tensor"),
+                                    cl::init(false), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
+
 namespace {
 
 // The random sinks' seed: the same logits every run, so a failing check can be repeated.
@@ -74,6 +81,49 @@ std::string first_feature_flag() {
     if (given(*option)) return "--" + option->ArgStr.str();
   }
   return "";
+}
+
+std::string first_fp8_flag() {
+  for (const cl::Option* option : std::initializer_list<const cl::Option*>{&KvScales, &KvScalePerHead}) {
+    if (given(*option)) return "--" + option->ArgStr.str();
+  }
+  return "";
+}
+
+std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out) {
+  *out = {};
+  // 1. The value: K,V or one scale for both, each finite, above 0 and a normal float32.
+  float scales[2] = {out->k_scale, out->v_scale};
+  if (given(KvScales)) {
+    const std::string text = KvScales;
+    const size_t comma = text.find(',');
+    const std::string parts[2] = {text.substr(0, comma), comma == std::string::npos ? text : text.substr(comma + 1)};
+    for (int i = 0; i < 2; ++i) {
+      char* end = nullptr;
+      const double value = std::strtod(parts[i].c_str(), &end);
+      if (parts[i].empty() || *end != '\0' || !std::isfinite(value) || !(value >= 1e-30 && value <= 1e30)) {
+        return "--kv-scales: '" + text + "' is not allowed; allowed: K,V or one scale for both, each finite and above 0 (e.g. 0.5,0.25)";
+      }
+      scales[i] = float(value);
+    }
+  }
+  // 2. The flags need the key.
+  if (!spec.kv_fp8()) {
+    if (std::string flag = first_fp8_flag(); !flag.empty()) return flag + " needs spec key kv_dtype=e4m3, which the spec lacks";
+    return "";
+  }
+  // 3. The cache.
+  out->on = true;
+  out->k_scale = scales[0], out->v_scale = scales[1];
+  out->per_head = KvScalePerHead;
+  return "";
+}
+
+llvm::json::Object fp8_json(const Fp8Cache& cache, const Fp8Inputs& launched) {
+  llvm::json::Object launch{{"k_scale", launched.k_scale != 0}, {"v_scale", launched.v_scale != 0},
+                            {"k_scale_head_stride", launched.k_scale_head_stride}, {"v_scale_head_stride", launched.v_scale_head_stride}};
+  return llvm::json::Object{{"kv_dtype", cache.on ? "e4m3" : "dtype"}, {"k_scale", double(cache.k_scale)}, {"v_scale", double(cache.v_scale)},
+                            {"per_head", cache.per_head}, {"exact", cache.exact()}, {"launch", std::move(launch)}};
 }
 
 double mpt_alibi_slope(int head, int heads_q) { return std::exp2(-8.0 * (head + 1) / heads_q); }

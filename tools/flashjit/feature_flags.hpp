@@ -9,6 +9,7 @@
 
 #include "launch/attention_args.hpp"
 #include "spec/attention_spec.hpp"
+#include "verify/fp8_cache.hpp"
 #include "verify/reference.hpp"
 
 namespace flashjit::tool {
@@ -25,6 +26,18 @@ std::string features_from_flags(const AttentionSpec& spec, int batch, int heads_
 
 // The first mask or score flag given ("--chunk"), or "" when none was.
 std::string first_feature_flag();
+
+// The FP8 cache's flags (spec key kv_dtype=e4m3): --kv-scales K,V (default 0.5,0.25, powers of
+// two: the dequantised cache exact in the dtype; others round the reference's copy once) and
+// --kv-scale-per-head (one scale per K/V head: the scale times 1, 0.5, 2, 0.25, cycling). The
+// cache `spec` asks for ("" when it applies, else the usage error: a bad value naming the flag and
+// what is allowed, or a flag without kv_dtype=e4m3 in the spec). Off (on = false) without the key.
+std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out);
+std::string first_fp8_flag();  // "--kv-scales" or "--kv-scale-per-head" when given, else ""
+
+// What a run used, for --json: the cache's dtype and scales and what the launch read (scale
+// pointers set, head strides).
+llvm::json::Object fp8_json(const Fp8Cache& cache, const Fp8Inputs& launched);
 
 // What a run used, for --json: the reference's features (window, chunk, softcap, sink values and
 // their type, slopes) and what the launch read (its FeatureInputs: sizes, whether each pointer is
