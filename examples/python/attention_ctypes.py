@@ -518,7 +518,7 @@ def dequantize(codes, scale, dtype=None):
     """The values e4m3 codes [..., heads, d] stand for, code x scale (FP8 K/V CACHE in flashjit.h), in float64 (or
     dtype): scale a float, a one-element tensor or [heads] (one a head; index [batch, heads_kv] scales by the
     sequence first). float64 holds code x float32 scale exactly: the float64 reference's input."""
-    values = codes.double()
+    values = codes.float().double()  # through float32, which holds every e4m3 value
     if isinstance(scale, (int, float)):
         values = values * float(scale)
     elif scale.numel() == 1:
