@@ -18,7 +18,8 @@ Cases (cell ids in brackets; --cells takes comma-separated fnmatch patterns on t
                     one: batch x seqlen = 16384 tokens, hidden 2048 (2048 / d heads, as many K/V heads), head dims
                     64, 128, 256, causal and not (causal / full), seqlens 1k, 4k, 8k, 16k (--seqlens all: the
                     paper's 512 to 16k). Q ~ N(0, 4), K ~ N(0, 1/4), V ~ N(0, 1) (scores of standard deviation 1
-                    after the softmax scale), each quantised to e4m3 with its own descale (2^-5, 2^-7, 2^-6).
+                    after the softmax scale), each quantised to e4m3 with its own descale (2^-5, 2^-7 and 2^-6 at
+                    the grid's size).
                     flashjit "dtype=e4m3,head_dim=D,causal=C" (O bf16, q_scale / k_scale / v_scale one element);
                     flashjit's bf16 kernel on the same values (flashjit_bf16, beside: no target); cuDNN's FP8 SDPA
                     through nvidia-cudnn-frontend (cudnn8; see Peers).
@@ -714,7 +715,8 @@ def verdict(what, value, goal, higher=True, shown=None):
     op = ">=" if higher else "<="
     if value is None:
         return f"  {what}: no figure (target {op} {goal:g})"
-    return f"  {what}: {shown or format(value, '.3f')} target {op} {goal:g}: {'met' if met_goal(value, goal, higher) else 'MISSED'}"
+    result = "met" if met_goal(value, goal, higher) else "MISSED"
+    return f"  {what}: {shown or format(value, '.3f')} target {op} {goal:g}: {result}"
 
 
 def met_goal(value, goal, higher=True):
@@ -776,7 +778,8 @@ def tables(rows, copy):
         gone = [r for r in pre if r["ratios"].get("x_cudnn") is None]
         if gone:
             reasons = sorted({why_missing(r, "cudnn")[:160] or "no figure" for r in gone})
-            targets.append(f"    no cuDNN figure in {len(gone)} cells ({', '.join(r['id'] for r in gone)}): " + "; ".join(reasons))
+            targets.append(f"    no cuDNN figure in {len(gone)} cells ({', '.join(r['id'] for r in gone)}): "
+                           + "; ".join(reasons))
         lines.append("  (cudnn8: cuDNN's FP8 SDPA, O in e4m3 on Hopper (its error includes O's rounding); bf16: flashjit's "
                      "bf16 kernel on the same values; PF/s: >= 1100 TF/s where targeted, x cud: >= 1.0x cuDNN, err: "
                      "O error <= cuDNN's)")
@@ -788,7 +791,8 @@ def tables(rows, copy):
             x = r["ratios"]
             big = r.get("kv_bytes_fp8", 0) >= MB256
             mib = kv_bytes(r["shape"]) / 2 ** 20
-            lines.append(f"  {r['id']:<{W}} {fmt(imp(r, 'flashjit', 'us'), width=8)} {fmt(imp(r, 'flashjit_bf16', 'us'), width=8)} "
+            lines.append(f"  {r['id']:<{W}} {fmt(imp(r, 'flashjit', 'us'), width=8)} "
+                         f"{fmt(imp(r, 'flashjit_bf16', 'us'), width=8)} "
                          f"{fmt(imp(r, 'flashjit', 'kv_tbps'), '.3f', 8)} {fmt(x.get('bw_of_copy'), '.3f', 7)} "
                          f"{fmt(imp(r, 'flashjit_bf16', 'kv_tbps'), '.3f', 9)} {fmt(x.get('tokens_fp8_over_bf16'), '.3f', 6)} "
                          f"{mib:8.0f}  {mark(x.get('bw_of_copy'), 0.9) if big else '':<6} "
@@ -803,7 +807,8 @@ def tables(rows, copy):
                      f"/ fp8 us; bw >= 0.9 and tok >= 1.8 where K/V >= 256 MB)")
     ch = [r for r in rows if r["case"] == "fp8_cache_chunked"]
     if ch:
-        lines.append(f"{'fp8_cache_chunked (TF/s, graph)':<{W + 2}} {'fp8':>7} {'bf16':>7} {'fp8/bf16':>8}  {'x bf16':<6}  checks")
+        lines.append(f"{'fp8_cache_chunked (TF/s, graph)':<{W + 2}} {'fp8':>7} {'bf16':>7} {'fp8/bf16':>8}  {'x bf16':<6}  "
+                     "checks")
         for r in ch:
             x = r["ratios"]
             lines.append(f"  {r['id']:<{W}} {fmt(imp(r, 'flashjit', 'tflops'))} {fmt(imp(r, 'flashjit_bf16', 'tflops'))} "
