@@ -19,13 +19,17 @@ sequence must stay untouched. Exits 1 on any mismatch or error; without a CUDA G
 so and exits 0.
 
 The bindings (AttentionArgs, engine_args, Flashjit, reference_rows) are imported by bench/peers.py,
-bench/engine_peers.py, bench/decode_peers.py and bench/feature_peers.py; the structs themselves come from
-the flashjit package (python/flashjit/_capi.py), the one copy of the layouts. Masks and score modifiers
+bench/engine_peers.py, bench/decode_peers.py, bench/feature_peers.py and bench/fp8_peers.py; the structs
+themselves come from the flashjit package (python/flashjit/_capi.py), the one copy of the layouts. Masks and score modifiers
 (MASKS AND SCORES in flashjit.h): dense_args and engine_args take set_features' keywords (window,
 attention_chunk, softcap, sinks, alibi_slopes), and reference_rows the same ones. Split-KV decode (spec
 split_kv=1, DECODE in flashjit.h): engine_args(..., max_splits=, split_keys=), Flashjit.workspace_size
 (flashjit_attention_workspace_size) and Flashjit.alloc_workspace / set_workspace for the caller-owned
-workspace.
+workspace. FP8 (FP8 K/V CACHE and FP8 OPERANDS in flashjit.h; spec keys kv_dtype=e4m3 and dtype=e4m3): K and V
+(and with dtype=e4m3, Q) are torch.float8_e4m3fn tensors, whose element strides are their byte strides as the
+C API counts them, so strides_of serves them as it is; dense_args and engine_args take the float32 scales as
+k_scale=, v_scale= and q_scale= (set_scales: one element, [heads_kv] or [batch, heads_kv]); quantize_e4m3 and
+dequantize make and read e4m3 codes, and the float64 reference runs on the dequantised values (code x scale).
 """
 import argparse
 import ctypes
@@ -39,6 +43,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from flashjit._capi import (ABI_VERSION, DTYPE_BF16, DTYPE_FP32, FLAG_PDL, WORKSPACE_ALIGN,  # noqa: E402,F401
                             AttentionArgs, ContextOptions, FlashjitError, KernelInfo, Strides, new_args)
+from flashjit._plan import descale_strides  # noqa: E402
 
 
 def strides_of(t):
@@ -88,9 +93,37 @@ def set_features(args, *, window=None, attention_chunk=0, softcap=0.0, sinks=Non
     return args
 
 
-def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0, **features):
+def _scale_field(t, name, batch, heads_kv):
+    """(pointer, batch stride, head stride) of a float32 scale tensor: one element (a scalar, [1], ...), [heads_kv]
+    or [batch, heads_kv], any strides (flashjit._plan.descale_strides: a dimension of 1, or a stride of 0 from
+    expand, reads as shared). ValueError naming the field otherwise."""
+    kind = _dtype_name(t)
+    strides = descale_strides(t.shape, t.stride(), batch, heads_kv) if kind == "float32" else None
+    if strides is None:
+        raise ValueError(f"{name}: float32 with one element, [heads_kv] ({heads_kv}) or [batch, heads_kv] "
+                         f"({batch}, {heads_kv}), got {kind} {tuple(t.shape)}")
+    return (t.data_ptr(),) + tuple(strides)
+
+
+def set_scales(args, *, k_scale=None, v_scale=None, q_scale=None):
+    """The FP8 scales in args (FP8 K/V CACHE and FP8 OPERANDS in flashjit.h); args.batch and args.heads_kv must be
+    set. k_scale, v_scale: float32 tensors, required with spec key kv_dtype=e4m3 (K and V e4m3 under 16-bit Q and
+    O: element = code x scale) and with dtype=e4m3 (FlashAttention-3's k_descale, v_descale); q_scale: dtype=e4m3
+    only (q_descale; None reads as 1). Each is one element (strides 0: vLLM's per-tensor scale), [heads_kv] (per
+    K/V head) or [batch, heads_kv] (FA3's descale), indexed by sequence and K/V head. None: 0 (off).
+    Tensors are passed by address: keep them alive as long as args."""
+    for name, t in (("k_scale", k_scale), ("v_scale", v_scale), ("q_scale", q_scale)):
+        ptr, batch_stride, head_stride = (0, 0, 0) if t is None else _scale_field(t, name, args.batch, args.heads_kv)
+        setattr(args, name, ptr)
+        setattr(args, name + "_batch_stride", batch_stride)
+        setattr(args, name + "_head_stride", head_stride)
+    return args
+
+
+def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0, k_scale=None, v_scale=None, q_scale=None, **features):
     """Arguments of a dense call on [batch, seqlen, heads, head_dim] tensors (LSE [batch, heads_q, seqlen_q]).
-    features: set_features' keywords (window, attention_chunk, softcap, sinks, alibi_slopes)."""
+    k_scale, v_scale, q_scale: the FP8 scales (set_scales). features: set_features' keywords (window,
+    attention_chunk, softcap, sinks, alibi_slopes)."""
     args = new_args(flags)
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     args.lse = lse.data_ptr() if lse is not None else 0
@@ -98,6 +131,7 @@ def dense_args(q, k, v, o, lse=None, scale=0.0, flags=0, **features):
     args.seqlen_k, args.heads_kv = k.shape[1], k.shape[2]
     args.q_strides, args.k_strides, args.v_strides, args.o_strides = (strides_of(t) for t in (q, k, v, o))
     args.softmax_scale = scale
+    set_scales(args, k_scale=k_scale, v_scale=v_scale, q_scale=q_scale)
     return set_features(args, **features)
 
 
@@ -110,7 +144,7 @@ def _metadata_ptr(t, name, dims):
 
 def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
                 block_table=None, batch=None, scale=0.0, flags=0, max_splits=0, split_keys=0, workspace=None,
-                **features):
+                k_scale=None, v_scale=None, q_scale=None, **features):
     """Arguments of an engine call (ENGINE INPUTS in flashjit.h) on torch tensors.
 
     q, o: packed [total_q, heads_q, d] with cu_seqlens_q (spec varlen=1; LSE [heads_q, total_q]), or
@@ -121,7 +155,9 @@ def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, 
     Split-KV (spec split_kv=1): max_splits (1..128), split_keys (0, or keys per split: the batch-invariant
     mode) and workspace (a device tensor of at least Flashjit.workspace_size bytes; or set it later with
     set_workspace / Flashjit.alloc_workspace, since its size depends on these arguments).
-    features: set_features' keywords (window, attention_chunk, softcap, sinks, alibi_slopes)."""
+    k_scale, v_scale, q_scale: the FP8 scales (set_scales; an e4m3 cache's pools or packed K/V are
+    torch.float8_e4m3fn). features: set_features' keywords (window, attention_chunk, softcap, sinks,
+    alibi_slopes)."""
     args = new_args(flags)
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     args.lse = lse.data_ptr() if lse is not None else 0
@@ -151,6 +187,7 @@ def engine_args(q, k, v, o, lse=None, *, seqlen_q, seqlen_k, cu_seqlens_q=None, 
     args.max_splits, args.split_keys = max_splits, split_keys
     if workspace is not None:
         set_workspace(args, workspace)
+    set_scales(args, k_scale=k_scale, v_scale=v_scale, q_scale=q_scale)
     return set_features(args, **features)
 
 
@@ -446,6 +483,49 @@ def errors(o, lse, ref_o, ref_lse):
 
 O_BOUND = {"bf16": 6e-3, "fp16": 1e-3}  # as src/verify/check.hpp
 LSE_BOUND = 1e-4
+# FP8 operands (spec dtype=e4m3): O's relative L2 error against float64 on the dequantised Q, K and V. The kernel
+# rounds P to e4m3 for the P V GEMM (as FlashAttention-3 does); everything else is float32 (Q K^T of e4m3 codes is
+# exact in its float32 products, the descales and the softmax are float32) or finer than P's rounding (O's one
+# rounding to bf16, 2^-9). e4m3 keeps 3 mantissa bits: a normal P_j rounds with a relative error |d_j| <= 2^-4
+# (half its 2^-3 step). O's error is then sum_j P_j d_j v_j / l against O = sum_j P_j v_j / l; over values v with
+# independent zero-mean entries its mean square relative to O's is the P_j^2-weighted mean of d_j^2, at most
+# (2^-4)^2, so the rel-L2 error stays below 2^-4 = 0.0625 (about 0.027 for P's spread over its binades, the mean of
+# d^2 being (2^-4)^2 / 3 x E[1/m^2] for mantissas m in [1, 2)). The P's below e4m3's normal range (2^-6 of the
+# running max's weight; flashjit's P is at most 1 there, 2^8 with a stale max) round on the subnormals' absolute
+# step of 2^-9, a larger relative error each, on weights each below 2^-6 of the row's largest: a simulation of
+# this rounding (N(0, s^2) scores, s 0.5 to 4, 1k to 8k keys, P <= 1 and P <= 2^8) gives 0.013 to 0.029, under
+# half the bound. LSE comes from the float32 scores and sums, never from the rounded P: the 16-bit LSE_BOUND holds.
+FP8_O_BOUND = 2.0 ** -4
+E4M3_MAX = 448.0  # float8_e4m3fn's largest finite value
+
+
+# ---- e4m3 codes -------------------------------------------------------------------------------------
+def quantize_e4m3(x, descale=None):
+    """x (a float tensor) as e4m3 codes with one scale for the tensor: (codes torch.float8_e4m3fn, descale float32
+    [1]) with x ~ codes x descale. The descale is 2^ceil(log2(amax / 448)), the inverse of the scale the cuDNN
+    frontend's FP8 guide suggests (448 / amax rounded down to a power of two): a power of two, so code x descale is
+    exact in float32, bf16 and fp16 and every kernel, 16-bit or FP8, sees the same values. descale: a float to use
+    instead. Codes are rounded to nearest (torch's cast), saturated at +-448."""
+    import torch
+    if descale is None:
+        amax = float(x.abs().max().item())
+        descale = 2.0 ** math.ceil(math.log2(amax / E4M3_MAX)) if amax > 0 else 1.0
+    codes = (x.float() / descale).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return codes, torch.tensor([descale], device=x.device, dtype=torch.float32)
+
+
+def dequantize(codes, scale, dtype=None):
+    """The values e4m3 codes [..., heads, d] stand for, code x scale (FP8 K/V CACHE in flashjit.h), in float64 (or
+    dtype): scale a float, a one-element tensor or [heads] (one a head; index [batch, heads_kv] scales by the
+    sequence first). float64 holds code x float32 scale exactly: the float64 reference's input."""
+    values = codes.float().double()  # through float32, which holds every e4m3 value
+    if isinstance(scale, (int, float)):
+        values = values * float(scale)
+    elif scale.numel() == 1:
+        values = values * float(scale.reshape(-1)[0].item())
+    else:
+        values = values * scale.double().reshape(-1, 1)
+    return values if dtype is None else values.to(dtype)
 
 
 # ---- dense cases -----------------------------------------------------------------------------------

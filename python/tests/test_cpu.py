@@ -877,6 +877,79 @@ class CtypesExampleArgs(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "^alibi_slopes: "):
             self.dense(alibi_slopes=DeviceTensor((8,), "torch.bfloat16"))
 
+    # ---- FP8 (FP8 K/V CACHE and FP8 OPERANDS in flashjit.h) ----
+    def fp8_dense(self, operands=True, **scales):
+        """dense_args of e4m3 K and V (and Q with operands, O bf16): b 2, 300 queries against 1000 keys, 8/2 heads, d64."""
+        b, sq, sk, hq, hkv, d = 2, 300, 1000, 8, 2, 64
+        e4m3 = "torch.float8_e4m3fn"
+        q = DeviceTensor((b, sq, hq, d), e4m3 if operands else "torch.bfloat16", ptr=0x10000)
+        o = DeviceTensor((b, sq, hq, d), ptr=0x20000)
+        k, v = DeviceTensor((b, sk, hkv, d), e4m3, ptr=0x30000), DeviceTensor((b, sk, hkv, d), e4m3, ptr=0x40000)
+        return self.m.dense_args(q, k, v, o, **scales)
+
+    def test_fp8_scales_off_by_default(self):
+        args = self.dense()
+        self.assertEqual([getattr(args, f"{n}{part}") for n in ("k_scale", "v_scale", "q_scale")
+                          for part in ("", "_batch_stride", "_head_stride")], [0] * 9)
+
+    def test_fp8_scales_land_with_the_strides_of_their_layout(self):
+        f32 = "torch.float32"
+        one, per_head = DeviceTensor((1,), f32, 0x50000), DeviceTensor((2,), f32, 0x60000)
+        fa3 = DeviceTensor((2, 2), f32, 0x70000)
+        expanded = DeviceTensor((2, 2), f32, 0x80000)
+        expanded.strides = (0, 0)  # vLLM's per-tensor scale expanded to [batch, heads_kv]
+        strided = DeviceTensor((2, 4), f32, 0x90000)
+        strided.shape, strided.strides = (2, 2), (4, 2)  # FA3's [batch, heads_kv] as a strided view
+        for t, want in ((one, (0, 0)), (per_head, (0, 1)), (fa3, (2, 1)), (expanded, (0, 0)), (strided, (4, 2))):
+            args = self.fp8_dense(k_scale=t, v_scale=t, q_scale=t)
+            for name in ("k_scale", "v_scale", "q_scale"):
+                got = (getattr(args, name), getattr(args, name + "_batch_stride"), getattr(args, name + "_head_stride"))
+                self.assertEqual(got, (t.ptr,) + want, (name, t.shape, t.strides))
+        args = self.fp8_dense(k_scale=one, v_scale=per_head)
+        self.assertEqual((args.k_scale, args.v_scale, args.q_scale, args.v_scale_head_stride), (one.ptr, per_head.ptr, 0, 1))
+
+    def test_fp8_strides_are_the_codes_byte_strides(self):
+        args = self.fp8_dense(k_scale=DeviceTensor((1,), "torch.float32"), v_scale=DeviceTensor((1,), "torch.float32"))
+        self.assertEqual((args.k_strides.batch, args.k_strides.row, args.k_strides.head), (1000 * 2 * 64, 2 * 64, 64))
+        self.assertEqual((args.q_strides.row, args.o_strides.row), (8 * 64, 8 * 64))
+
+    def test_fp8_engine_args_take_the_scales(self):
+        e4m3, f32 = "torch.float8_e4m3fn", "torch.float32"
+        q, o = DeviceTensor((2, 1, 32, 128)), DeviceTensor((2, 1, 32, 128), ptr=0x20000)
+        k, v = DeviceTensor((2, 700, 8, 128), e4m3, ptr=0x30000), DeviceTensor((2, 700, 8, 128), e4m3, ptr=0x40000)
+        ks, vs = DeviceTensor((8,), f32, 0x50000), DeviceTensor((1,), f32, 0x60000)
+        args = self.m.engine_args(q, k, v, o, seqlen_q=1, seqlen_k=700, k_scale=ks, v_scale=vs)
+        self.assertEqual((args.k_scale, args.k_scale_batch_stride, args.k_scale_head_stride), (0x50000, 0, 1))
+        self.assertEqual((args.v_scale, args.v_scale_batch_stride, args.v_scale_head_stride), (0x60000, 0, 0))
+        self.assertEqual((args.k_strides.batch, args.k_strides.row, args.k_strides.head), (700 * 8 * 128, 8 * 128, 128))
+
+    def test_fp8_scales_of_a_wrong_dtype_or_shape_are_refused_naming_the_field(self):
+        f32 = "torch.float32"
+        with self.assertRaisesRegex(ValueError, "^k_scale: float32"):
+            self.fp8_dense(k_scale=DeviceTensor((1,), "torch.float16"))
+        with self.assertRaisesRegex(ValueError, r"^v_scale: .*got float32 \(3,\)"):
+            self.fp8_dense(k_scale=DeviceTensor((1,), f32), v_scale=DeviceTensor((3,), f32))
+        with self.assertRaisesRegex(ValueError, "^q_scale: "):
+            self.fp8_dense(q_scale=DeviceTensor((5, 2), f32))
+
+    def test_the_library_takes_the_fp8_packing_and_names_a_missing_or_stray_scale(self):
+        f32 = "torch.float32"
+        one, fa3 = DeviceTensor((1,), f32, 0x50000), DeviceTensor((2, 2), f32, 0x60000)
+        operands = self.fp8_dense(k_scale=fa3, v_scale=one, q_scale=fa3)
+        self.assertEqual(self.validate("dtype=e4m3,head_dim=64,causal=1", operands), (0, ""))
+        cache = self.fp8_dense(operands=False, k_scale=one, v_scale=fa3)
+        self.assertEqual(self.validate("dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", cache), (0, ""))
+        status, field = self.validate("dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", self.fp8_dense(operands=False, v_scale=one))
+        self.assertNotEqual(status, 0)
+        self.assertIn("k_scale", field)
+        status, field = self.validate("dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3",
+                                      self.fp8_dense(operands=False, k_scale=one, v_scale=one, q_scale=one))
+        self.assertNotEqual(status, 0)
+        self.assertIn("q_scale", field)
+        status, field = self.validate("dtype=bf16,head_dim=64,causal=1", self.fp8_dense(operands=False, k_scale=one, v_scale=one))
+        self.assertNotEqual(status, 0)
+        self.assertIn("k_scale", field)
+
 
 class Tool(unittest.TestCase):
     def test_command_runs_the_bundled_tool(self):

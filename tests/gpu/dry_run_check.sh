@@ -23,7 +23,8 @@ suites=$("$TESTS" --gtest_list_tests --gtest_filter="$filter" | grep -v '^ ' | t
 for s in AttentionGpu AttentionEngineGpu ApiGpu GpuDriver; do
   case " $suites " in *" $s "*) ;; *) bad "the gate's filter '$filter' lists no case of $s (lists: $suites)" ;; esac
 done
-for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py bench/feature_peers.py python/bench/call_overhead.py; do
+for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py bench/feature_peers.py bench/fp8_peers.py \
+          python/bench/call_overhead.py; do
   python3 "$py" --help >/dev/null 2>&1 || bad "$py --help fails"
 done
 # The features part's cells: its arguments parse and select cells.
@@ -31,6 +32,13 @@ fargs=$(sed -n 's/.*FLASHJIT_FEATURE_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/ru
 [ -n "$fargs" ] || bad "run_h200.sh: no FLASHJIT_FEATURE_PEERS_ARGS default found"
 n=$(python3 bench/feature_peers.py --dry-run $fargs 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')
 [ "${n:-0}" -gt 0 ] || bad "bench/feature_peers.py --dry-run $fargs selects no cell"
+# The FP8 targets' cells (bench/fp8_peers.py): the default grid, the smoke one, the paper's full seqlens, and the
+# arguments run_h200.sh passes it where it names them (FLASHJIT_FP8_PEERS_ARGS).
+p8args=$(sed -n 's/.*FLASHJIT_FP8_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+for args in "" "--smoke" "--seqlens all" ${p8args:+"$p8args"}; do
+  n=$(python3 bench/fp8_peers.py --dry-run $args 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')
+  [ "${n:-0}" -gt 0 ] || bad "bench/fp8_peers.py --dry-run $args selects no cell"
+done
 # The targets part's decode cells: every pattern must select a cell.
 cells=$(sed -n 's/.*FLASHJIT_DECODE_PEERS_ARGS:=--cells \([^ ]*\) .*/\1/p' tests/gpu/run_h200.sh | head -1)
 combine=$(sed -n 's/^COMBINE_CELLS=\${FLASHJIT_COMBINE_CELLS:-\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
