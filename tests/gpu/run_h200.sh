@@ -17,6 +17,8 @@
 #                             bench/feature_peers.py against cuDNN, flex_attention and FlashAttention-2
 #   FLASHJIT_PART=kvcache  6. the FP8 K/V cache's targets (issue 39): 6g's kvcache_ cells, decode and chunked
 #                             prefill against a bf16 and an e4m3 cache, and the ratios against the targets
+#   FLASHJIT_PART=kvcache  6. the FP8 cache's decode and chunked-prefill cells against a bf16 cache (flashjit bench)
+#   FLASHJIT_PART=fp8      7. bench/fp8_peers.py: FP8 prefill against cuDNN's FP8 SDPA, the FP8 cache's bandwidth
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -67,10 +69,13 @@ case "${FLASHJIT_PART:-}" in
   kvcache)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
     : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^kvcache_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=540}" ;;
+  fp8)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_FP8_PEERS:=1}" "${FLASHJIT_FP8_PEERS_ARGS:=--budget-s 200}" "${FLASHJIT_FP8_PEERS_TIMEOUT:=330}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets, features, kvcache or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, regress, decide, targets, features, kvcache, fp8 or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -444,6 +449,18 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_FEATURE_PEERS:-0}" = 1 ] && [ -f bench/feature
     row "bench/feature_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/feature_peers.txt" || tail -1 "$OUT/feature_peers.txt"; } | tail -1 | cut -c1-90)"
   sed -n '/^window (TF\/s\|^gpt-oss (us\|^costs (us/,$p' "$OUT/feature_peers.txt" | head -60
   grep -q '^wrote ' "$OUT/feature_peers.txt" || tail -20 "$OUT/feature_peers.txt"
+fi
+
+# FP8 (issue 39's targets, FLASHJIT_FP8_PEERS=1; the fp8 part): FP8 prefill against cuDNN's FP8 SDPA in
+# the same run (TFLOP/s and error against float64), the FP8 cache's decode bandwidth and its speed-up
+# over a bf16 cache, chunked prefill against an FP8 cache.
+if [ -f "$LIB" ] && [ "${FLASHJIT_FP8_PEERS:-0}" = 1 ] && [ -f bench/fp8_peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_FP8_PEERS_TIMEOUT:-330}" python3 bench/fp8_peers.py --lib "$LIB" \
+    --out "$OUT/fp8.json" ${FLASHJIT_FP8_PEERS_ARGS:-} >"$OUT/fp8_peers.txt" 2>&1 &&
+    row "bench/fp8_peers.py" pass "$(tail -1 "$OUT/fp8_peers.txt" | cut -c1-90)" ||
+    row "bench/fp8_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/fp8_peers.txt" || tail -1 "$OUT/fp8_peers.txt"; } | tail -1 | cut -c1-90)"
+  sed -n '/^fp8_prefill (TF\/s\|^fp8_cache_decode (us\|^fp8_cache_chunked (TF/,$p' "$OUT/fp8_peers.txt" | head -90
+  grep -q '^wrote ' "$OUT/fp8_peers.txt" || tail -20 "$OUT/fp8_peers.txt"
 fi
 
 # 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed
