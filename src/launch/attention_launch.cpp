@@ -26,7 +26,7 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
   r.batch = batch;
   r.seqlen = seqlen;
   r.heads = heads;
-  r.head_dim = c.spec.head_dim;
+  r.head_dim = name[0] == 'v' || name[0] == 'o' ? c.spec.effective_head_dim_v() : c.spec.head_dim;  // V and O: head_dim_v
   r.stride_seqlen = strides.row;
   r.stride_heads = strides.head;
   r.stride_batch = strides.batch;

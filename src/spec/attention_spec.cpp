@@ -98,8 +98,8 @@ const std::vector<Field>& fields() {
       {"head_dim", "a multiple of 8 in 8..256",
        [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..256"); },
        [](const AttentionSpec& s) { return std::to_string(s.head_dim); }},
-      {"head_dim_v", "equal to head_dim",
-       [](AttentionSpec& s, std::string_view v) { return set_tile(s.head_dim_v, "head_dim_v", v, "equal to head_dim"); },
+      {"head_dim_v", "a multiple of 8 in 8..head_dim",
+       [](AttentionSpec& s, std::string_view v) { return set_tile(s.head_dim_v, "head_dim_v", v, "a multiple of 8 in 8..head_dim"); },
        [](const AttentionSpec& s) { return int_or_auto(s.head_dim_v); }},
       {"causal", kBoolAllowed,
        [](AttentionSpec& s, std::string_view v) { return set_bool(s.causal, "causal", v); },
@@ -244,8 +244,11 @@ Status validate_spec(const AttentionSpec& s) {
                                         " is not allowed; allowed: " + allowed);
   };
   if (s.head_dim < 8 || s.head_dim > 256 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..256");
-  if (s.head_dim_v != 0 && s.head_dim_v != s.head_dim) {
-    return fail("head_dim_v", s.head_dim_v, "equal to head_dim (other V head dims are not supported yet)");
+  // NOTES: V's head dim apart from Q's and K's (issue 40: DeepSeek's 192/128 prefill), at most
+  // head_dim: O's 16-bit slices are staged in the Q buffer (or a K/V slot), which holds head_dim
+  // columns.
+  if (s.head_dim_v != 0 && (s.head_dim_v < 8 || s.head_dim_v > s.head_dim || s.head_dim_v % 8 != 0)) {
+    return fail("head_dim_v", s.head_dim_v, ("a multiple of 8 in 8.." + std::to_string(s.head_dim) + " (at most head_dim)").c_str());
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");

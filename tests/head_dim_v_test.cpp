@@ -1,0 +1,82 @@
+// V's head dim apart from Q's (spec key head_dim_v, issue 40) on the CPU: the key's range and
+// refusals, the tiles it resolves to, and every variant compiled with NVRTC for sm_90a without a
+// spill or a stack frame (tests/gpu/check_sass.sh reads their SASS: SassCheck.HeadDimVVariants).
+#include <gtest/gtest.h>
+
+#include "compile/nvrtc_compiler.hpp"
+#include "compile/ptxas_report.hpp"
+#include "config/kernel_config.hpp"
+#include "runtime/engine.hpp"
+#include "source/render.hpp"
+#include "spec/attention_spec.hpp"
+
+namespace flashjit {
+namespace {
+
+TEST(HeadDimVSpec, AnyMultipleOf8UpToHeadDimAndRoundTrips) {
+  auto spec = parse_spec("dtype=bf16,head_dim=192,head_dim_v=128,causal=1");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->effective_head_dim_v(), 128);
+  EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
+  for (const char* text : {"dtype=bf16,head_dim=128,head_dim_v=136", "dtype=bf16,head_dim=192,head_dim_v=100",
+                           "dtype=bf16,head_dim=64,head_dim_v=512"}) {
+    auto bad = parse_spec(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.error().field, "head_dim_v") << bad.error().message;
+    EXPECT_NE(bad.error().message.find("at most head_dim"), std::string::npos) << bad.error().message;
+  }
+}
+
+TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
+  auto config = make_config(*parse_spec("dtype=bf16,head_dim=192,head_dim_v=128,causal=1"));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->qk_chunks, 3);
+  EXPECT_EQ(config->v_chunks, 2);
+  EXPECT_EQ(config->v_cols, 128);
+  EXPECT_EQ(config->spec.block_n, 128);  // FlashAttention-3's tile for 192/128
+  EXPECT_EQ(config->v_tile_bytes, config->spec.block_n * 128 * 2);
+  EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
+  const std::string source = render_attention_source(*config);
+  EXPECT_NE(source.find("constexpr int kHeadDimV = 128;"), std::string::npos);
+  EXPECT_NE(source.find("constexpr int kHeadDim = 192;"), std::string::npos);
+  // The same spec without head_dim_v: V as wide as Q.
+  auto square = make_config(*parse_spec("dtype=bf16,head_dim=192,causal=1"));
+  ASSERT_TRUE(square.ok());
+  EXPECT_EQ(square->v_cols, 192);
+}
+
+class HeadDimVVariant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HeadDimVVariant, CompilesWithoutSpills) {
+  auto config = make_config(*parse_spec(GetParam()));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto kernel = compile_with_nvrtc(make_compile_request(*config));
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
+  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
+  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
+  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
+  std::printf("  %-80s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
+}
+
+// DeepSeek's 192/128 prefill through every path, and other pairs FlashAttention-3 takes (V at most
+// Q's head dim), with an FP8 cache and FP8 operands.
+INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
+                         ::testing::Values("dtype=bf16,head_dim=192,head_dim_v=128", "dtype=bf16,head_dim=192,head_dim_v=128,causal=1",
+                                           "dtype=fp16,head_dim=192,head_dim_v=128,causal=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,varlen=1,pack_gqa=1,split_kv=1,combine=inline",
+                                           "dtype=bf16,head_dim=256,head_dim_v=128,causal=1", "dtype=bf16,head_dim=128,head_dim_v=64",
+                                           "dtype=fp16,head_dim=128,head_dim_v=96,causal=1", "dtype=bf16,head_dim=64,head_dim_v=32",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,window=1,sinks=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=e4m3,head_dim=192,head_dim_v=128,causal=1"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace flashjit
