@@ -217,7 +217,8 @@ typedef struct flashjit_tensor_strides {
 
 /* One attention forward: O = softmax(scale * Q K^T [+ causal mask]) V, per head, with GQA/MQA
  * (heads_q a multiple of heads_kv). Q, K, V, O are 16-bit (the kernel's dtype) device arrays laid out
- * [batch, seqlen, heads, head_dim] with the strides given; LSE is float [batch, heads_q, seqlen_q]
+ * [batch, seqlen, heads, head_dim] with the strides given (V and O: head_dim_v, the spec's, which is
+ * head_dim unless set; FP8: FP8 K/V CACHE and FP8 OPERANDS below); LSE is float [batch, heads_q, seqlen_q]
  * contiguous (natural log; -inf for a row that sees no key). A causal mask is aligned to the
  * bottom-right corner when seqlen_q != seqlen_k. Sliding windows, attention chunks, soft caps,
  * learnable sinks and ALiBi: MASKS AND SCORES below.
