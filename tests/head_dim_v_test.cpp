@@ -9,6 +9,7 @@
 #include "runtime/engine.hpp"
 #include "source/render.hpp"
 #include "spec/attention_spec.hpp"
+#include "verify/reference.hpp"
 
 namespace flashjit {
 namespace {
@@ -43,6 +44,33 @@ TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
   auto square = make_config(*parse_spec("dtype=bf16,head_dim=192,causal=1"));
   ASSERT_TRUE(square.ok());
   EXPECT_EQ(square->v_cols, 192);
+}
+
+// The float64 reference with V narrower than Q: O's columns are those of the same attention over a
+// V as wide as Q whose first head_dim_v columns are V (the weights depend on Q and K alone).
+TEST(HeadDimVReference, ONarrowsWithVAndTheWeightsStay) {
+  std::mt19937_64 rng(7);
+  Problem wide;
+  wide.seqlen_q = 37, wide.seqlen_k = 53, wide.heads_q = 4, wide.heads_kv = 2, wide.head_dim = 96, wide.causal = true;
+  Problem narrow = wide;
+  narrow.head_dim_v = 40;
+  std::vector<uint16_t> q(size_t(37) * 4 * 96), k(size_t(53) * 2 * 96), v_wide(size_t(53) * 2 * 96);
+  fill_random(q, true, rng);
+  fill_random(k, true, rng);
+  fill_random(v_wide, true, rng);
+  std::vector<uint16_t> v_narrow(size_t(53) * 2 * 40);
+  for (int j = 0; j < 53; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 40; ++c) v_narrow[(size_t(j) * 2 + h) * 40 + c] = v_wide[(size_t(j) * 2 + h) * 96 + c];
+  const Reference a = cpu_reference(wide, q.data(), contiguous_strides(37, 4, 96), k.data(), contiguous_strides(53, 2, 96),
+                                    v_wide.data(), contiguous_strides(53, 2, 96));
+  const Reference b = cpu_reference(narrow, q.data(), contiguous_strides(37, 4, 96), k.data(), contiguous_strides(53, 2, 96),
+                                    v_narrow.data(), contiguous_strides(53, 2, 40));
+  ASSERT_EQ(b.o.size(), size_t(37) * 4 * 40);
+  for (int r = 0; r < 37 * 4; ++r)
+    for (int c = 0; c < 40; ++c) ASSERT_EQ(b.o[size_t(r) * 40 + c], a.o[size_t(r) * 96 + c]) << r << " " << c;
+  EXPECT_EQ(b.lse, a.lse);
+  EXPECT_NE(narrow.describe().find("d=96/40"), std::string::npos) << narrow.describe();
 }
 
 class HeadDimVVariant : public ::testing::TestWithParam<std::string> {};

@@ -49,7 +49,7 @@ double AttentionFeatures::slope(int batch_index, int head, int heads_q) const {
 double Problem::effective_scale() const { return scale != 0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
 
 std::string Problem::describe() const {
-  return std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
+  return std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (head_dim_v && head_dim_v != head_dim ? "/" + std::to_string(head_dim_v) : std::string()) + (causal ? " causal" : "") +
          " b=" + std::to_string(batch) + " sq=" + std::to_string(seqlen_q) + " sk=" + std::to_string(seqlen_k) +
          " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) +
          (scale != 0 ? " scale=" + std::to_string(scale) : "") + (key_growth != 0 ? " key_growth=" + std::to_string(key_growth) : "") + features.describe() +
@@ -147,8 +147,8 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
     std::abort();
   }
   Reference ref;
-  const int d = p.head_dim;
-  ref.o.assign(size_t(p.batch) * p.seqlen_q * p.heads_q * d, 0.0);
+  const int d = p.head_dim, dv = p.v_dim();
+  ref.o.assign(size_t(p.batch) * p.seqlen_q * p.heads_q * dv, 0.0);
   ref.lse.assign(size_t(p.batch) * p.heads_q * p.seqlen_q, -std::numeric_limits<double>::infinity());
   const double scale = p.effective_scale();
   const int group = p.heads_q / p.heads_kv;
@@ -169,11 +169,11 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
       const double* sink = p.features.sinks.empty() ? nullptr : &p.features.sinks[size_t(h)];
       attend_row(p.features, p.causal, scale, p.features.slope(b, h, p.heads_q), sink, row, p.seqlen_q, p.seqlen_k, dot,
                  &row_attention);
-      double* out = &ref.o[((size_t(b) * p.seqlen_q + row) * p.heads_q + h) * d];
+      double* out = &ref.o[((size_t(b) * p.seqlen_q + row) * p.heads_q + h) * dv];
       for (size_t i = 0; i < row_attention.weight.size(); ++i) {
         const int64_t j = row_attention.first_key + int64_t(i);
         const double w = row_attention.weight[i];
-        for (int c = 0; c < d; ++c) out[c] += w * load(v, b * vs.batch + j * vs.row + kvh * vs.head + c);
+        for (int c = 0; c < dv; ++c) out[c] += w * load(v, b * vs.batch + j * vs.row + kvh * vs.head + c);
       }
       ref.lse[(size_t(b) * p.heads_q + h) * p.seqlen_q + row] = row_attention.lse;
     }
@@ -199,6 +199,7 @@ struct RefParams {
   int seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal; double scale;
   int window_left, window_right, chunk, has_sinks; double softcap;
   u64 sinks, alibi_slopes; i64 alibi_batch_stride;
+  int head_dim_v;
 };
 __device__ double load(u64 base, i64 index) {
   const u16 bits = reinterpret_cast<const u16*>(base)[index];
@@ -218,6 +219,7 @@ __device__ double block_max(double x, double* red) {
 extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefParams p) {
   __shared__ double q_row[256], probs[128], red[128];
   const int row = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, d = p.head_dim;
+  const int dv = p.head_dim_v ? p.head_dim_v : d;
   const int kvh = h / (p.heads_q / p.heads_kv);
   const MaskRule rule = {p.causal != 0, p.window_left, p.window_right, p.chunk};
   const int first = first_visible_key(rule, row, p.seqlen_q, p.seqlen_k);
@@ -248,16 +250,16 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
     for (int jj = 0; jj < n; ++jj) {
       const double w = probs[jj]; const i64 vb = b * p.vs[0] + (i64)(first + c0 + jj) * p.vs[1] + kvh * p.vs[2];
       sum += w;
-      if (t < d) o0 += w * load(p.v, vb + t);
-      if (t + 128 < d) o1 += w * load(p.v, vb + t + 128);
+      if (t < dv) o0 += w * load(p.v, vb + t);
+      if (t + 128 < dv) o1 += w * load(p.v, vb + t + 128);
     }
     __syncthreads();
   }
   const double sink = p.has_sinks ? reinterpret_cast<const double*>(p.sinks)[h] : 0.0;
   const RowNormaliser<double> fin = finalize_row(mx * kFjLog2E, sum, p.has_sinks != 0, sink);
-  double* o = reinterpret_cast<double*>(p.o) + (((i64)b * p.seqlen_q + row) * p.heads_q + h) * d;
-  if (t < d) o[t] = o0 * fin.o_scale;
-  if (t + 128 < d) o[t + 128] = o1 * fin.o_scale;
+  double* o = reinterpret_cast<double*>(p.o) + (((i64)b * p.seqlen_q + row) * p.heads_q + h) * dv;
+  if (t < dv) o[t] = o0 * fin.o_scale;
+  if (t + 128 < dv) o[t + 128] = o1 * fin.o_scale;
   if (t == 0) reinterpret_cast<double*>(p.lse)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = fin.lse;
 }
 )CUDA";

@@ -35,6 +35,7 @@ struct AttentionFeatures {
 struct Problem {
   bool bf16 = true;
   int batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
+  int head_dim_v = 0;  // V's and O's; 0 = head_dim
   bool causal = false;
   double scale = 0;  // 0 = 1/sqrt(head_dim)
   // > 0: key j is scaled by 1 + key_growth * (seqlen_k - 1 - j) / seqlen_k, so the keys the kernel
@@ -46,6 +47,7 @@ struct Problem {
   // float32 scales, the reference on their dequantised 16-bit copy (Fp8Cache's rule).
   Fp8Cache fp8;
   double effective_scale() const;
+  int v_dim() const { return head_dim_v ? head_dim_v : head_dim; }
   std::string describe() const;
 };
 
@@ -71,7 +73,7 @@ struct RowAttention {
 void attend_row(const AttentionFeatures& features, bool causal, double scale, double slope, const double* sink, int row,
                 int seqlen_q, int seqlen_k, const std::function<double(int key)>& dot, RowAttention* out);
 
-// Output of a reference: O as [b, s_q, h_q, d] contiguous, LSE as [b, h_q, s_q] (natural log,
+// Output of a reference: O as [b, s_q, h_q, d_v] contiguous, LSE as [b, h_q, s_q] (natural log,
 // -inf for a row that sees no key; with sinks, see attend_row).
 struct Reference {
   std::vector<double> o;
@@ -98,6 +100,7 @@ struct RefParams {
   uint64_t sinks = 0;              // double [heads_q] on the device, when has_sinks
   uint64_t alibi_slopes = 0;       // double [batch][alibi_batch_stride], 0: no ALiBi
   int64_t alibi_batch_stride = 0;  // 0: one slope per head for every sequence
+  int head_dim_v = 0;              // V's and O's head dim (O: double [b, s_q, h_q, head_dim_v]); 0 = head_dim
 };
 
 // ||a - b|| / ||b|| (or ||a - b|| when ||b|| is 0), over all elements.
