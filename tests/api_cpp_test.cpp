@@ -87,6 +87,23 @@ TEST(ApiCpp, ArgsBuilderMatchesTheCHelpers) {
   EXPECT_EQ(with_pdl.pdl().c().flags, FLASHJIT_ATTENTION_FLAG_PDL);
   EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", with_pdl));
   EXPECT_EQ(with_pdl.pdl(false).c().flags, 0u);
+  // FP8 scales: the setters fill the C fields; a 16-bit spec refuses them by name, an FP8 cache takes them.
+  auto scaled = args;
+  scaled.kv_scales(0x8000, 0x8100, 2, 1).q_scale(0x8200, 2, 1);
+  EXPECT_EQ(scaled.c().k_scale, 0x8000u);
+  EXPECT_EQ(scaled.c().v_scale, 0x8100u);
+  EXPECT_EQ(scaled.c().k_scale_batch_stride, 2);
+  EXPECT_EQ(scaled.c().v_scale_head_stride, 1);
+  EXPECT_EQ(scaled.c().q_scale, 0x8200u);
+  EXPECT_EQ(scaled.c().q_scale_head_stride, 1);
+  const flashjit::Status no_fp8 = flashjit::validate("dtype=bf16,head_dim=128", scaled);
+  ASSERT_FALSE(no_fp8);
+  EXPECT_EQ(no_fp8.error().field(), "args.k_scale");
+  auto cache_scaled = args;
+  cache_scaled.kv_scales(0x8000, 0x8100);
+  cache_scaled.c().k_strides.row = cache_scaled.c().v_strides.row = 2 * 128;  // e4m3: the same element strides, one byte each
+  EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128,kv_dtype=e4m3", cache_scaled))
+      << flashjit::validate("dtype=bf16,head_dim=128,kv_dtype=e4m3", cache_scaled).error().message();
   EXPECT_TRUE(flashjit::validate("dtype=bf16,head_dim=128", args)) << flashjit::validate("dtype=bf16,head_dim=128", args).error().message();
   const flashjit::Status wrong_dim = flashjit::validate("dtype=bf16,head_dim=64", args);
   ASSERT_FALSE(wrong_dim);

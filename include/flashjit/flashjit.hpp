@@ -217,6 +217,23 @@ class AttentionArgs {
     args_.alibi_batch_stride = batch_stride;
     return *this;
   }
+  // kv_dtype=e4m3 or dtype=e4m3 (FP8 K/V CACHE, FP8 OPERANDS in flashjit.h): float32 K and V
+  // (de)quantisation scales at batch x batch_stride + K/V head x head_stride (0, 0: one per tensor;
+  // 0, 1: per K/V head; heads_kv, 1: FlashAttention-3's [batch, heads_kv]).
+  AttentionArgs& kv_scales(uint64_t k_scale, uint64_t v_scale, int64_t batch_stride = 0, int64_t head_stride = 0) {
+    args_.k_scale = k_scale;
+    args_.v_scale = v_scale;
+    args_.k_scale_batch_stride = args_.v_scale_batch_stride = batch_stride;
+    args_.k_scale_head_stride = args_.v_scale_head_stride = head_stride;
+    return *this;
+  }
+  // dtype=e4m3: Q's descale, indexed as the K/V scales (0: 1).
+  AttentionArgs& q_scale(uint64_t scale, int64_t batch_stride = 0, int64_t head_stride = 0) {
+    args_.q_scale = scale;
+    args_.q_scale_batch_stride = batch_stride;
+    args_.q_scale_head_stride = head_stride;
+    return *this;
+  }
 
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
