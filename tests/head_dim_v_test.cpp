@@ -20,12 +20,27 @@ TEST(HeadDimVSpec, AnyMultipleOf8UpToHeadDimAndRoundTrips) {
   EXPECT_EQ(spec->effective_head_dim_v(), 128);
   EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
   for (const char* text : {"dtype=bf16,head_dim=128,head_dim_v=136", "dtype=bf16,head_dim=192,head_dim_v=100",
-                           "dtype=bf16,head_dim=64,head_dim_v=512"}) {
+                           "dtype=bf16,head_dim=64,head_dim_v=512"}) {  // (320: see below)
     auto bad = parse_spec(text);
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_EQ(bad.error().field, "head_dim_v") << bad.error().message;
     EXPECT_NE(bad.error().message.find("at most head_dim"), std::string::npos) << bad.error().message;
   }
+}
+
+TEST(HeadDimVSpec, AboveHeadDim256VStaysAtMost256) {
+  auto spec = parse_spec("dtype=bf16,head_dim=320,head_dim_v=256");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  for (const char* text : {"dtype=bf16,head_dim=320", "dtype=bf16,head_dim=320,head_dim_v=320", "dtype=bf16,head_dim=512,head_dim_v=256"}) {
+    auto bad = parse_spec(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_TRUE(bad.error().field == "head_dim_v" || bad.error().field == "head_dim") << bad.error().message;
+  }
+  auto config = make_config(*spec);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->spec.block_n, 64);
+  EXPECT_EQ(config->qk_k_steps, 20);
+  EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
 }
 
 TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
@@ -99,7 +114,11 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=fp16,head_dim=128,head_dim_v=96,causal=1", "dtype=bf16,head_dim=64,head_dim_v=32",
                                            "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,window=1,sinks=1",
                                            "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
-                                           "dtype=e4m3,head_dim=192,head_dim_v=128,causal=1"),
+                                           "dtype=e4m3,head_dim=192,head_dim_v=128,causal=1",
+                                           // Mistral Small 4's 320/256: Q K^T above 256, O at 256
+                                           "dtype=bf16,head_dim=320,head_dim_v=256", "dtype=fp16,head_dim=320,head_dim_v=256,causal=1",
+                                           "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1",
+                                           "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';

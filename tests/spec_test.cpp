@@ -41,10 +41,10 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
   const BadCase cases[] = {
       {"dtype=fp32", "dtype", "fp16, bf16"},
       {"head_dim=100", "head_dim", "multiple of 8"},
-      {"head_dim=0", "head_dim", "8..256"},
-      {"head_dim=264", "head_dim", "8..256"},
+      {"head_dim=0", "head_dim", "8..320"},
+      {"head_dim=328", "head_dim", "8..320"}, {"head_dim=264", "head_dim_v", "at most 256 with head_dim above 256"},
       {"head_dim=abc", "head_dim", "'abc'"},
-      {"head_dim=64,head_dim_v=128", "head_dim_v", "equal to head_dim"},
+      {"head_dim=64,head_dim_v=128", "head_dim_v", "at most head_dim"},
       {"causal=2", "causal", "0, 1, false or true"},
       {"stages=0x", "stages", "1..4"},
       {"stages=5", "stages", "1..4"},

@@ -166,7 +166,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // lost 5-11 % at 512-2k, where it does not divide the length: 128 stays (flashjit tune picks
   // per shape).
   // A V head dim below Q's (192/128) leaves room for FlashAttention-3's 128 at d192.
-  int block_n = d <= 128 ? 128 : d <= 192 ? (s.effective_head_dim_v() <= 128 ? 128 : 112) : 80;
+  int block_n = d <= 128 ? 128 : d <= 192 ? (s.effective_head_dim_v() <= 128 ? 128 : 112) : d <= 256 ? 80 : 64;
   // The FP8 cache's staging slots take shared memory beside the 16-bit ring: shorter blocks above
   // head dim 128.
   if (s.kv_fp8() && d > 128) block_n = d <= 192 ? 80 : 64;

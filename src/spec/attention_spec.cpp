@@ -95,8 +95,8 @@ const std::vector<Field>& fields() {
          return bad_value("dtype", v, "fp16, bf16, e4m3");
        },
        [](const AttentionSpec& s) { return std::string(dtype_name(s.dtype)); }},
-      {"head_dim", "a multiple of 8 in 8..256",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..256"); },
+      {"head_dim", "a multiple of 8 in 8..320 (above 256 with head_dim_v at most 256)",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..320"); },
        [](const AttentionSpec& s) { return std::to_string(s.head_dim); }},
       {"head_dim_v", "a multiple of 8 in 8..head_dim",
        [](AttentionSpec& s, std::string_view v) { return set_tile(s.head_dim_v, "head_dim_v", v, "a multiple of 8 in 8..head_dim"); },
@@ -243,7 +243,12 @@ Status validate_spec(const AttentionSpec& s) {
     return Error::invalid_spec(key, "spec field '" + std::string(key) + "': value " + std::to_string(value) +
                                         " is not allowed; allowed: " + allowed);
   };
-  if (s.head_dim < 8 || s.head_dim > 256 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..256");
+  if (s.head_dim < 8 || s.head_dim > 320 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..320");
+  // NOTES: above 256 (Mistral Small 4's 320/256) Q K^T takes more k steps, but O's accumulator is
+  // the PV GEMM's N, at most 256 (wgmma's largest); a wider V needs O's columns shared out (not yet).
+  if (s.head_dim > 256 && (s.head_dim_v == 0 || s.head_dim_v > 256)) {
+    return fail("head_dim_v", s.head_dim_v ? s.head_dim_v : s.head_dim, "at most 256 with head_dim above 256 (O's columns are one wgmma's N)");
+  }
   // NOTES: V's head dim apart from Q's and K's (issue 40: DeepSeek's 192/128 prefill), at most
   // head_dim: O's 16-bit slices are staged in the Q buffer (or a K/V slot), which holds head_dim
   // columns.

@@ -20,8 +20,8 @@ enum class KvDType { kSame, kE4m3 };
 
 struct AttentionSpec {
   DType dtype = DType::kBf16;
-  int head_dim = 128;        // QK head dim: multiple of 8 in 8..256
-  int head_dim_v = 0;        // V/O head dim; 0 = same as head_dim (only that is supported for now)
+  int head_dim = 128;        // QK head dim: multiple of 8 in 8..320 (above 256 with head_dim_v <= 256)
+  int head_dim_v = 0;        // V/O head dim, a multiple of 8 up to head_dim (and 256); 0 = head_dim
   bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
   int stages = 0;            // K/V ring depth 1..4; 0 = from the table
   int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table
