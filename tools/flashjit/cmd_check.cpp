@@ -116,7 +116,9 @@ int run_check() {
   }
   FeatureChoice features;
   if (std::string bad = features_from_flags(*spec, sequences, HeadsQ, &features); !bad.empty()) return usage_error(bad);
-  Fp8Cache fp8;  // kv_dtype=e4m3: the cache's scales (--kv-scales, --kv-scale-per-head)
+  // kv_dtype=e4m3: the cache's scales (--kv-scales, --kv-scale-per-head); dtype=e4m3: Q's, K's and
+  // V's descales (--descale-per-head, --descale-non-pow2), the reference on bf16 copies.
+  Fp8Cache fp8;
   if (std::string bad = fp8_from_flags(*spec, &fp8); !bad.empty()) return usage_error(bad);
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
