@@ -57,7 +57,7 @@ Fp8Cache Bench::fp8_of(const Cell& cell) {
 // float64 reference, then its parameters built once and timed like a dense cell's.
 Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t) {
   EngineProblem p;
-  p.bf16 = config.spec.dtype == DType::kBf16;
+  p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
   p.causal = config.spec.causal;
   p.heads_q = cell.heads_q, p.heads_kv = cell.heads_kv;

@@ -46,7 +46,7 @@ bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error
 int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, const AttentionFunctions& functions,
                      const KernelConfig& config, const FeatureChoice& features, const Fp8Cache& fp8) {
   EngineProblem p;
-  p.bf16 = config.spec.dtype == DType::kBf16;
+  p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
   p.causal = config.spec.causal;
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
@@ -148,7 +148,7 @@ int run_check() {
     return rc;
   }
   Problem p;
-  p.bf16 = prepared->config.spec.dtype == DType::kBf16;
+  p.bf16 = prepared->config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = prepared->config.spec.head_dim;
   p.causal = prepared->config.spec.causal;
   p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;
