@@ -1330,6 +1330,52 @@ TEST(Tool, Fp8FlagsNeedKvDtypeE4m3AndValidScales) {
   }
 }
 
+// FP8 operands' flags (--descale-per-head, --descale-non-pow2) need a dtype=e4m3 spec, as the
+// cache's need kv_dtype=e4m3: refused otherwise naming the flag and the key, before any device or
+// compile (exit 2); accepted, a run gets past its arguments (no driver, no NVRTC here: exit 1).
+TEST(Tool, Fp8OperandFlagsNeedDtypeE4m3) {
+  const EnvChanges nothing = {{"FLASHJIT_LIBCUDA", kNoDriver}, {"FLASHJIT_NVRTC", "/nonexistent/flashjit-test/libnvrtc.so"}};
+  TempDir dir;
+  for (const char* command : {"check", "bench"}) {
+    for (const char* flag : {"--descale-per-head", "--descale-non-pow2"}) {
+      for (const char* spec : {"dtype=bf16,head_dim=64,causal=1", "dtype=bf16,head_dim=64,kv_dtype=e4m3"}) {
+        ToolRun r = run_tool({command, "--spec", spec, flag, "--cache-dir", dir.sub("cache")}, nothing);
+        EXPECT_EQ(r.exit_code, 2) << command << " " << spec << " " << flag << "\n" << r;
+        EXPECT_NE(r.err.find(std::string(flag) + " needs spec key dtype=e4m3, which the spec lacks"), std::string::npos) << r;
+      }
+    }
+    // The cache's flags on FP8 operands name their own key.
+    for (const std::vector<std::string>& flag : {std::vector<std::string>{"--kv-scales", "0.5,0.25"}, {"--kv-scale-per-head"}}) {
+      std::vector<std::string> args = {command, "--spec", "dtype=e4m3,head_dim=64,causal=1", "--cache-dir", dir.sub("cache")};
+      args.insert(args.end(), flag.begin(), flag.end());
+      ToolRun r = run_tool(args, nothing);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flag[0] << "\n" << r;
+      EXPECT_NE(r.err.find(flag[0] + " needs spec key kv_dtype=e4m3, which the spec lacks"), std::string::npos) << r;
+    }
+    for (const std::vector<std::string>& flags : {std::vector<std::string>{}, {"--descale-per-head"}, {"--descale-non-pow2"},
+                                                  {"--descale-per-head", "--descale-non-pow2"}}) {
+      std::vector<std::string> args = {command, "--spec", "dtype=e4m3,head_dim=128,causal=1,out_dtype=fp16", "--cache-dir", dir.sub("cache")};
+      args.insert(args.end(), flags.begin(), flags.end());
+      ToolRun r = run_tool(args, nothing);
+      EXPECT_EQ(r.exit_code, 1) << command << "\n" << r;
+    }
+  }
+  // bench: the flags go to the run's dtype=e4m3 specs; the bf16 twin beside them is not refused;
+  // a grid (16-bit cells) refuses them.
+  ToolRun pair = run_tool({"bench", "--spec", "dtype=bf16,head_dim=64", "--spec", "dtype=e4m3,head_dim=64", "--descale-per-head",
+                           "--cache-dir", dir.sub("cache")},
+                          nothing);
+  EXPECT_EQ(pair.exit_code, 1) << pair;
+  ToolRun grid = run_tool({"bench", "--grid", "fa3", "--descale-non-pow2"}, nothing);
+  EXPECT_EQ(grid.exit_code, 2) << grid;
+  EXPECT_NE(grid.err.find("--descale-non-pow2 needs --spec"), std::string::npos) << grid;
+  for (const char* command : {"check", "bench"}) {
+    ToolRun help = run_tool({command, "--help"}, nothing);
+    EXPECT_NE(help.out.find("--descale-per-head"), std::string::npos) << help;
+    EXPECT_NE(help.out.find("--descale-non-pow2"), std::string::npos) << help;
+  }
+}
+
 #ifdef FLASHJIT_FAKE_LIBCUDA
 // The "features" object of a check's or a bench row's JSON: what the reference took and, under
 // "launch", what the launch's arguments held.
@@ -1553,6 +1599,82 @@ TEST(Tool, CheckAndBenchGiveTheFp8CacheItsScales) {
   const json::Array* erows = ev.getAsArray();
   ASSERT_TRUE(erows && erows->size() == 1 && (*erows)[0].getAsObject()) << engine;
   EXPECT_EQ(real(*(*erows)[0].getAsObject(), "kv_bytes"), 2.0 * 1 * 2 * 64 * (300 + 100)) << engine;
+}
+
+// check and bench on FP8 operands (dtype=e4m3; the fake driver runs nothing, only the JSON is
+// read): Q's, K's and V's descales reach the run and the launch (per tensor: strides 0;
+// --descale-per-head: FlashAttention-3's [batch, heads_kv], batch stride heads_kv, head stride 1),
+// the O bound is 2^-4 whatever the descales, O's type is the spec's out_dtype, and bench counts
+// K/V bytes in FP8 bytes. Dense and engine (paged) specs.
+TEST(Tool, CheckAndBenchGiveFp8OperandsTheirDescales) {
+  TempDir dir;
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}};
+  const std::vector<std::string> shape = {"--batch", "2", "--seqlen-q", "128", "--seqlen-k", "256", "--heads-q", "4", "--heads-kv", "2",
+                                          "--cache-dir", dir.sub("cache"), "--json"};
+  for (const char* spec : {"dtype=e4m3,head_dim=64,causal=1", "dtype=e4m3,head_dim=64,causal=1,out_dtype=fp16,varlen=1,paged=1"}) {
+    for (int variant = 0; variant < 3; ++variant) {  // defaults, per head, per head and not powers of two
+      const bool per_head = variant >= 1, non_pow2 = variant == 2;
+      std::vector<std::string> args = {"check", "--spec", spec};
+      if (per_head) args.push_back("--descale-per-head");
+      if (non_pow2) args.push_back("--descale-non-pow2");
+      args.insert(args.end(), shape.begin(), shape.end());
+      ToolRun r = run_tool(args, fake);
+      ASSERT_NE(r.exit_code, 2) << r;
+      json::Value v = parse_json(r);
+      const json::Object* out = v.getAsObject();
+      ASSERT_TRUE(out && out->getObject("fp8") && out->getObject("fp8")->getObject("launch")) << r;
+      const json::Object& fp8 = *out->getObject("fp8");
+      const json::Object& launch = *fp8.getObject("launch");
+      EXPECT_EQ(str(fp8, "dtype"), "e4m3") << r;
+      EXPECT_EQ(str(fp8, "out_dtype"), std::string(spec).find("out_dtype=fp16") != std::string::npos ? "fp16" : "bf16") << r;
+      EXPECT_EQ(real(fp8, "q_scale"), non_pow2 ? double(0.3f) : 0.25) << r;
+      EXPECT_EQ(real(fp8, "k_scale"), non_pow2 ? double(0.37f) : 0.5) << r;
+      EXPECT_EQ(real(fp8, "v_scale"), non_pow2 ? double(0.0913f) : 0.25) << r;
+      EXPECT_EQ(boolean(fp8, "per_head"), per_head ? 1 : 0) << r;
+      EXPECT_EQ(boolean(fp8, "per_sequence"), per_head ? 1 : 0) << r;
+      EXPECT_EQ(boolean(fp8, "exact"), non_pow2 ? 0 : 1) << r;
+      for (const char* scale : {"q_scale", "k_scale", "v_scale"}) {
+        EXPECT_EQ(boolean(launch, scale), 1) << scale << "\n" << r;
+        EXPECT_EQ(num(launch, (std::string(scale) + "_head_stride").c_str()), per_head ? 1 : 0) << scale << "\n" << r;
+        EXPECT_EQ(num(launch, (std::string(scale) + "_batch_stride").c_str()), per_head ? 2 : 0) << scale << "\n" << r;
+      }
+      EXPECT_EQ(real(*out, "o_bound"), kFp8OperandsOErrorBound) << r;
+      EXPECT_EQ(real(*out, "lse_bound"), kLseErrorBound) << r;
+      EXPECT_NE(str(*out, "shape").find(" e4m3 q_scale="), std::string::npos) << r;
+    }
+  }
+  // bench: the same cell with bf16 and e4m3 operands in one run; K/V bytes in FP8 bytes.
+  std::vector<std::string> bench = {"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=64,causal=1", "--spec",
+                                    "dtype=e4m3,head_dim=64,causal=1", "--descale-per-head"};
+  bench.insert(bench.end(), shape.begin(), shape.end());
+  ToolRun b = run_tool(bench, fake);
+  ASSERT_EQ(b.exit_code, 0) << b;
+  json::Value bv = parse_json(b);
+  const json::Array* rows = bv.getAsArray();
+  ASSERT_TRUE(rows && rows->size() == 2) << b;
+  const json::Object* bf16 = (*rows)[0].getAsObject();
+  const json::Object* e4m3 = (*rows)[1].getAsObject();
+  ASSERT_TRUE(bf16 && e4m3 && e4m3->getObject("fp8") && e4m3->getObject("fp8")->getObject("launch")) << b;
+  EXPECT_EQ(str(*e4m3, "dtype"), "e4m3") << b;
+  EXPECT_EQ(real(*bf16, "kv_bytes"), 2 * 2.0 * 2 * 2 * 256 * 64) << b;  // batch 2, K and V, 2 bytes, 2 KV heads, 256 keys, d 64
+  EXPECT_EQ(real(*e4m3, "kv_bytes"), 2 * 2.0 * 1 * 2 * 256 * 64) << b;
+  EXPECT_EQ(real(*bf16, "flops"), real(*e4m3, "flops")) << b;  // FLOPs as usual
+  const json::Object& launch = *e4m3->getObject("fp8")->getObject("launch");
+  EXPECT_EQ(boolean(launch, "q_scale"), 1) << b;
+  EXPECT_EQ(num(launch, "q_scale_batch_stride"), 2) << b;
+  EXPECT_EQ(num(launch, "k_scale_head_stride"), 1) << b;
+  EXPECT_EQ(boolean(*bf16->getObject("fp8")->getObject("launch"), "k_scale"), 0) << b;
+  // An engine cell (paged): every sequence's keys in FP8 bytes, Q's descale launched.
+  ToolRun engine = run_tool({"bench", "--iters", "3", "--spec", "dtype=e4m3,head_dim=64,causal=1,varlen=1,paged=1", "--seqlens", "1:300,2:100",
+                             "--heads-q", "4", "--heads-kv", "2", "--cache-dir", dir.sub("cache"), "--json"},
+                            fake);
+  json::Value ev = parse_json(engine);
+  const json::Array* erows = ev.getAsArray();
+  ASSERT_TRUE(erows && erows->size() == 1 && (*erows)[0].getAsObject()) << engine;
+  EXPECT_EQ(real(*(*erows)[0].getAsObject(), "kv_bytes"), 2.0 * 1 * 2 * 64 * (300 + 100)) << engine;
+  const json::Object* efp8 = (*erows)[0].getAsObject()->getObject("fp8");
+  ASSERT_TRUE(efp8 && efp8->getObject("launch")) << engine;
+  EXPECT_EQ(boolean(*efp8->getObject("launch"), "q_scale"), 1) << engine;
 }
 #endif
 

@@ -13,8 +13,12 @@ and return values, read as FA3 reads them (hopper/flash_api.cpp):
   (float32: one element, [heads_kv] or FA3's [batch, heads_kv], strides as given, vLLM's expanded per-tensor
   scale included) dequantise it, a descale not given reads as 1.0 (as FA3 reads one); q_descale with the 16-bit q
   raises ValueError (there is no FP8 q for it to dequantise), as do K and V of different dtypes;
+- Q, K and V all torch.float8_e4m3fn are FA3's FP8 (flashjit.h, FP8 OPERANDS; spec key dtype=e4m3): q_descale,
+  k_descale and v_descale (the same shapes as above; None = 1.0) dequantise them, P is rounded to e4m3 for the
+  P V GEMM as FA3 does, and O is torch.bfloat16 (or torch.float16 where the caller's out is); an FP8 q with 16-bit
+  K and V raises ValueError naming them;
 - a feature flashjit does not have raises NotImplementedError naming it, whether it arrives as an argument,
-  a dtype (FP8 queries, an e5m2 cache) or a shape (a V head dim apart from Q's, a head dim above 256);
+  a dtype (an e5m2 q or cache) or a shape (a V head dim apart from Q's, a head dim above 256);
 - the performance hints (num_splits, pack_gqa) steer flashjit's own choices; deterministic is accepted (the
   forward pass is deterministic; there is no backward).
 Needs torch only when called."""
@@ -68,10 +72,10 @@ def _refuse_given(fn, **given):
 
 
 def _check_common(fn, names, q, k, v, qv, sm_margin):
-    """What all three functions refuse alike: FP8 queries and FP8 caches flashjit does not take (_fp8_cache), head
-    dims flashjit has no kernel for, qv (MLA), sm_margin. names: how the function calls q, k and v. Returns
-    whether K and V are an FP8 cache."""
-    fp8 = _fp8_cache(fn, names, q, k, v)
+    """What all three functions refuse alike: FP8 dtypes flashjit does not take (_fp8_mode), head dims flashjit has
+    no kernel for, qv (MLA), sm_margin. names: how the function calls q, k and v. Returns _fp8_mode's answer: None
+    (16-bit), CACHE (an FP8 K/V cache) or OPERANDS (Q, K and V FP8)."""
+    fp8 = _fp8_mode(fn, names, q, k, v)
     d = _dim(q, -1)
     if d is not None and d > MAX_HEAD_DIM:
         raise NotImplementedError(f"flashjit.{fn}: q: head dim {d} is not supported; flashjit's kernels take head "
@@ -80,53 +84,69 @@ def _check_common(fn, names, q, k, v, qv, sm_margin):
     if d is not None and dv is not None and dv != d:
         raise NotImplementedError(f"flashjit.{fn}: {names[2]}: head dim {dv} apart from q's {d} is not supported yet "
                                   "(V's head dim must equal Q's)")
-    if fp8 and d is not None and d % 16:
+    if fp8 == CACHE and d is not None and d % 16:
         raise NotImplementedError(f"flashjit.{fn}: {names[1]}: head dim {d} with an FP8 cache is not supported; FP8 "
                                   "K/V rows are read 16 bytes at a time: a multiple of 16 (as FA3's FP8)")
+    if fp8 == OPERANDS and d is not None and d % 32:
+        raise NotImplementedError(f"flashjit.{fn}: {names[0]}: head dim {d} with FP8 operands is not supported; the "
+                                  "FP8 kernels take head dims that are multiples of 32 (FA3's FP8: 64, 96, 128, 192, "
+                                  "256)")
     _refuse_given(fn, qv=(qv, "a separate V-side query (MLA)"))
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
     return fp8
 
 
-# ---- the FP8 K/V cache (flashjit.h, FP8 K/V CACHE) ---------------------------------------------------------
+# ---- the FP8 K/V cache and FP8 operands (flashjit.h, FP8 K/V CACHE, FP8 OPERANDS) ------------------------------
 _E4M3 = "torch.float8_e4m3fn"
+CACHE = "cache"        # K and V torch.float8_e4m3fn under a 16-bit q (spec key kv_dtype=e4m3)
+OPERANDS = "operands"  # Q, K and V torch.float8_e4m3fn (spec key dtype=e4m3)
 
 
-def _fp8_cache(fn, names, q, k, v):
-    """Whether k and v are an FP8 cache: both torch.float8_e4m3fn (q is 16-bit; its dtype the torch half checks).
-    An FP8 q raises NotImplementedError (flashjit computes in 16 bits; FA3's FP8 path quantises Q too), an FP8
-    cache of another format too; K and V of different dtypes, one of them FP8, raise ValueError naming both."""
+def _fp8_mode(fn, names, q, k, v):
+    """None when q, k and v hold no FP8 (their 16-bit dtypes the torch half checks), CACHE when k and v are an FP8
+    cache (both torch.float8_e4m3fn, q 16-bit), OPERANDS when q is torch.float8_e4m3fn too (FA3's FP8). An FP8 q
+    with 16-bit K and V raises ValueError naming them (FA3's FP8 takes Q, K and V of one dtype); K and V of
+    different dtypes, one of them FP8, raise ValueError naming both; an FP8 format other than e4m3 raises
+    NotImplementedError."""
     qd, kd, vd = (str(getattr(t, "dtype", "")) for t in (q, k, v))
-    if "float8" in qd:
-        raise NotImplementedError(f"flashjit.{fn}: {names[0]}: dtype {qd} (FP8) is not supported yet: FP8 queries "
-                                  "are not (only an FP8 K/V cache: K and V torch.float8_e4m3fn with a torch.float16 "
-                                  "or torch.bfloat16 q)")
     k8, v8 = "float8" in kd, "float8" in vd
     if (k8 or v8) and kd != vd:
         raise ValueError(f"flashjit.{fn}: {names[1]} and {names[2]}: dtypes {kd} and {vd} differ; an FP8 cache has "
                          f"both of {_E4M3}")
+    if "float8" in qd:
+        if qd != _E4M3:
+            raise NotImplementedError(f"flashjit.{fn}: {names[0]}: dtype {qd} (FP8) is not supported yet; FP8 "
+                                      f"queries are {_E4M3} (e4m3)")
+        if not k8:
+            raise ValueError(f"flashjit.{fn}: {names[0]}, {names[1]} and {names[2]}: dtypes {qd}, {kd} and {vd}; an "
+                             f"FP8 {names[0]} needs {names[1]} and {names[2]} of {_E4M3} too (FA3's FP8 takes Q, K and "
+                             f"V of one dtype; a 16-bit {names[0]} goes with an FP8 cache)")
     if not k8:
-        return False
+        return None
     if kd != _E4M3:
         raise NotImplementedError(f"flashjit.{fn}: {names[1]}: dtype {kd} (FP8) is not supported yet; an FP8 K/V "
                                   f"cache is {_E4M3} (e4m3)")
-    return True
+    return OPERANDS if "float8" in qd else CACHE
 
 
 def kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, heads_kv, q_name="q"):
-    """The launch's KvScales for an FP8 cache (fp8 from _check_common), None for a 16-bit one (whose descales FA3
-    ignores, and so does flashjit). k_descale / v_descale: float32, one element, [heads_kv] or [batch, heads_kv]
-    (descale_strides), any strides; None reads as 1.0. q_descale with the 16-bit q raises ValueError: FA3 reads it
-    only for an FP8 q, which flashjit does not take. batch, heads_kv: None where unknown (not checked)."""
+    """The launch's KvScales for an FP8 cache or FP8 operands (fp8 from _check_common), None for 16-bit K and V
+    (whose descales FA3 ignores, and so does flashjit). q_descale (OPERANDS only), k_descale, v_descale: float32,
+    one element, [heads_kv] or [batch, heads_kv] (descale_strides), any strides; None reads as 1.0. q_descale with
+    a 16-bit q and an FP8 cache raises ValueError: FA3 reads it only for an FP8 q. batch, heads_kv: None where
+    unknown (not checked)."""
     if not fp8:
         return None
-    if q_descale is not None:
+    if q_descale is not None and fp8 != OPERANDS:
         raise ValueError(f"flashjit.{fn}: q_descale: {_shown(q_descale)} given with a 16-bit {q_name} and an FP8 "
-                         "cache; it dequantises an FP8 q (FA3 reads it only then) and FP8 queries are not supported: "
-                         "pass q_descale=None (k_descale and v_descale dequantise the cache)")
+                         f"cache; it dequantises an FP8 {q_name} (FA3 reads it only then): pass q_descale=None "
+                         "(k_descale and v_descale dequantise the cache)")
     layouts = []
-    for name, t in (("k_descale", k_descale), ("v_descale", v_descale)):
+    given = (("k_descale", k_descale), ("v_descale", v_descale))
+    if fp8 == OPERANDS:
+        given += (("q_descale", q_descale),)
+    for name, t in given:
         if t is None:
             layouts.append((0, 0))
             continue
@@ -140,6 +160,8 @@ def kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, heads_kv, q_na
                              f"({'batch' if batch is None else batch}, {'heads_kv' if heads_kv is None else heads_kv}) "
                              "(FA3's [batch, heads_kv])")
         layouts.append(strides)
+    if fp8 == OPERANDS:
+        return KvScales(k_descale, v_descale, layouts[0], layouts[1], q_descale, layouts[2])
     return KvScales(k_descale, v_descale, *layouts)
 
 
@@ -250,7 +272,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     Causal masks are bottom-right aligned. num_splits and pack_gqa are hints a dense launch does not need.
     Keyword-only: alibi_slopes (float32 [heads] or [batch, heads]) and s_aux / learnable_sink (sink logits,
     float32 or bfloat16 [heads]; the LSE includes the sink). k and v of torch.float8_e4m3fn are an FP8 cache,
-    dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0)."""
+    dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0); with
+    q of torch.float8_e4m3fn too they are FA3's FP8 operands, q_descale dequantising q, out torch.bfloat16."""
     fn = "flash_attn_func"
     fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     scales = kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, _dim(q, 0), _dim(k, 2))
@@ -277,7 +300,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (float32 [heads] or [batch, heads]), s_aux (sink logits, float32 or bfloat16 [heads]; FA4's name
     learnable_sink also); dropout_p must be off. k and v of torch.float8_e4m3fn (packed, [batch, seqlen_k] or
     paged) are an FP8 cache, dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch,
-    heads_kv], e.g. vLLM's layer scale expanded; None = 1.0)."""
+    heads_kv], e.g. vLLM's layer scale expanded; None = 1.0); with q of torch.float8_e4m3fn too they are FA3's FP8
+    operands, q_descale dequantising q, out torch.bfloat16 (or torch.float16 where the out given is)."""
     fn = "flash_attn_varlen_func"
     fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     if dropout_p:
@@ -314,7 +338,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     heads, seqlen_q], or [heads, total_q] with cu_seqlens_q). Keyword-only: out (written in place), alibi_slopes
     (float32 [heads] or [batch, heads]), s_aux / learnable_sink (sink logits, float32 or bfloat16 [heads]).
     k_cache and v_cache of torch.float8_e4m3fn (dense or paged) are an FP8 cache, dequantised by k_descale /
-    v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0)."""
+    v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0); with q of torch.float8_e4m3fn
+    too they are FA3's FP8 operands, q_descale dequantising q, out torch.bfloat16 (or torch.float16 where the out
+    given is)."""
     fn = "flash_attn_with_kvcache"
     fp8 = _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, sm_margin)
     # FA3 reads rotary_seqlens and rotary_interleaved only with rotary tensors, which need k (its check: "If
@@ -358,12 +384,12 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     empty int32 tensor on cache_seqlens' device, is one that scheduler_metadata accepts and every layer of the
     step may pass; it computes nothing and does not synchronise (windows, chunks and soft caps need no schedule
     either). Features flashjit does not have raise NotImplementedError as the attention functions do; qkv_dtype
-    torch.float8_e4m3fn is taken (an engine with an FP8 cache names the cache's dtype; the value does not depend
-    on it, and the attention call refuses FP8 queries itself), other FP8 formats are not."""
+    torch.float8_e4m3fn is taken (an engine with an FP8 cache or FP8 operands names that dtype; the value does not
+    depend on it), other FP8 formats are not."""
     fn = "get_scheduler_metadata"
     if qkv_dtype is not None and "float8" in str(qkv_dtype) and str(qkv_dtype) != _E4M3:
-        raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit "
-                                  f"computes in torch.float16 or torch.bfloat16, against an FP8 cache of {_E4M3}")
+        raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit's FP8 "
+                                  f"is {_E4M3} (FP8 operands, or an FP8 cache under a 16-bit q)")
     if headdim > MAX_HEAD_DIM:
         raise NotImplementedError(f"flashjit.{fn}: headdim={headdim} is not supported; flashjit's kernels take head "
                                   f"dims up to {MAX_HEAD_DIM}")

@@ -53,8 +53,9 @@ def require_feature_keys(lib, spec, feature_keys):
                                       f"(spec '{spec}': {reason})")
 
 
-# ---- the FP8 K/V cache (flashjit.h, FP8 K/V CACHE) ---------------------------------------------------------
+# ---- the FP8 K/V cache and FP8 operands (flashjit.h, FP8 K/V CACHE, FP8 OPERANDS) ------------------------------
 KV_DTYPE_E4M3 = "e4m3"  # spec key kv_dtype's value for K and V of torch.float8_e4m3fn
+DTYPE_E4M3 = "e4m3"     # spec key dtype's value for Q, K and V all torch.float8_e4m3fn (O: out_dtype, bf16 default)
 
 
 def descale_strides(shape, strides, batch=None, heads_kv=None):
@@ -86,26 +87,32 @@ def descale_strides(shape, strides, batch=None, heads_kv=None):
 
 
 class KvScales:
-    """An FP8 K/V cache's dequantisation scales (spec key kv_dtype=e4m3): the float32 k_descale and v_descale tensors
-    (None: 1.0 for every element, as FA3 reads a descale not given) and each one's (batch stride, head stride) from
-    descale_strides ((0, 0) for None)."""
-    __slots__ = ("k", "v", "k_strides", "v_strides")
+    """An FP8 K/V cache's dequantisation scales (spec key kv_dtype=e4m3), or FP8 operands' (spec key dtype=e4m3):
+    the float32 k_descale and v_descale tensors (None: 1.0 for every element, as FA3 reads a descale not given),
+    with FP8 operands q_descale too (None: 1.0; always None for an FP8 cache), and each one's (batch stride, head
+    stride) from descale_strides ((0, 0) for None)."""
+    __slots__ = ("k", "v", "k_strides", "v_strides", "q", "q_strides")
 
-    def __init__(self, k=None, v=None, k_strides=(0, 0), v_strides=(0, 0)):
+    def __init__(self, k=None, v=None, k_strides=(0, 0), v_strides=(0, 0), q=None, q_strides=(0, 0)):
         self.k, self.v, self.k_strides, self.v_strides = k, v, tuple(k_strides), tuple(v_strides)
+        self.q, self.q_strides = q, tuple(q_strides)
 
     def __repr__(self):
-        return (f"KvScales(k={'1.0' if self.k is None else 'tensor'} {self.k_strides}, "
+        return (f"KvScales(q={'1.0' if self.q is None else 'tensor'} {self.q_strides}, "
+                f"k={'1.0' if self.k is None else 'tensor'} {self.k_strides}, "
                 f"v={'1.0' if self.v is None else 'tensor'} {self.v_strides})")
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None):
+              kv_dtype=None, out_dtype=None):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"), with the
     spec keys of its masks and score modifiers (Features.spec_keys) after, then kv_dtype (None: K and V of dtype;
-    "e4m3": an FP8 cache). Keys the package does not choose (tiles, scheduler, combine) are left to the library's
-    defaults."""
+    "e4m3": an FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the
+    library's default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left
+    to the library's defaults."""
     spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(bool(causal))}"
+    if out_dtype not in (None, "bf16"):
+        spec += f",out_dtype={out_dtype}"
     for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
         if on:
             spec += f",{key}=1"
@@ -136,12 +143,13 @@ def most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv):
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits,
-         pack_gqa, feature_keys=(), kv_dtype=None):
+         pack_gqa, feature_keys=(), kv_dtype=None, out_dtype=None):
     """(spec, max_splits) of a launch (max_splits 0: no split). Split-KV and packed heads are varlen kernels
     (the library's rule). num_splits: 1 = no split, > 1 = at most that many, <= 0 = as many as the library
     chooses (most_splits; a launch it could give only one runs unsplit). pack_gqa: -1 (None) packs heads for
     decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
-    for an FP8 K/V cache (KvScales), None for K and V of dtype."""
+    for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
+    (spec_text)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -150,4 +158,4 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype), max_splits
+    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype), max_splits

@@ -18,7 +18,8 @@ from ._capi import FlashjitError
 from ._plan import plan
 
 _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-_FP8 = getattr(torch, "float8_e4m3fn", None)  # K and V of an FP8 cache (spec key kv_dtype=e4m3); torch 2.1 and up
+_FP8 = getattr(torch, "float8_e4m3fn", None)  # K and V of an FP8 cache (kv_dtype=e4m3), or Q, K and V (dtype=e4m3)
+_E4M3_CACHE, _E4M3_OPERANDS = 1, 2  # forward's fp8: an FP8 K/V cache under a 16-bit q; FP8 Q, K and V
 _PACK = _capi.ARGS_PACKER.pack_into
 _ARGS_SIZE = _capi.ARGS_SIZE
 _byref = ctypes.byref
@@ -37,7 +38,7 @@ _FIELD_NAMES = {"q": "q", "k": "k (k_cache)", "v": "v (v_cache)", "o": "out", "l
                 "page_size": "the page size (k_cache.shape[1])", "num_pages": "the page count (k_cache.shape[0])",
                 "seqlen_q": "max_seqlen_q", "seqlen_k": "max_seqlen_k", "heads_q": "q's heads",
                 "heads_kv": "k's heads", "head_dim": "head_dim", "batch": "the batch size", "workspace": "workspace",
-                "k_scale": "k_descale", "v_scale": "v_descale"}
+                "k_scale": "k_descale", "v_scale": "v_descale", "q_scale": "q_descale"}
 
 
 def _python_name(field):
@@ -175,7 +176,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     check_kv_scales; None with K and V of torch.float8_e4m3fn: 1.0 for both)."""
     index = q.get_device()
     dev = _devices.get(index) or device(index)
-    dtype = q.dtype
+    dtype = q.dtype  # FP8 operands: e4m3 (O's type is out's)
     heads_q, head_dim = q.shape[-2], q.shape[-1]
     heads_kv = k.shape[-2]
     varlen = cu_seqlens_q is not None
@@ -199,15 +200,20 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     if batch == 0 or seqlen_q == 0 or seqlen_k == 0 or q.shape[0] == 0:
         return _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse)
     feature_keys = features.spec_keys() if features is not None else ()
-    fp8 = k.dtype is _FP8
+    fp8 = (_E4M3_OPERANDS if dtype is _FP8 else _E4M3_CACHE) if k.dtype is _FP8 else 0
     key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
-           fp8)
+           fp8, out.dtype)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
-        spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q, heads_q,
-                                heads_kv, num_splits, pack_gqa, feature_keys, _plan.KV_DTYPE_E4M3 if fp8 else None)
+        if fp8 == _E4M3_OPERANDS:  # FA3's FP8: spec dtype=e4m3, O bf16 (the default) or fp16
+            spec, max_splits = plan(dev.sm_count, _plan.DTYPE_E4M3, head_dim, causal, varlen, paged, batch, seqlen_q,
+                                    heads_q, heads_kv, num_splits, pack_gqa, feature_keys, None, _DTYPES[out.dtype])
+        else:
+            spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q,
+                                    heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
+                                    _plan.KV_DTYPE_E4M3 if fp8 else None)
         if feature_keys:
             _plan.require_feature_keys(dev.lib, spec, feature_keys)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
@@ -217,10 +223,13 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         shape = (heads_q, total_q) if varlen else (batch, heads_q, seqlen_q)
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     k_scale = v_scale = k_scale_batch = k_scale_head = v_scale_batch = v_scale_head = 0
-    if fp8:  # strides in bytes: K and V's strides above are, at one byte an element
+    q_scale = q_scale_batch = q_scale_head = 0
+    if fp8:  # strides in bytes: K and V's (and FP8 Q's) strides above are, at one byte an element
         k_scale, v_scale = _scale_pointers(dev, kv_scales)
         if kv_scales is not None:
             (k_scale_batch, k_scale_head), (v_scale_batch, v_scale_head) = kv_scales.k_strides, kv_scales.v_strides
+            if fp8 == _E4M3_OPERANDS and kv_scales.q is not None:  # q_descale; none: q_scale 0, which reads as 1
+                q_scale, (q_scale_batch, q_scale_head) = kv_scales.q.data_ptr(), kv_scales.q_strides
     args = _capi.AttentionArgs()
     stream = _raw_stream(index)
     _PACK(args, 0, _ARGS_SIZE, 0, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
@@ -232,7 +241,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0,
           0, 0, 0, 0, 0,  # attention_chunk, sinks_dtype, sinks, alibi_slopes, alibi_batch_stride: _fill_features
           k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head,
-          0, 0, 0)  # q_scale and its strides: FP8 queries are not taken here
+          q_scale, q_scale_batch, q_scale_head)
     if features is not None:
         _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
@@ -248,7 +257,8 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
 
 
 def _scale_pointers(dev, kv_scales):
-    """(k_scale, v_scale) device pointers of an FP8 cache's launch: the descales given, else the device's 1.0."""
+    """(k_scale, v_scale) device pointers of an FP8 launch: the descales given, else the device's 1.0 (made once; a
+    missing q_descale is q_scale 0 instead, which the C API reads as 1)."""
     k = kv_scales.k if kv_scales is not None else None
     v = kv_scales.v if kv_scales is not None else None
     return (k.data_ptr() if k is not None else dev.unit_scale(), v.data_ptr() if v is not None else dev.unit_scale())
@@ -282,11 +292,11 @@ def check_features(fn, features, where):
 
 
 def check_kv_scales(fn, kv_scales, where):
-    """An FP8 cache's descale tensors (dtypes and shapes checked by the interface) are torch tensors on q's
+    """An FP8 launch's descale tensors (dtypes and shapes checked by the interface) are torch tensors on q's
     device."""
     if kv_scales is None:
         return
-    for name, t in (("k_descale", kv_scales.k), ("v_descale", kv_scales.v)):
+    for name, t in (("k_descale", kv_scales.k), ("v_descale", kv_scales.v), ("q_descale", kv_scales.q)):
         if t is None:
             continue
         if not isinstance(t, torch.Tensor):
@@ -336,6 +346,8 @@ _PACK_ENGINE = struct.Struct("<QQQQ").pack_into   # cu_seqlens_q, cu_seqlens_k, 
 _ENGINE_AT = _capi.AttentionArgs.cu_seqlens_q.offset
 _PACK_SCALES = struct.Struct("<QQ").pack_into    # k_scale, v_scale
 _SCALES_AT = _capi.AttentionArgs.k_scale.offset
+_PACK_Q_SCALE = struct.Struct("<Q").pack_into    # q_scale (FP8 operands)
+_Q_SCALE_AT = _capi.AttentionArgs.q_scale.offset
 try:
     _capturing = torch._C._cuda_isCurrentStreamCapturing  # torch.cuda.is_current_stream_capturing's core
 except AttributeError:  # pragma: no cover - older torch
@@ -358,16 +370,17 @@ class _FastLaunch:
     """A checked call's plan: the kernel, its argument bytes (pointers aside), the split workspace's size.
     NOTES: each call writes the new pointers into one argument buffer kept for the thread that made the plan
     and passes its address (no struct copy, no byref object per call); the C API copies the arguments before
-    it returns. Another thread gets a fresh copy per call, so two threads never share a buffer. An FP8 cache's
-    plan (fp8) writes the scale pointers each call too (the call's descales, else the device's 1.0); their
-    strides are the template's, from descales of the shapes and strides the call's key holds."""
+    it returns. Another thread gets a fresh copy per call, so two threads never share a buffer. An FP8 plan (fp8:
+    an FP8 cache, or FP8 operands) writes the scale pointers each call too (the call's descales, else the device's
+    1.0; FP8 operands' q_descale, else 0, which reads as 1); their strides are the template's, from descales of
+    the shapes and strides the call's key holds."""
     __slots__ = ("dev", "handle", "spec", "template", "nbytes", "layout", "forward", "index", "keep", "args", "at",
                  "owner", "workspace", "fp8")
 
-    def __init__(self, dev, handle, spec, template, nbytes, layout=None, fp8=False):
+    def __init__(self, dev, handle, spec, template, nbytes, layout=None, fp8=0):
         self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
         self.layout = layout  # _workspace_layout's: None, or the key of a workspace with counters
-        self.fp8 = fp8
+        self.fp8 = fp8  # forward's: 0, _E4M3_CACHE or _E4M3_OPERANDS
         self.forward, self.index, self.keep = dev.lib.forward_at, dev.index, None
         self.args = _ARGS_FROM(template)
         self.at = ctypes.addressof(self.args)
@@ -384,6 +397,8 @@ class _FastLaunch:
         _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
         if self.fp8:
             _PACK_SCALES(args, _SCALES_AT, *_scale_pointers(self.dev, kv_scales))
+            if self.fp8 == _E4M3_OPERANDS:
+                _PACK_Q_SCALE(args, _Q_SCALE_AT, 0 if kv_scales is None or kv_scales.q is None else kv_scales.q.data_ptr())
         stream = _raw_stream(self.index)
         if self.nbytes:
             slot = stream if self.layout is None else (stream, self.layout)
@@ -426,18 +441,21 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
         max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, num_splits: int, pack_gqa: int,
         return_lse: bool, window_left: int = -1, window_right: int = -1, attention_chunk: int = 0, softcap: float = 0.0,
         sinks: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None,
-        k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
+        q_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
     (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
     ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
     that empty tensor. The masks and score modifiers default to off (the calls written before them pass 15
-    arguments); k_descale, v_descale: an FP8 cache's (K and V of torch.float8_e4m3fn; None = 1.0)."""
+    arguments); k_descale, v_descale: an FP8 cache's or FP8 operands' (K and V of torch.float8_e4m3fn; None =
+    1.0); q_descale: FP8 operands' (q of torch.float8_e4m3fn too; None = 1.0)."""
     features = _plan.Features(window_left, window_right, attention_chunk, softcap, sinks, alibi_slopes)
     kv_scales = None
     if k.dtype is _FP8:
-        kv_scales = _plan.KvScales(k_descale, v_descale,
-                                   (0, 0) if k_descale is None else _plan.descale_strides(k_descale.shape, k_descale.stride()),
-                                   (0, 0) if v_descale is None else _plan.descale_strides(v_descale.shape, v_descale.stride()))
+        def strides(t):
+            return (0, 0) if t is None else _plan.descale_strides(t.shape, t.stride())
+        kv_scales = _plan.KvScales(k_descale, v_descale, strides(k_descale), strides(v_descale),
+                                   q_descale if q.dtype is _FP8 else None, strides(q_descale if q.dtype is _FP8 else None))
     lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
                   softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None, kv_scales)
     return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)  # as the fake: no torch.device made
@@ -446,7 +464,7 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
 @fwd.register_fake
 def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
               softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left=-1, window_right=-1, attention_chunk=0,
-              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None):
+              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None, q_descale=None):
     if not return_lse:
         return q.new_empty((0,), dtype=torch.float32)
     if cu_seqlens_q is not None:
@@ -467,7 +485,8 @@ def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_se
         lse = fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, int(max_seqlen_q),
                   int(max_seqlen_k), float(softmax_scale), bool(causal), int(num_splits), int(pack_gqa),
                   bool(return_lse), int(f.window_left), int(f.window_right), int(f.chunk), float(f.softcap), f.sinks,
-                  f.alibi_slopes, None if kv_scales is None else kv_scales.k, None if kv_scales is None else kv_scales.v)
+                  f.alibi_slopes, None if kv_scales is None else kv_scales.k, None if kv_scales is None else kv_scales.v,
+                  None if kv_scales is None else kv_scales.q)
         return lse if return_lse else None
     return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
                    softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features, kv_scales)
@@ -480,8 +499,8 @@ def _fail(fn, name, what, exc=ValueError):
 
 def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike (or K and V an FP8
-    cache: both torch.float8_e4m3fn), head_dim contiguous, same head_dim, K and V alike in shape, heads_q a
-    multiple of heads_kv."""
+    cache: both torch.float8_e4m3fn; or all three torch.float8_e4m3fn, FP8 operands), head_dim contiguous, same
+    head_dim, K and V alike in shape, heads_q a multiple of heads_kv."""
     for t, name, dims in ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims)):
         if not isinstance(t, torch.Tensor):
             _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
@@ -490,9 +509,14 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
         if t.stride(-1) != 1:
             _fail(fn, name, f"the last dimension (head_dim) must be contiguous (stride 1); strides {t.stride()}")
     dtype = q.dtype
-    if dtype not in _DTYPES:
-        _fail(fn, names[0], f"dtype {dtype} is not supported; flashjit takes torch.float16 or torch.bfloat16", TypeError)
-    if k.dtype == _FP8:  # an FP8 cache: V too (the interface names both when they differ)
+    if _FP8 is not None and dtype == _FP8:  # FP8 operands: K and V too
+        if k.dtype != _FP8 or v.dtype != _FP8:
+            _fail(fn, f"{names[0]}, {names[1]} and {names[2]}", f"dtypes {dtype}, {k.dtype} and {v.dtype}; an FP8 "
+                  f"{names[0]} needs {names[1]} and {names[2]} of {dtype} too (FA3's FP8 takes Q, K and V of one dtype)")
+    elif dtype not in _DTYPES:
+        _fail(fn, names[0], f"dtype {dtype} is not supported; flashjit takes torch.float16 or torch.bfloat16 (or "
+                            "torch.float8_e4m3fn with K and V of it)", TypeError)
+    elif k.dtype == _FP8:  # an FP8 cache: V too (the interface names both when they differ)
         if v.dtype != _FP8:
             _fail(fn, names[2], f"dtype {v.dtype} differs from {names[1]}'s {k.dtype} (an FP8 cache has both)", TypeError)
     elif k.dtype != dtype or v.dtype != dtype:
@@ -540,11 +564,17 @@ def check_metadata(fn, t, name, dims, where, length=None):
 
 
 def check_out(fn, out, shape, like):
+    """out: a tensor of shape on like's device, of like's dtype (FP8 operands' like, an e4m3 q: torch.bfloat16 or
+    torch.float16, the kernel's out_dtype), its last dimension contiguous."""
     if not isinstance(out, torch.Tensor):
         _fail(fn, "out", f"expected a torch.Tensor, got {type(out).__name__}", TypeError)
     if tuple(out.shape) != tuple(shape):
         _fail(fn, "out", f"shape {tuple(out.shape)}; expected {tuple(shape)}")
-    if out.dtype != like.dtype or out.device != like.device:
+    if _FP8 is not None and like.dtype == _FP8:
+        if out.dtype not in _DTYPES or out.device != like.device:
+            _fail(fn, "out", f"{out.dtype} on {out.device}; expected torch.bfloat16 or torch.float16 on {like.device} "
+                             "(FP8 operands' output)", TypeError)
+    elif out.dtype != like.dtype or out.device != like.device:
         _fail(fn, "out", f"{out.dtype} on {out.device}; expected {like.dtype} on {like.device}", TypeError)
     if out.stride(-1) != 1:
         _fail(fn, "out", f"the last dimension must be contiguous; strides {out.stride()}")
@@ -567,11 +597,17 @@ def _cu_seqlens_dense(batch, seqlen, dev):
 
 
 def _scales_key(kv_scales):
-    """What the fast path's key holds of an FP8 cache's descales: each one's shape, strides, dtype and device (the
-    strides the template keeps follow from them), None for a descale not given."""
-    k, v = kv_scales.k, kv_scales.v
+    """What the fast path's key holds of an FP8 launch's descales (K's, V's and FP8 operands' Q's): each one's shape,
+    strides, dtype and device (the strides the template keeps follow from them), None for a descale not given."""
+    k, v, q = kv_scales.k, kv_scales.v, kv_scales.q
     return (None if k is None else (k.shape, k.stride(), k.dtype, k.get_device()),
-            None if v is None else (v.shape, v.stride(), v.dtype, v.get_device()))
+            None if v is None else (v.shape, v.stride(), v.dtype, v.get_device()),
+            None if q is None else (q.shape, q.stride(), q.dtype, q.get_device()))
+
+
+def _o_dtype(q):
+    """O's dtype where the caller gives no out: q's, or torch.bfloat16 for FP8 operands (FA3's FP8 output)."""
+    return torch.bfloat16 if q.dtype is _FP8 else q.dtype
 
 
 def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, kv_scales=None):
@@ -586,7 +622,7 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, k
         else:
             launch = remembered(key)
             if launch is not None:
-                out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0, kv_scales)
                 return out
     fn = "flash_attn_func"
@@ -599,7 +635,7 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, k
     if q.shape[-1] % 8:
         return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features, kv_scales), q.shape[-1],
                          None, return_lse)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
     record = [] if fast else None
     lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record,
               features, kv_scales)
@@ -634,7 +670,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             launch = remembered(key)
             if launch is not None:
                 if out is None:
-                    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
                        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
                        0 if block_table is None else block_table.data_ptr(), kv_scales)
@@ -679,7 +715,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                     seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse,
                                     features, kv_scales)
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
@@ -709,7 +745,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
             launch = remembered(key)
             if launch is not None:
                 if out is None:
-                    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                        launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
                        cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr(), kv_scales)
@@ -749,7 +785,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                                                  max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse,
                                                  features, kv_scales), q.shape[-1], out, return_lse)
     if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
     # packed heads, what decode needs, are varlen kernels.
     if varlen:
@@ -826,7 +862,9 @@ def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     # Packed row r belongs to the sequence whose used rows hold it; its query is that sequence's row r - cu_used[b].
     seq = torch.searchsorted(cu_used[1:], rows, right=True).clamp_(max=batch - 1)
     source = torch.where(rows < cu_used[-1], cu_seqlens_q[seq] + rows - cu_used[seq], 0).clamp_(0, max(total - 1, 0))
-    result = flash_attn_varlen_func(q.index_select(0, source), k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    # (FP8 operands' q gathered as bytes: index_select may not take torch.float8_e4m3fn.)
+    used_q = q.view(torch.uint8).index_select(0, source).view(q.dtype) if q.dtype is _FP8 else q.index_select(0, source)
+    result = flash_attn_varlen_func(used_q, k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse,
                                     features, kv_scales)
     o_used, lse_used = result if return_lse else (result, None)
@@ -836,7 +874,7 @@ def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     position = rows - cu_seqlens_q[seq]
     used = (position >= 0) & (position < counts[seq]) & (rows < cu_seqlens_q[-1])
     packed = torch.where(used, cu_used[seq] + position, 0).clamp_(0, max(total - 1, 0))
-    kept = out if out is not None else torch.zeros_like(q)
+    kept = out if out is not None else torch.zeros_like(o_used)  # O's dtype (bf16 for FP8 operands)
     o = torch.where(used.view(-1, 1, 1), o_used.index_select(0, packed), kept)
     if out is not None:
         out.copy_(o)

@@ -502,13 +502,15 @@ class EntryPoints(unittest.TestCase):
         fp8 = "torch.float8_e4m3fn"
         q8, k8, v8 = dense(dtype=fp8)
         calls = [
-            ("an FP8 q", lambda: flashjit.flash_attn_func(q8, k8, v8), r"q: dtype torch.float8_e4m3fn \(FP8\)"),
+            ("an e5m2 q", lambda: flashjit.flash_attn_func(FakeTensor(*q8.shape, dtype="torch.float8_e5m2"), k8, v8),
+             r"q: dtype torch.float8_e5m2 \(FP8\) is not supported yet; FP8 queries are torch.float8_e4m3fn"),
             ("an e5m2 cache", lambda: flashjit.flash_attn_with_kvcache(dense()[0], *dense(dtype="torch.float8_e5m2")[1:],
                                                                        cache_seqlens=3),
              r"k_cache: dtype torch.float8_e5m2 \(FP8\) is not supported yet; an FP8 K/V cache is torch.float8_e4m3fn"),
-            ("FP8 with descales", lambda: flashjit.flash_attn_varlen_func(
-                FakeTensor(40, 8, 64, dtype=fp8), k8, v8, FakeTensor(3), None, 16, 300, q_descale=FakeTensor(2, 8)),
-             r"q: dtype torch.float8_e4m3fn"),
+            ("FP8 operands at head dim 80", lambda: flashjit.flash_attn_varlen_func(
+                FakeTensor(40, 8, 80, dtype=fp8), *dense(d=80, dtype=fp8)[1:], FakeTensor(3), None, 16, 300,
+                q_descale=FakeTensor(2, 8, dtype="torch.float32")),
+             r"q: head dim 80 with FP8 operands is not supported; .*multiples of 32"),
             ("V head dim 64 of Q's 128", lambda: flashjit.flash_attn_func(*dense(d=128, dv=64)),
              r"v: head dim 64 apart from q's 128"),
             ("v_cache head dim 512", lambda: flashjit.flash_attn_with_kvcache(*dense(d=64, dv=512), cache_seqlens=3),
@@ -706,12 +708,11 @@ class Fp8Cache(unittest.TestCase):
             with recording_backend() as fake, self.assertRaisesRegex(
                     ValueError, rf"{names[0]} and {names[1]}: dtypes torch.bfloat16 and torch.float8_e4m3fn differ"):
                 getattr(flashjit, name)(*mixed, **kw)
-            fp8_q = list(positional)
+            fp8_q = list(positional)  # an FP8 q over the FP8 cache: FP8 operands, q_descale taken
             fp8_q[0] = FakeTensor(*q.shape, dtype=E4M3)
-            with recording_backend() as fake, self.assertRaisesRegex(
-                    NotImplementedError, r"q: dtype torch.float8_e4m3fn \(FP8\) is not supported yet: FP8 queries"):
+            with recording_backend() as fake:
                 getattr(flashjit, name)(*fp8_q, **kw, q_descale=FakeTensor(2, 8, dtype=f32))
-            self.assertEqual(fake.calls, [], name)
+            self.assertEqual(fake.calls[0][2]["kv_scales"].q_strides, (8, 1), name)
         # a head dim FP8 rows cannot take (16 bytes at a time), refused before any padding
         q, k, v = dense(d=72)
         k8, v8 = FakeTensor(*k.shape, dtype=E4M3), FakeTensor(*v.shape, dtype=E4M3)
@@ -758,11 +759,135 @@ class Fp8Cache(unittest.TestCase):
         plan_key = [n for n in ast.walk(forward) if isinstance(n, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "key" for t in n.targets)][0]
         self.assertIn("fp8", names_in(plan_key.value))
+        self.assertIn("out", names_in(plan_key.value))  # FP8 operands: O's dtype picks out_dtype
         record = [n for n in ast.walk(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                   and n.func.id == "_FastLaunch"][0]
         self.assertEqual(record.args[-1].id, "fp8")
         self.assertIn("_SCALES_AT = _capi.AttentionArgs.k_scale.offset", source)
+        self.assertIn("_Q_SCALE_AT = _capi.AttentionArgs.q_scale.offset", source)
+        key_of_scales = functions["_scales_key"]
+        self.assertIn("q", names_in(key_of_scales))  # q_descale's shape and strides are in the key too
         self.assertEqual(_capi.AttentionArgs.v_scale.offset, _capi.AttentionArgs.k_scale.offset + 8)
+
+
+def fp8_operands(kind, b=2, hq=32, hkv=8, d=128):
+    """(positional arguments, keywords) of a call of the function kind on FP8 operands: Q, K and V e4m3."""
+    positional, kw = fp8_cache(kind, b, hq, hkv, d)
+    q = positional[0]
+    return (FakeTensor(*q.shape, dtype=E4M3),) + tuple(positional[1:]), kw
+
+
+class Fp8Operands(unittest.TestCase):
+    """Q, K and V of torch.float8_e4m3fn (flashjit.h, FP8 OPERANDS; FA3's FP8): the spec key dtype=e4m3 with
+    out_dtype, FA3's q_descale / k_descale / v_descale as the launch's q_scale / k_scale / v_scale with their
+    strides (mapped as the FP8 cache maps k/v), and the errors."""
+
+    def test_the_plan_selects_dtype_e4m3_and_out_dtype(self):
+        from flashjit import _plan
+        spec, _ = _plan.plan(132, _plan.DTYPE_E4M3, 128, True, False, False, 2, 1000, 8, 8, 1, -1)
+        self.assertEqual(spec, "dtype=e4m3,head_dim=128,causal=1")
+        spec, _ = _plan.plan(132, "e4m3", 128, False, True, True, 4, 1, 32, 8, 0, -1, ("window",), None, "fp16")
+        self.assertEqual(spec, "dtype=e4m3,head_dim=128,causal=0,out_dtype=fp16,varlen=1,paged=1,pack_gqa=1,split_kv=1,"
+                               "window=1")
+        self.assertNotIn("out_dtype", _plan.plan(132, "e4m3", 64, 0, 0, 0, 2, 100, 8, 8, 1, -1, (), None, "bf16")[0])
+
+    def test_every_planned_fp8_operands_spec_is_supported(self):
+        """The library takes every spec the package plans for FP8 operands (dense, packed, paged, split-KV decode
+        with packed heads; O bf16 and fp16; head dims 64 to 256; with a mask's key)."""
+        import flashjit
+        from flashjit import _plan
+        for out_dtype in ("bf16", "fp16"):
+            for d in (64, 96, 128, 192, 256):
+                for varlen, paged in ((0, 0), (1, 0), (1, 1)):
+                    for num_splits, pack in ((0, -1), (1, -1), (4, 1)):
+                        for batch, sq, hq, hkv in ((1, 1, 32, 8), (2, 1000, 8, 8)):
+                            for features in ((), ("window", "sinks")):
+                                spec, _ = _plan.plan(132, _plan.DTYPE_E4M3, d, 1, varlen, paged, batch, sq, hq, hkv,
+                                                     num_splits, pack, features, None, out_dtype)
+                                self.assertIsNone(flashjit.supported(spec), spec)
+
+    def test_descales_reach_the_launch_with_their_strides(self):
+        """Each function hands the torch half a KvScales with q_descale too: the tensors as given and their (batch,
+        head) strides, as the FP8 cache's k/v descales map; a descale not given is None (1.0) with strides (0, 0)."""
+        import flashjit
+        f32 = "torch.float32"
+        per_tensor, per_head = FakeTensor(1, dtype=f32), FakeTensor(8, dtype=f32)
+        fa3 = FakeTensor(2, 8, dtype=f32)
+        expanded = FakeTensor(2, 8, dtype=f32, strides=(0, 0))
+        for name in FUNCTIONS:
+            positional, kw = fp8_operands(name)
+            for q_descale, k_descale, v_descale, want in (
+                    (fa3, fa3, fa3, ((8, 1), (8, 1), (8, 1))),
+                    (per_tensor, per_head, expanded, ((0, 0), (0, 1), (0, 0))),
+                    (None, fa3, None, ((0, 0), (8, 1), (0, 0))),
+                    (None, None, None, ((0, 0), (0, 0), (0, 0)))):
+                with recording_backend() as fake:
+                    result = getattr(flashjit, name)(*positional, **kw, q_descale=q_descale, k_descale=k_descale,
+                                                     v_descale=v_descale)
+                self.assertEqual(result, "launched", name)
+                called, args, kwargs = fake.calls[0]
+                self.assertEqual(called, name)
+                scales = kwargs["kv_scales"]
+                self.assertIs(scales.q, q_descale, name)
+                self.assertIs(scales.k, k_descale, name)
+                self.assertIs(scales.v, v_descale, name)
+                self.assertEqual((scales.q_strides, scales.k_strides, scales.v_strides), want, name)
+
+    def test_errors_name_the_argument(self):
+        import flashjit
+        f32 = "torch.float32"
+        for name in FUNCTIONS:
+            positional, kw = fp8_operands(name)
+            names = ("q", "k_cache", "v_cache") if name == "flash_attn_with_kvcache" else ("q", "k", "v")
+            for extra, pattern in (
+                    (dict(q_descale=FakeTensor(2, 8, dtype="torch.float16")), r"q_descale: dtype torch.float16; expected torch.float32"),
+                    (dict(q_descale=FakeTensor(3, 8, dtype=f32)), r"q_descale: shape \(3, 8\); expected one element"),
+                    (dict(q_descale=FakeTensor(32, dtype=f32)), r"q_descale: shape \(32,\)"),  # per query head: not FA3's
+                    (dict(k_descale=FakeTensor(2, 8, 1, dtype=f32)), r"k_descale: shape \(2, 8, 1\)")):
+                with recording_backend() as fake, self.assertRaisesRegex(ValueError, pattern, msg=(name, extra)):
+                    getattr(flashjit, name)(*positional, **kw, **extra)
+                self.assertEqual(fake.calls, [], (name, extra))
+            # An FP8 q with 16-bit K and V: ValueError naming the three.
+            sixteen = list(positional)
+            sixteen[1] = sixteen[2] = FakeTensor(*positional[1].shape)
+            with recording_backend() as fake, self.assertRaisesRegex(
+                    ValueError, rf"{names[0]}, {names[1]} and {names[2]}: dtypes torch.float8_e4m3fn, torch.bfloat16 and "
+                                r"torch.bfloat16; an FP8 q needs"):
+                getattr(flashjit, name)(*sixteen, **kw, q_descale=FakeTensor(2, 8, dtype=f32))
+            self.assertEqual(fake.calls, [], name)
+
+    def test_the_backend_maps_q_descale_as_the_cache_maps_k_and_v(self):
+        """Read from the backend's text (no torch here): forward packs q_scale and its strides from kv_scales.q
+        (0 when not given: the C API's 1, no tensor made per call), the fast launch writes q_scale's pointer each
+        call for FP8 operands, the op fwd takes q_descale, the plan picks dtype=e4m3 with O's dtype, and the
+        16-bit q's launches pass 0 there."""
+        import ast
+        from flashjit import _capi
+        path = os.path.join(os.path.dirname(_capi.__file__), "_torch_backend.py")
+        with open(path) as f:
+            source = f.read()
+        tree = ast.parse(source)
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        forward = ast.unparse(functions["forward"])
+        self.assertIn("q_scale, q_scale_batch, q_scale_head)", forward)
+        self.assertIn("kv_scales.q.data_ptr()", forward)
+        self.assertIn("_plan.DTYPE_E4M3", forward)
+        self.assertIn("_DTYPES[out.dtype]", forward)
+        self.assertNotIn("torch.ones", forward)
+        fast = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_FastLaunch"][0]
+        self.assertIn("_PACK_Q_SCALE(args, _Q_SCALE_AT", ast.unparse(fast))
+        fwd = ast.unparse(functions["fwd"])
+        self.assertIn("q_descale", fwd)
+        self.assertIn("q_descale", ast.unparse(functions["_fwd_fake"]))
+        self.assertIn("kv_scales.q", ast.unparse(functions["run"]))
+        self.assertEqual(_capi.AttentionArgs.q_scale_batch_stride.offset, _capi.AttentionArgs.q_scale.offset + 8)
+
+    def test_get_scheduler_metadata_takes_e4m3(self):
+        import flashjit
+        with recording_backend() as fake:
+            self.assertEqual(flashjit.get_scheduler_metadata(2, 1000, 1000, 8, 8, 128, FakeTensor(2), qkv_dtype=E4M3),
+                             "launched")
+        self.assertEqual(fake.calls[0][0], "scheduler_metadata")
 
 
 class Examples(unittest.TestCase):

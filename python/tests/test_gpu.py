@@ -5,7 +5,10 @@ float64 and against torch SDPA on the same inputs, varlen with empty sequences, 
 with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them. An FP8
 K/V cache (torch.float8_e4m3fn under a bf16 or fp16 q, FA3's k_descale / v_descale) against float64 on the
 dequantised cache: paged (16, 64), packed and dense, descales per tensor, per K/V head and FA3's [batch,
-heads_kv], through the fast path, torch.compile and a graph replay.
+heads_kv], through the fast path, torch.compile and a graph replay. FP8 operands (q, k and v all
+torch.float8_e4m3fn, FA3's FP8 with q_descale / k_descale / v_descale) against float64 on the dequantised inputs
+within 2^-4 (P is rounded to e4m3 as FA3 does; src/verify/check.hpp's kFp8OperandsOErrorBound): dense, varlen
+paged with an fp16 out, kvcache split-KV decode, the fast path, torch.compile, a graph replay, and the errors.
 
   python3 python/tests/test_gpu.py --lib build/libflashjit.so      # the source tree's package on that library
   python3 python/tests/test_gpu.py                                  # the installed wheel's package
@@ -584,8 +587,8 @@ def expect_not_implemented(name, cases):
 def case_fa3_not_implemented():
     gen = torch.Generator(device="cuda").manual_seed(101)
     q, k = rand(gen, 2, 16, 8, 128, dtype=torch.bfloat16), rand(gen, 2, 32, 2, 128, dtype=torch.bfloat16)
-    cases = [("an FP8 q, k, v", lambda: flashjit.flash_attn_func(*(t.to(torch.float8_e4m3fn) for t in (q, k, k))),
-              r"q: dtype torch.float8_e4m3fn \(FP8\)"),
+    cases = [("an e5m2 q, k, v", lambda: flashjit.flash_attn_func(*(t.to(torch.float8_e5m2) for t in (q, k, k))),
+              r"q: dtype torch.float8_e5m2 \(FP8\)"),
              ("an e5m2 k_cache", lambda: flashjit.flash_attn_with_kvcache(q, k.to(torch.float8_e5m2),
                                                                           k.to(torch.float8_e5m2), cache_seqlens=9),
               r"k_cache: dtype torch.float8_e5m2"),
@@ -1163,6 +1166,278 @@ def case_fp8_wrong_inputs():
     expect_raises("FP8 wrong input: {}", cases)
 
 
+# ---- FP8 operands (flashjit.h, FP8 OPERANDS; FA3's FP8) ------------------------------------------------
+FP8_O_BOUND = 2.0 ** -4  # O's relative L2 error (src/verify/check.hpp's kFp8OperandsOErrorBound, the argument there)
+
+
+def fp8_outlier_codes(gen, *shape, outliers=0):
+    """e4m3 codes of N(0, 1) samples [batch, seqlen, heads, d] (or [rows, heads, d]); `outliers` rows of dim 1 of
+    each batch entry (dim 0 for 3-D) 50x before rounding (their scores about 50x the rest)."""
+    x = torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32)
+    if outliers:
+        rows = torch.randint(0, shape[-3], (outliers,), generator=gen, device="cuda")
+        if len(shape) == 4:
+            x[:, rows] *= 50
+        else:
+            x[rows] *= 50
+    return x.to(torch.float8_e4m3fn)
+
+
+def fp8_dequantised(codes, rows, group):
+    """codes [n, heads, d] (e4m3) times their K/V head's descale rows [heads_kv] (a query head, group to a K/V head,
+    takes its K/V head's), in float64: the exact values the float64 reference reads."""
+    return codes.double() * rows.double().repeat_interleave(group).view(1, -1, 1)
+
+
+class Fp8OperandErrors:
+    """O's relative L2 error against float64 on the dequantised inputs and the LSE's largest relative error, over
+    the sequences added; bounds FP8_O_BOUND and LSE_BOUND."""
+
+    def __init__(self):
+        self.d2 = self.r2 = self.lse = 0.0
+        self.nan = False
+
+    def add(self, o, q, k, v, causal, scale, lse=None):
+        ref_o, ref_lse = reference(q, k, v, causal, scale)
+        od = o.double()
+        self.nan |= bool(torch.isnan(od).any())
+        self.d2 += float(((od - ref_o) ** 2).sum())
+        self.r2 += float((ref_o ** 2).sum())
+        if lse is not None and lse.numel():
+            got = lse.double()
+            finite = torch.isfinite(ref_lse)
+            err = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0),
+                              torch.where(got == float("-inf"), 0.0, float("inf")))
+            err = torch.where(torch.isnan(got), float("inf"), err)
+            self.lse = max(self.lse, float(err.max()))
+
+    def result(self):
+        ours = math.sqrt(self.d2) / (math.sqrt(self.r2) or 1.0)
+        ok = not self.nan and ours <= FP8_O_BOUND and self.lse <= LSE_BOUND
+        return ok, f"O err {ours:.2e} (bound {FP8_O_BOUND:.2e})  LSE err {self.lse:.2e}"
+
+
+def fp8_operand_descales(gen, batch, hkv):
+    """(label, q_descale, k_descale, v_descale) as engines pass them: per tensor (powers of two), FA3's [batch,
+    heads_kv] (one a strided view), per K/V head, none (1.0)."""
+    def uniform(*shape):
+        return torch.rand(*shape, generator=gen, device="cuda", dtype=torch.float32) * 1.5 + 0.5
+    wide = uniform(batch, 2 * hkv)
+    return [("per tensor", torch.tensor([0.5], device="cuda"), torch.tensor([2.0], device="cuda"),
+             torch.tensor([0.25], device="cuda")),
+            ("FA3's [batch, heads_kv]", uniform(batch, hkv), wide[:, ::2], uniform(batch, hkv)),
+            ("per K/V head, no q_descale", None, uniform(hkv), uniform(hkv)),
+            ("no descales (1.0)", None, None, None)]
+
+
+def check_fp8_operands(name, out, lse, seqs, causal, scale, want_dtype):
+    """seqs: (o rows, q codes, k codes, v codes, q, k, v descale rows [hkv]) of each sequence; lse rows
+    [sq, hq] or None."""
+    torch.cuda.synchronize()
+    errs = Fp8OperandErrors()
+    for o, q, k, v, qs, ks, vs, lse_rows in seqs:
+        group = q.shape[1] // k.shape[1]
+        errs.add(o, fp8_dequantised(q, qs, group), fp8_dequantised(k, ks, 1), fp8_dequantised(v, vs, 1), causal, scale,
+                 lse_rows)
+    ok, detail = errs.result()
+    ok_dtype = out.dtype == want_dtype
+    report(name, ok and ok_dtype and bool(torch.isfinite(out).all()),
+           detail + ("" if ok_dtype else f" (out {out.dtype}, expected {want_dtype})"))
+
+
+def case_fp8_operands_func(d, causal):
+    """flash_attn_func on e4m3 q, k and v (GQA 16/4, 300 queries against 1000 keys, outlier keys), each descale
+    layout; O bf16."""
+    gen = torch.Generator(device="cuda").manual_seed(300 + d + causal)
+    b, sq, sk, hq, hkv = 2, 300, 1000, 16, 4
+    q, k, v = fp8_outlier_codes(gen, b, sq, hq, d), fp8_outlier_codes(gen, b, sk, hkv, d, outliers=3), \
+        fp8_outlier_codes(gen, b, sk, hkv, d)
+    for label, qd, kd, vd in fp8_operand_descales(gen, b, hkv):
+        out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd,
+                                            return_attn_probs=True)
+        qs, ks, vs = (descale_rows(t, b, hkv) for t in (qd, kd, vd))
+        seqs = [(out[i], q[i], k[i], v[i], qs[i], ks[i], vs[i], lse[i].transpose(0, 1)) for i in range(b)]
+        check_fp8_operands(f"FP8 operands func: d{d}{' causal' if causal else ''}, {label}", out, lse, seqs, causal,
+                           d ** -0.5, torch.bfloat16)
+
+
+def case_fp8_operands_varlen_paged(page_size):
+    """flash_attn_varlen_func on packed e4m3 q against paged e4m3 pools (NaN codes in every unread slot), an fp16
+    out given (written in place), causal, FA3's [batch, heads_kv] descales."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(320 + page_size), random.Random(320 + page_size)
+    counts, keys, hq, hkv, d = [5, 1, 0, 300, 37], [700, 64, 10, 300, 2000], 16, 4, 128
+    cuq_h, cuq = cu_of(counts)
+    cache = Paged(gen, rng, keys, page_size, hkv, d, torch.float8_e4m3fn)
+    poison_unused(cache)
+    q = fp8_outlier_codes(gen, cuq_h[-1], hq, d)
+    qd, kd, vd = (torch.rand(len(keys), hkv, generator=gen, device="cuda") + 0.5 for _ in range(3))
+    out = torch.full((cuq_h[-1], hq, d), float("nan"), dtype=torch.float16, device="cuda")
+    result, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, max(counts), max(keys),
+                                                  seqused_k=cache.seqused, causal=True, q_descale=qd, k_descale=kd,
+                                                  v_descale=vd, block_table=cache.table, out=out,
+                                                  return_softmax_lse=True)
+    seqs = []
+    for b in range(len(counts)):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = fp8_seq(cache, b)
+        seqs.append((out[r], q[r], k, v, qd[b], kd[b], vd[b], lse[:, r].transpose(0, 1)))
+    check_fp8_operands(f"FP8 operands varlen: paged {page_size}, NaN codes unused, fp16 out", out, lse, seqs, True,
+                       d ** -0.5, torch.float16)
+    report(f"FP8 operands varlen: paged {page_size}, out written in place", result is out)
+
+
+def case_fp8_operands_kvcache(num_splits):
+    """flash_attn_with_kvcache on e4m3 q against a paged e4m3 cache (decode, GQA 32/8, d128), each descale layout."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(340 + num_splits), random.Random(340 + num_splits)
+    keys, hq, hkv, d = [3000, 17, 1, 2048, 640, 64], 32, 8, 128
+    cache = Paged(gen, rng, keys, 16, hkv, d, torch.float8_e4m3fn)
+    q = fp8_outlier_codes(gen, len(keys), 1, hq, d)
+    for label, qd, kd, vd in fp8_operand_descales(gen, len(keys), hkv):
+        out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused,
+                                                    page_table=cache.table, q_descale=qd, k_descale=kd, v_descale=vd,
+                                                    num_splits=num_splits, return_softmax_lse=True)
+        qs, ks, vs = (descale_rows(t, len(keys), hkv) for t in (qd, kd, vd))
+        seqs = []
+        for b in range(len(keys)):
+            k, v = fp8_seq(cache, b)
+            seqs.append((out[b], q[b], k, v, qs[b], ks[b], vs[b], lse[b].transpose(0, 1)))
+        check_fp8_operands(f"FP8 operands kvcache: num_splits={num_splits}, {label}", out, lse, seqs, False, d ** -0.5,
+                           torch.bfloat16)
+
+
+def case_fp8_operands_fast_path():
+    """The fast path with FP8 operands: calls of one signature with different q/k/v descale tensors (same shapes and
+    strides) and values changed in place each use their own (no stale pointers); a call without q_descale is a
+    signature of its own; no tensor is made for a missing q_descale (the device's 1.0 is made once, for K and V)."""
+    from flashjit import _torch_backend as tb
+    gen, rng = torch.Generator(device="cuda").manual_seed(360), random.Random(360)
+    keys, hq, hkv, d = [1500, 3, 700, 64], 32, 8, 128
+    cache = Paged(gen, rng, keys, 16, hkv, d, torch.float8_e4m3fn)
+    q = fp8_outlier_codes(gen, len(keys), 1, hq, d)
+    before, ok_all, detail = len(tb._fast), True, ""
+    a = torch.rand(len(keys), hkv, generator=gen, device="cuda") + 0.5
+    b_ = torch.rand(len(keys), hkv, generator=gen, device="cuda") * 3 + 0.25
+    steps = [(a, b_, a), (b_, a, b_), (a, a, a), (None, b_, a), (b_, b_, b_)]
+    ones = tb.device(q.get_device()).ones
+    for i, (qd, kd, vd) in enumerate(steps):
+        if i == 2:
+            with torch.no_grad():
+                a.mul_(2.5)  # new values, same tensor
+        out = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table,
+                                               q_descale=qd, k_descale=kd, v_descale=vd)
+        qs, ks, vs = (descale_rows(t, len(keys), hkv) for t in (qd, kd, vd))
+        torch.cuda.synchronize()
+        errs = Fp8OperandErrors()
+        for s_ in range(len(keys)):
+            k, v = fp8_seq(cache, s_)
+            errs.add(out[s_], fp8_dequantised(q[s_], qs[s_], hq // hkv), fp8_dequantised(k, ks[s_], 1),
+                     fp8_dequantised(v, vs[s_], 1), False, d ** -0.5)
+        ok, detail = errs.result()
+        ok_all &= ok and out.dtype == torch.bfloat16
+    remembered = len(tb._fast) - before
+    same_ones = tb.device(q.get_device()).ones is ones
+    report("FP8 operands fast path: new descales each call", ok_all and remembered == 2 and same_ones,
+           f"{remembered} plans remembered for 5 calls of 2 signatures (expected 2), ones kept {same_ones}; {detail}")
+
+
+def case_fp8_operands_compile():
+    """torch.compile(fullgraph=True) over an FP8-operands decode with all three descales: bitwise equal to eager."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(370), random.Random(370)
+    keys, hkv = [2000, 5, 300], 8
+    cache = Paged(gen, rng, keys, 16, hkv, 128, torch.float8_e4m3fn)
+    q = fp8_outlier_codes(gen, len(keys), 1, 32, 128)
+    qd, kd = (torch.rand(len(keys), hkv, generator=gen, device="cuda") + 0.5 for _ in range(2))
+    vd = torch.rand(hkv, generator=gen, device="cuda") + 0.5
+
+    def layer(q, kc, vc, used, table, qd, kd, vd):
+        return flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=used, page_table=table, q_descale=qd,
+                                                k_descale=kd, v_descale=vd) * 2
+
+    inputs = (q, cache.k, cache.v, cache.seqused, cache.table, qd, kd, vd)
+    eager = layer(*inputs)
+    compiled = torch.compile(layer, fullgraph=True)(*inputs)
+    torch.cuda.synchronize()
+    report("FP8 operands torch.compile(fullgraph=True): kvcache with descales", torch.equal(eager, compiled),
+           "" if torch.equal(eager, compiled) else f"max diff {(eager.float() - compiled.float()).abs().max().item():.2e}")
+
+
+def case_fp8_operands_graph_replay():
+    """One CUDA graph captured once (after one eager call) and replayed after the lengths, the table, the codes and
+    the q/k descales ([batch, heads_kv]) change in place; V without a descale (1.0); split-KV."""
+    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
+    hq, hkv, d, ps, batch, max_k = 32, 8, 128, 16, 6, 4096
+    gen, rng = torch.Generator(device="cuda").manual_seed(380), random.Random(380)
+    max_pages = max_k // ps
+    pool_k = torch.empty(batch * max_pages + 4, ps, hkv, d, dtype=torch.float8_e4m3fn, device="cuda")
+    pool_v = torch.empty_like(pool_k)
+    table = torch.full((batch, max_pages), -1, dtype=torch.int32, device="cuda")
+    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    q = torch.empty(batch, 1, hq, d, dtype=torch.float8_e4m3fn, device="cuda")
+    q_descale = torch.empty(batch, hkv, dtype=torch.float32, device="cuda")
+    k_descale = torch.empty(batch, hkv, dtype=torch.float32, device="cuda")
+
+    def load(keys):
+        pages = list(range(pool_k.shape[0]))
+        rng.shuffle(pages)
+        host = [[-1] * max_pages for _ in keys]
+        for b, sk in enumerate(keys):
+            for i in range(-(-sk // ps)):
+                host[b][i] = pages.pop()
+        with torch.no_grad():
+            table.copy_(torch.tensor(host, dtype=torch.int32))
+            lens.copy_(torch.tensor(keys, dtype=torch.int32))
+            q.view(torch.uint8).copy_(fp8_codes(gen, *q.shape).view(torch.uint8))
+            pool_k.view(torch.uint8).copy_(fp8_codes(gen, *pool_k.shape).view(torch.uint8))
+            pool_v.view(torch.uint8).copy_(fp8_codes(gen, *pool_v.shape).view(torch.uint8))
+            q_descale.copy_(torch.rand(batch, hkv, generator=gen, device="cuda") + 0.5)
+            k_descale.copy_(torch.rand(batch, hkv, generator=gen, device="cuda") + 0.5)
+        return argparse.Namespace(k=pool_k, v=pool_v, page_size=ps, keys=list(keys), table_host=host)
+
+    def step():
+        return flashjit.flash_attn_with_kvcache(q, pool_k, pool_v, cache_seqlens=lens, page_table=table,
+                                                q_descale=q_descale, k_descale=k_descale, return_softmax_lse=True)
+
+    load(steps[0])
+    step()  # the kernel is fetched here, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for i, keys in enumerate(steps):
+        cache = load(keys)
+        out.fill_(float("nan"))
+        graph.replay()
+        qs, ks, vs = (descale_rows(t, batch, hkv) for t in (q_descale, k_descale, None))
+        seqs = []
+        for b in range(batch):
+            k, v = fp8_seq(cache, b)
+            seqs.append((out[b], q[b], k, v, qs[b], ks[b], vs[b], lse[b].transpose(0, 1)))
+        check_fp8_operands(f"FP8 operands CUDA graph replay {i}: new lengths/table/codes/descales", out, lse, seqs,
+                           False, d ** -0.5, torch.bfloat16)
+
+
+def case_fp8_operands_wrong_inputs():
+    """What FP8 operands refuse, naming the argument: an e4m3 q with 16-bit K and V, an out of float32, a q_descale
+    of the wrong shape or device."""
+    gen = torch.Generator(device="cuda").manual_seed(390)
+    q8 = fp8_codes(gen, 2, 1, 8, 128)
+    k8, v8 = fp8_codes(gen, 2, 64, 2, 128), fp8_codes(gen, 2, 64, 2, 128)
+    kb = rand(gen, 2, 64, 2, 128, dtype=torch.bfloat16)
+    kv, fa = flashjit.flash_attn_with_kvcache, flashjit.flash_attn_func
+    ones = torch.ones(2, 2, device="cuda")
+    cases = [
+        ("an e4m3 q with bf16 K and V", lambda: fa(q8, kb, kb), r"q, k and v: dtypes torch.float8_e4m3fn, torch.bfloat16"),
+        ("an e4m3 q with a bf16 cache", lambda: kv(q8, kb, kb, cache_seqlens=9),
+         r"q, k_cache and v_cache: dtypes torch.float8_e4m3fn"),
+        ("out float32", lambda: kv(q8, k8, v8, cache_seqlens=9, out=torch.empty(2, 1, 8, 128, device="cuda")),
+         r"out: torch.float32 .*expected torch.bfloat16 or torch.float16"),
+        ("q_descale [3, 2]", lambda: kv(q8, k8, v8, cache_seqlens=9, q_descale=torch.ones(3, 2, device="cuda")),
+         r"q_descale: shape \(3, 2\)"),
+        ("q_descale on the CPU", lambda: kv(q8, k8, v8, cache_seqlens=9, q_descale=ones.cpu()), r"q_descale: is on cpu"),
+    ]
+    expect_raises("FP8 operands wrong input: {}", cases)
+
+
 def case_wrong_inputs():
     gen = torch.Generator(device="cuda").manual_seed(80)
     bf = torch.bfloat16
@@ -1238,6 +1513,17 @@ CASES = [
     ("fp8 compile", case_fp8_compile),
     ("fp8 graph", case_fp8_graph_replay),
     ("fp8 wrong inputs", case_fp8_wrong_inputs),
+    ("fp8 operands func d64", lambda: case_fp8_operands_func(64, False)),
+    ("fp8 operands func d128 causal", lambda: case_fp8_operands_func(128, True)),
+    ("fp8 operands func d256 causal", lambda: case_fp8_operands_func(256, True)),
+    ("fp8 operands varlen paged 16", lambda: case_fp8_operands_varlen_paged(16)),
+    ("fp8 operands varlen paged 1", lambda: case_fp8_operands_varlen_paged(1)),
+    ("fp8 operands kvcache split", lambda: case_fp8_operands_kvcache(0)),
+    ("fp8 operands kvcache no split", lambda: case_fp8_operands_kvcache(1)),
+    ("fp8 operands fast path", case_fp8_operands_fast_path),
+    ("fp8 operands compile", case_fp8_operands_compile),
+    ("fp8 operands graph", case_fp8_operands_graph_replay),
+    ("fp8 operands wrong inputs", case_fp8_operands_wrong_inputs),
 ]
 
 

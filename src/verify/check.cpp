@@ -190,7 +190,10 @@ void drop_verify_kernels(CUcontext context) {
 
 double o_error_bound(bool bf16) { return bf16 ? 6e-3 : 1e-3; }
 
-double o_error_bound(bool bf16, const Fp8Cache& fp8) { return o_error_bound(bf16) * (fp8.on && !fp8.exact() ? 2.0 : 1.0); }
+double o_error_bound(bool bf16, const Fp8Cache& fp8) {
+  if (fp8.on && fp8.operands) return kFp8OperandsOErrorBound;
+  return o_error_bound(bf16) * (fp8.on && !fp8.exact() ? 2.0 : 1.0);
+}
 
 bool CheckResult::passed(bool bf16) const { return passed_within(o_error_bound(bf16)); }
 
@@ -262,32 +265,52 @@ void grow_keys(const Problem& p, const Placement& pl, std::vector<uint16_t>& inp
     }
 }
 
-// Problem::fp8: K's and V's elements of `input` (the layout's, 16-bit) become e4m3 codes by their
-// KV head's scale, `outlier_keys` random keys of each sequence's K 50x first; `input` is left
-// holding the dequantised copy the reference reads. The codes sit in a byte buffer of the same
-// layout (the strides the same numbers, in bytes); its other bytes (Q's, padding) hold the NaN code.
+// Problem::fp8: K's and V's elements of `input` (the layout's, 16-bit), and Q's with FP8 operands,
+// become e4m3 codes by their sequence's and KV head's scale, `outlier_keys` random keys of each
+// sequence's K 50x first; `input` is left holding the dequantised copy the reference reads. The
+// codes sit in a byte buffer of the same layout (the strides the same numbers, in bytes); its
+// other bytes (Q's with a cache, padding) hold the NaN code.
 std::vector<unsigned char> quantise_dense(const Problem& p, const Placement& pl, std::vector<uint16_t>& input, std::mt19937_64& rng) {
   std::vector<unsigned char> codes(input.size(), kE4m3Nan);
   Fp8Quantiser quantise(p.bf16);
+  const Fp8Cache& f = p.fp8;
+  const int group = p.heads_q / p.heads_kv;
   for (int b = 0; b < p.batch; ++b) {
     std::vector<char> outlier(size_t(p.seqlen_k), 0);
-    for (int n = 0; n < p.fp8.outlier_keys; ++n) outlier[size_t(rng() % uint64_t(p.seqlen_k))] = 1;
+    for (int n = 0; n < f.outlier_keys; ++n) outlier[size_t(rng() % uint64_t(p.seqlen_k))] = 1;
     for (int j = 0; j < p.seqlen_k; ++j)
-      for (int h = 0; h < p.heads_kv; ++h)
+      for (int h = 0; h < p.heads_kv; ++h) {
+        const float ks = f.scale_of(Fp8Tensor::kK, b, h), vs = f.scale_of(Fp8Tensor::kV, b, h);
         for (int e = 0; e < p.head_dim; ++e) {
           const size_t ki = pl.k_offset + b * pl.k.batch + j * pl.k.row + h * pl.k.head + e;
           const size_t vi = pl.v_offset + b * pl.v.batch + j * pl.v.row + h * pl.v.head + e;
-          codes[ki] = quantise(input[ki], p.fp8.scale_of(true, h), outlier[size_t(j)] != 0);
-          codes[vi] = quantise(input[vi], p.fp8.scale_of(false, h));
+          codes[ki] = quantise(input[ki], ks, outlier[size_t(j)] != 0);
+          codes[vi] = quantise(input[vi], vs);
         }
+      }
+    if (!f.operands) continue;
+    for (int i = 0; i < p.seqlen_q; ++i)
+      for (int h = 0; h < p.heads_q; ++h) {
+        const float qs = f.scale_of(Fp8Tensor::kQ, b, h / group);
+        for (int e = 0; e < p.head_dim; ++e) {
+          const size_t qi = pl.q_offset + b * pl.q.batch + i * pl.q.row + h * pl.q.head + e;
+          codes[qi] = quantise(input[qi], qs);
+        }
+      }
   }
   return codes;
 }
 
-// "" when a layout's K and V can be an FP8 cache (offsets and strides multiples of 16 bytes), else why not.
-std::string fp8_layout_error(const Placement& pl, Layout layout) {
-  for (int64_t n : {int64_t(pl.k_offset), int64_t(pl.v_offset), pl.k.batch, pl.k.row, pl.k.head, pl.v.batch, pl.v.row, pl.v.head}) {
-    if (n % 16 != 0) return std::string("the FP8 cache needs K/V offsets and strides in multiples of 16 bytes; layout ") + layout_name(layout) + " has " + std::to_string(n);
+// "" when a layout's FP8 tensors (K and V; Q too with FP8 operands) can be e4m3 (offsets and
+// strides multiples of 16 bytes), else why not.
+std::string fp8_layout_error(const Placement& pl, Layout layout, bool operands) {
+  std::vector<int64_t> numbers = {int64_t(pl.k_offset), int64_t(pl.v_offset), pl.k.batch, pl.k.row, pl.k.head, pl.v.batch, pl.v.row, pl.v.head};
+  if (operands) numbers.insert(numbers.end(), {int64_t(pl.q_offset), pl.q.batch, pl.q.row, pl.q.head});
+  for (int64_t n : numbers) {
+    if (n % 16 != 0) {
+      return std::string(operands ? "FP8 operands need Q/K/V" : "the FP8 cache needs K/V") + " offsets and strides in multiples of 16 bytes; layout " +
+             layout_name(layout) + " has " + std::to_string(n);
+    }
   }
   return "";
 }
@@ -295,8 +318,12 @@ std::string fp8_layout_error(const Placement& pl, Layout layout) {
 }  // namespace
 
 CheckResult check_attention(const CheckDevice& device, CUfunction function, const KernelConfig& config,
-                            const Problem& p, Layout layout, bool with_lse, std::mt19937_64& rng, bool sinks_bf16) {
+                            const Problem& problem, Layout layout, bool with_lse, std::mt19937_64& rng, bool sinks_bf16) {
   CheckResult result;
+  // The inputs' 16-bit type (and the reference's): bf16 copies with FP8 operands; O's type apart.
+  Problem p = problem;
+  p.bf16 = p.fp8.copies_bf16(p.bf16);
+  const bool o_bf16 = p.fp8.on && p.fp8.operands ? p.fp8.out_bf16 : p.bf16;
   const DriverApi& api = *device.api;
   if (layout == Layout::kPackedQKV && p.seqlen_q != p.seqlen_k) { result.error = "packed QKV needs seqlen_q == seqlen_k"; return result; }
   const size_t elem = 2;
@@ -306,18 +333,29 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   std::vector<uint16_t> input(pl.input_elems);
   fill_random(input, p.bf16, rng);
   if (p.key_growth > 0) grow_keys(p, pl, input);
-  if (p.fp8.on != config.spec.kv_fp8()) { result.error = "the problem's FP8 cache differs from the spec's kv_dtype"; return result; }
-  std::optional<DeviceBuffer> codes, k_scale, v_scale;  // the FP8 cache: codes in Q/K/V's layout, scales [heads_kv]
+  if (p.fp8.on != (config.spec.kv_fp8() || config.spec.fp8_operands()) || (p.fp8.on && p.fp8.operands != config.spec.fp8_operands())) {
+    result.error = "the problem's FP8 inputs differ from the spec's dtype and kv_dtype";
+    return result;
+  }
+  if (p.fp8.on && p.fp8.operands && p.fp8.out_bf16 != (config.spec.out_dtype == DType::kBf16)) {
+    result.error = "the problem's FP8 output type differs from the spec's out_dtype";
+    return result;
+  }
+  // FP8 inputs: codes in Q/K/V's layout, scales [heads_kv] or [batch][heads_kv].
+  std::optional<DeviceBuffer> codes, q_scale, k_scale, v_scale;
   if (p.fp8.on) {
-    if (std::string bad = fp8_layout_error(pl, layout); !bad.empty()) { result.error = bad; return result; }
+    if (std::string bad = fp8_layout_error(pl, layout, p.fp8.operands); !bad.empty()) { result.error = bad; return result; }
     const std::vector<unsigned char> bytes = quantise_dense(p, pl, input, rng);  // input: the dequantised copy
     codes.emplace(api, bytes.size());
     codes->upload(bytes.data(), bytes.size());
-    const std::vector<float> ks = p.fp8.scales(true, p.heads_kv), vs = p.fp8.scales(false, p.heads_kv);
-    k_scale.emplace(api, ks.size() * 4);
-    v_scale.emplace(api, vs.size() * 4);
-    k_scale->upload(ks.data(), ks.size() * 4);
-    v_scale->upload(vs.data(), vs.size() * 4);
+    auto upload_scales = [&](std::optional<DeviceBuffer>& buffer, Fp8Tensor t) {
+      const std::vector<float> scales = p.fp8.scales(t, p.batch, p.heads_kv);
+      buffer.emplace(api, scales.size() * 4);
+      buffer->upload(scales.data(), scales.size() * 4);
+    };
+    upload_scales(k_scale, Fp8Tensor::kK);
+    upload_scales(v_scale, Fp8Tensor::kV);
+    if (p.fp8.operands) upload_scales(q_scale, Fp8Tensor::kQ);
   }
   DeviceBuffer in(api, input.size() * elem);
   in.upload(input.data(), input.size() * elem);
@@ -332,12 +370,19 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   args.q = in.ptr() + pl.q_offset * elem;
   args.k = in.ptr() + pl.k_offset * elem;
   args.v = in.ptr() + pl.v_offset * elem;
-  if (codes) {  // K and V from the codes (1-byte elements: the byte offsets and strides are the element counts)
+  if (codes) {  // K and V (and Q) from the codes (1-byte elements: the byte offsets and strides are the element counts)
     args.k = codes->ptr() + pl.k_offset;
     args.v = codes->ptr() + pl.v_offset;
     args.fp8.k_scale = k_scale->ptr();
     args.fp8.v_scale = v_scale->ptr();
     args.fp8.k_scale_head_stride = args.fp8.v_scale_head_stride = p.fp8.scale_head_stride();
+    args.fp8.k_scale_batch_stride = args.fp8.v_scale_batch_stride = p.fp8.scale_batch_stride(p.heads_kv);
+    if (q_scale) {
+      args.q = codes->ptr() + pl.q_offset;
+      args.fp8.q_scale = q_scale->ptr();
+      args.fp8.q_scale_head_stride = p.fp8.scale_head_stride();
+      args.fp8.q_scale_batch_stride = p.fp8.scale_batch_stride(p.heads_kv);
+    }
   }
   args.o = out.ptr();
   args.lse = with_lse ? lse.ptr() : 0;
@@ -385,8 +430,8 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
     if (!result.error.empty()) return result;
   }
 
-  // Reference on the same device buffers (the FP8 cache's dequantised copy: K and V of `in`).
-  Reference ref = gpu_reference(device, p, args.q, pl.q, in.ptr() + pl.k_offset * elem, pl.k, in.ptr() + pl.v_offset * elem, pl.v,
+  // Reference on the same device buffers (FP8 inputs' dequantised copies: K and V, and Q, of `in`).
+  Reference ref = gpu_reference(device, p, in.ptr() + pl.q_offset * elem, pl.q, in.ptr() + pl.k_offset * elem, pl.k, in.ptr() + pl.v_offset * elem, pl.v,
                                 &result.error);
   if (!result.error.empty()) return result;
   const size_t ref_o_count = ref.o.size();
@@ -401,7 +446,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
     for (int s = 0; s < p.seqlen_q; ++s)
       for (int h = 0; h < p.heads_q; ++h)
         for (int d = 0; d < p.head_dim; ++d, ++idx) {
-          const float v = half_bits_to_float(o_raw[b * pl.o.batch + s * pl.o.row + h * pl.o.head + d], p.bf16);
+          const float v = half_bits_to_float(o_raw[b * pl.o.batch + s * pl.o.row + h * pl.o.head + d], o_bf16);
           if (std::isnan(v)) ++result.unwritten;
           actual[idx] = v;
         }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "driver/launch.hpp"
@@ -72,15 +73,17 @@ void poison_unused(const HostLayout& at, const std::vector<int>& seqlen_k, std::
   if (!p.dense_q) std::fill(q.begin() + int64_t(std::min(used_q, q.size())), q.end(), nan);
 }
 
-// The FP8 cache (EngineProblem::fp8): K's and V's 16-bit random values (NaN where poisoned)
-// become e4m3 codes by their KV head's scale, outlier keys' values 50x first; the vectors are left
-// holding the dequantised 16-bit copy the reference reads. Returns the codes of K's and V's buffers
-// (V's empty when it is in K's tensor).
+// FP8 inputs (EngineProblem::fp8): K's and V's 16-bit random values (NaN where poisoned), and Q's
+// with FP8 operands, become e4m3 codes by their KV head's scale, outlier keys' values 50x first; the
+// vectors are left holding the dequantised 16-bit copy the reference reads. Returns the codes of
+// Q's (operands; else empty), K's and V's buffers (V's empty when it is in K's tensor). With scales
+// per sequence (Fp8Cache::per_sequence) Q's rows take their sequence's scale; K and V, whose pages
+// sequences may share, take sequence 0's, and the reference reads them through Fp8SequenceReads.
 struct Fp8Codes {
-  std::vector<unsigned char> k, v;
+  std::vector<unsigned char> q, k, v;
 };
-Fp8Codes quantise_cache(const HostLayout& at, const std::vector<int>& seqlen_k, std::vector<uint16_t>& k, std::vector<uint16_t>& v,
-                        std::mt19937_64& rng) {
+Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k, std::vector<uint16_t>& q, std::vector<uint16_t>& k,
+                         std::vector<uint16_t>& v, std::mt19937_64& rng) {
   const EngineProblem& p = at.p;
   const Fp8Cache& f = p.fp8;
   const int64_t d = p.head_dim, h = p.heads_kv;
@@ -105,20 +108,48 @@ Fp8Codes quantise_cache(const HostLayout& at, const std::vector<int>& seqlen_k, 
       bool is_v = false;
       const int head = place(int64_t(i), &is_v);
       is_v = is_v || tensor_is_v;
-      codes[i] = quantise(t[i], f.scale_of(!is_v, head), !is_v && outlier && (*outlier)[i]);
+      codes[i] = quantise(t[i], f.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, 0, head), !is_v && outlier && (*outlier)[i]);
     }
     return codes;
   };
   Fp8Codes out;
   out.k = convert(k, false, &k_outlier);
   if (!p.kv_in_one_tensor) out.v = convert(v, true, nullptr);
+  if (f.operands) {  // Q's rows [total_q][heads_q][d]: each row's sequence, rows past the last sequence sequence 0's
+    out.q.resize(q.size());
+    const int64_t row_elems = int64_t(p.heads_q) * d;
+    const int group = p.heads_q / p.heads_kv;
+    size_t b = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      const int64_t row = int64_t(i) / row_elems;
+      while (b + 1 < at.cu_q.size() && row >= at.cu_q[b + 1]) ++b;
+      const int seq = b + 1 < at.cu_q.size() ? int(b) : 0;
+      const int head = int(int64_t(i) % row_elems / d);
+      out.q[i] = quantise(q[i], f.scale_of(Fp8Tensor::kQ, seq, head / group));
+    }
+  }
   return out;
 }
+
+// Scales per sequence (Fp8Cache::per_sequence): the reference reads K and V as code x the scale of
+// the sequence it attends for (a page two sequences share dequantises differently for each),
+// rounded once to the copies' type as the copies are.
+struct Fp8SequenceReads {
+  const std::vector<unsigned char>* k = nullptr;
+  std::vector<unsigned char> v;  // V's codes (from K's buffer when they share it)
+  std::vector<double> table;     // [batch][heads_kv][K, V][256]
+  int heads_kv = 1;
+  double load(bool is_v, int b, int h, int64_t i) const {
+    const unsigned char code = is_v ? v[size_t(i)] : (*k)[size_t(i)];
+    return table[((size_t(b) * heads_kv + h) * 2 + (is_v ? 1 : 0)) * 256 + code];
+  }
+};
 
 // The float64 attention of every sequence (of its checked rows), O as [total_q rows][heads_q][d],
 // LSE as [heads_q][total_q]; `checked` marks the packed rows it covers.
 Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
-                           const std::vector<uint16_t>& v, int total_q, std::vector<char>& checked) {
+                           const std::vector<uint16_t>& v, int total_q, std::vector<char>& checked,
+                           const Fp8SequenceReads* per_sequence = nullptr) {
   const EngineProblem& p = at.p;
   const int d = p.head_dim, group = p.heads_q / p.heads_kv;
   Reference ref;
@@ -146,7 +177,11 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
       auto dot = [&](int j) {
         const int64_t ki = at.kv_index(b, j, kvh);
         double sum = 0;
-        for (int c = 0; c < d; ++c) sum += load(q, qi + c) * load(k, ki + c);
+        if (per_sequence) {
+          for (int c = 0; c < d; ++c) sum += load(q, qi + c) * per_sequence->load(false, b, kvh, ki + c);
+        } else {
+          for (int c = 0; c < d; ++c) sum += load(q, qi + c) * load(k, ki + c);
+        }
         return sum;
       };
       const double* sink = p.features.sinks.empty() ? nullptr : &p.features.sinks[size_t(h)];
@@ -155,7 +190,11 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
       double* out = &ref.o[size_t(at.cu_q[b] + row) * p.heads_q * d + size_t(h) * d];
       for (size_t w = 0; w < row_attention.weight.size(); ++w) {
         const int64_t vi = at.kv_index(b, row_attention.first_key + int(w), kvh);
-        for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * load(v, vi + c);
+        if (per_sequence) {
+          for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * per_sequence->load(true, b, kvh, vi + c);
+        } else {
+          for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * load(v, vi + c);
+        }
       }
       ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = row_attention.lse;
     }
@@ -341,8 +380,9 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       // align the start.
       workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
                          size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
-      k_scale(api, size_t(p.heads_kv) * 4),
-      v_scale(api, size_t(p.heads_kv) * 4),
+      k_scale(api, size_t(cap.batch) * p.heads_kv * 4),
+      v_scale(api, size_t(cap.batch) * p.heads_kv * 4),
+      q_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       features(api, cap.batch, p.heads_q),
       pool_page_stride(kv_layout(p, cap).page_stride),
       pool_strides(kv_layout(p, cap).strides),
@@ -366,6 +406,12 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
     a.fp8.k_scale = k_scale.ptr();
     a.fp8.v_scale = v_scale.ptr();
     a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = p.fp8.scale_head_stride();
+    a.fp8.k_scale_batch_stride = a.fp8.v_scale_batch_stride = p.fp8.scale_batch_stride(p.heads_kv);
+    if (p.fp8.operands) {  // Q's codes are one byte too: its strides (bytes) are the same numbers
+      a.fp8.q_scale = q_scale.ptr();
+      a.fp8.q_scale_head_stride = p.fp8.scale_head_stride();
+      a.fp8.q_scale_batch_stride = p.fp8.scale_batch_stride(p.heads_kv);
+    }
   }
   a.lse = with_lse ? lse.ptr() : 0;
   a.batch = cap.batch;
@@ -414,9 +460,13 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
 }
 
 EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFunctions& functions, const KernelConfig& config,
-                                   const EngineProblem& p, EngineBuffers& buffers, std::mt19937_64& rng,
+                                   const EngineProblem& problem, EngineBuffers& buffers, std::mt19937_64& rng,
                                    const EngineLaunch& launch) {
   EngineCheck outcome;
+  // The inputs' 16-bit type (and the reference's): bf16 copies with FP8 operands; O's type apart.
+  EngineProblem p = problem;
+  p.bf16 = p.fp8.copies_bf16(p.bf16);
+  const bool o_bf16 = p.fp8.on && p.fp8.operands ? p.fp8.out_bf16 : p.bf16;
   CheckResult& result = outcome.result;
   const DriverApi& api = *device.api;
   const EngineCapacity& cap = buffers.capacity();
@@ -451,23 +501,52 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   fill_random(k, p.bf16, rng);
   fill_random(v, p.bf16, rng);
   if (p.nan_padding) poison_unused(at, seqlen_k, q, k, v);
-  buffers.q.upload(q.data(), buffers.q.bytes());
-  if (p.fp8.on != config.spec.kv_fp8()) {
-    result.error = "the problem's FP8 cache differs from the spec's kv_dtype";
+  if (p.fp8.on != (config.spec.kv_fp8() || config.spec.fp8_operands()) || (p.fp8.on && p.fp8.operands != config.spec.fp8_operands())) {
+    result.error = "the problem's FP8 inputs differ from the spec's dtype and kv_dtype";
     return outcome;
   }
+  if (p.fp8.on && p.fp8.operands && p.fp8.out_bf16 != (config.spec.out_dtype == DType::kBf16)) {
+    result.error = "the problem's FP8 output type differs from the spec's out_dtype";
+    return outcome;
+  }
+  Fp8Codes codes;
   if (p.fp8.on) {
-    const Fp8Codes codes = quantise_cache(at, seqlen_k, k, v, rng);
+    codes = quantise_inputs(at, seqlen_k, q, k, v, rng);
     buffers.k.upload(codes.k.data(), codes.k.size());
     if (!codes.v.empty()) buffers.v.upload(codes.v.data(), codes.v.size());
-    const std::vector<float> k_scales = p.fp8.scales(true, p.heads_kv), v_scales = p.fp8.scales(false, p.heads_kv);
-    buffers.k_scale.upload(k_scales.data(), k_scales.size() * 4);
-    buffers.v_scale.upload(v_scales.data(), v_scales.size() * 4);
+    const int sequences = buffers.capacity().batch;
+    auto upload_scales = [&](DeviceBuffer& buffer, Fp8Tensor t) {
+      const std::vector<float> scales = p.fp8.scales(t, sequences, p.heads_kv);
+      buffer.upload(scales.data(), scales.size() * 4);
+    };
+    upload_scales(buffers.k_scale, Fp8Tensor::kK);
+    upload_scales(buffers.v_scale, Fp8Tensor::kV);
+    if (p.fp8.operands) upload_scales(buffers.q_scale, Fp8Tensor::kQ);
   } else {
     buffers.k.upload(k.data(), buffers.k.bytes());
     buffers.v.upload(v.data(), buffers.v.bytes());
   }
-  if (p.kv_in_one_tensor) v.assign(k.begin() + int64_t(p.page_size) * p.heads_kv * p.head_dim, k.end());  // V: K's buffer, one page on
+  if (p.fp8.on && p.fp8.operands) buffers.q.upload(codes.q.data(), codes.q.size());
+  else buffers.q.upload(q.data(), buffers.q.bytes());
+  const int64_t v_in_k = int64_t(p.page_size) * p.heads_kv * p.head_dim;
+  if (p.kv_in_one_tensor) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer, one page on
+  std::optional<Fp8SequenceReads> sequence_reads;  // scales per sequence: K and V read by code
+  if (p.fp8.on && p.fp8.per_head && p.fp8.per_sequence) {
+    Fp8SequenceReads& r = sequence_reads.emplace();
+    r.k = &codes.k;
+    r.v = p.kv_in_one_tensor ? std::vector<unsigned char>(codes.k.begin() + v_in_k, codes.k.end()) : codes.v;
+    r.heads_kv = p.heads_kv;
+    r.table.resize(size_t(cap.batch) * p.heads_kv * 2 * 256);
+    for (int b = 0; b < cap.batch; ++b)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int is_v = 0; is_v < 2; ++is_v) {
+          const float scale = p.fp8.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, b, h);
+          for (int code = 0; code < 256; ++code) {
+            r.table[((size_t(b) * p.heads_kv + h) * 2 + is_v) * 256 + code] =
+                half_bits_to_float(dequantised_bits((unsigned char)code, scale, p.bf16), p.bf16);
+          }
+        }
+  }
   if (std::string bad = buffers.features.upload(p.features, p.sinks_bf16); !bad.empty()) {
     result.error = bad;
     return outcome;
@@ -519,7 +598,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     if (!result.error.empty()) return outcome;
   }
   std::vector<char> checked;
-  const Reference ref = engine_reference(at, q, k, v, cap.total_q, checked);
+  const Reference ref = engine_reference(at, q, k, v, cap.total_q, checked, sequence_reads ? &*sequence_reads : nullptr);
   std::vector<uint16_t> o_raw(buffers.o.bytes() / kElem);
   std::vector<float> lse(buffers.lse.bytes() / 4);
   buffers.o.download(o_raw.data(), buffers.o.bytes());
@@ -528,7 +607,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   const size_t row_elems = size_t(p.heads_q) * p.head_dim;
   std::vector<double> actual, expected;  // the checked rows' O
   for (size_t i = 0; i < ref.o.size(); ++i) {
-    const float value = half_bits_to_float(o_raw[i], p.bf16);
+    const float value = half_bits_to_float(o_raw[i], o_bf16);
     const size_t row = i / row_elems;
     const bool used_row = row < size_t(used_rows);
     if (used_row && std::isnan(value)) {

@@ -66,7 +66,9 @@ struct EngineProblem {
   AttentionFeatures features;
   bool sinks_bf16 = false;
   // The FP8 cache (a kv_dtype=e4m3 spec): K and V uploaded as e4m3 codes with float32 scales;
-  // the reference runs on their dequantised 16-bit copy (Fp8Cache's rule).
+  // the reference runs on their dequantised 16-bit copy (Fp8Cache's rule). FP8 operands (a
+  // dtype=e4m3 spec, fp8.operands): Q too, the copies bf16 whatever `bf16`, O read in
+  // fp8.out_bf16's type.
   Fp8Cache fp8;
   std::string describe() const;
 };
@@ -112,7 +114,8 @@ class EngineBuffers {
   uint64_t workspace_start() const;  // the workspace's 256-byte aligned start (the args' workspace)
 
   DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, workspace;
-  DeviceBuffer k_scale, v_scale;  // the FP8 cache's float32 scales, one per KV head
+  // FP8 inputs' float32 scales, [batch][heads_kv] at most (q_scale: FP8 operands' Q descales).
+  DeviceBuffer k_scale, v_scale, q_scale;
   FeatureBuffers features;  // sinks and slopes, uploaded by each check
   int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)
   TensorStrides pool_strides;    // paged / dense: row, head strides of K and V

@@ -41,9 +41,11 @@ const Fp8Quantiser::Table& Fp8Quantiser::table(float scale, bool outlier) {
   return tables_.back();
 }
 
-std::vector<float> Fp8Cache::scales(bool k, int heads_kv) const {
-  std::vector<float> out(size_t(heads_kv > 0 ? heads_kv : 1));
-  for (size_t h = 0; h < out.size(); ++h) out[h] = scale_of(k, int(h));
+std::vector<float> Fp8Cache::scales(Fp8Tensor t, int batch, int heads_kv) const {
+  const int heads = heads_kv > 0 ? heads_kv : 1, sequences = per_head && per_sequence && batch > 0 ? batch : 1;
+  std::vector<float> out(size_t(sequences) * heads);
+  for (int b = 0; b < sequences; ++b)
+    for (int h = 0; h < heads; ++h) out[size_t(b) * heads + h] = scale_of(t, b, h);
   return out;
 }
 
@@ -52,15 +54,18 @@ bool Fp8Cache::exact() const {
     int e = 0;
     return x > 0 && std::frexp(x, &e) == 0.5f;
   };
-  bool all = pow2(k_scale) && pow2(v_scale);
+  bool all = pow2(k_scale) && pow2(v_scale) && (!operands || pow2(q_scale));
   if (per_head) for (float f : head_factors) all = all && pow2(f);
   return all;
 }
 
 std::string Fp8Cache::describe() const {
   if (!on) return "";
-  char text[96];
-  std::snprintf(text, sizeof(text), " e4m3 k_scale=%g v_scale=%g%s%s", k_scale, v_scale, per_head ? " per-head" : "",
+  char text[160];
+  char q_part[32] = "";
+  if (operands) std::snprintf(q_part, sizeof(q_part), "q_scale=%g ", q_scale);
+  std::snprintf(text, sizeof(text), " e4m3 %sk_scale=%g v_scale=%g%s%s%s", q_part, k_scale, v_scale,
+                per_head ? (per_sequence ? " per-sequence-head" : " per-head") : "", operands ? (out_bf16 ? " out=bf16" : " out=fp16") : "",
                 outlier_keys ? (" outliers=" + std::to_string(outlier_keys)).c_str() : "");
   return text;
 }

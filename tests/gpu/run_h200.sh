@@ -135,8 +135,9 @@ fi
 # 3c. The masks and score modifiers through `flashjit check` (FLASHJIT_FEATURE_CHECKS, on with the checks):
 # windows, chunks, softcap, sinks and ALiBi on dense, paged and split-KV cells; the FP8 K/V cache
 # (kv_dtype=e4m3: dense, paged varlen, split-KV decode, gpt-oss's window + sinks, scales per K/V head and
-# not powers of two); a spec whose keys this build's parser refuses (its feature not in the kernel yet)
-# is listed as skipped.
+# not powers of two); FP8 operands (dtype=e4m3, O's bound 2^-4: dense d128 causal, d256 with fp16 O,
+# paged varlen, split-KV decode, descales per (sequence, K/V head) and not powers of two); a spec whose
+# keys this build's parser refuses (its feature not in the kernel yet) is listed as skipped.
 if [ "${FLASHJIT_FEATURE_CHECKS:-${FLASHJIT_CHECKS:-1}}" = 1 ]; then
   while read -r spec flags; do
     [ -n "$spec" ] || continue
@@ -162,6 +163,12 @@ dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype
 dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1,kv_dtype=e4m3 --window-left 127 --sinks --seqlens 1:8192,4:4000,1:64 --page-size 16 --heads-q 64 --heads-kv 8
 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,1:4000,4:3000 --page-size 16 --heads-q 32 --heads-kv 8
 dtype=fp16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3 --kv-scale-per-head --kv-scales 0.37,0.0913 --seqlens 1:700,200:1000,0:5 --page-size 16 --heads-q 8 --heads-kv 2
+dtype=e4m3,head_dim=128,causal=1 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2
+dtype=e4m3,head_dim=256,out_dtype=fp16 --batch 2 --seqlen-q 1000 --seqlen-k 1500 --heads-q 8 --heads-kv 2
+dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1 --seqlens 1:700,4:1000,0:5,1:0,37:37,300:2000,130:77 --page-size 16 --heads-q 8 --heads-kv 2
+dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 16 --heads-q 32 --heads-kv 8
+dtype=e4m3,head_dim=128,causal=1 --descale-per-head --descale-non-pow2 --batch 3 --seqlen-q 777 --seqlen-k 1000 --heads-q 16 --heads-kv 4
+dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --descale-per-head --seqlens 1:8192,1:4000,4:3000 --page-size 16 --heads-q 32 --heads-kv 8
 CHECKS
 fi
 

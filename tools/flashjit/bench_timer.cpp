@@ -47,7 +47,9 @@ constexpr int kBenchReferenceRows = 32;
 
 Fp8Cache Bench::fp8_of(const Cell& cell) {
   Fp8Cache fp8 = cell.fp8;
-  fp8.on = cell.spec.kv_fp8();
+  fp8.on = cell.spec.kv_fp8() || cell.spec.fp8_operands();
+  fp8.operands = cell.spec.fp8_operands();
+  if (fp8.operands) fp8.out_bf16 = cell.spec.out_dtype == DType::kBf16;
   return fp8;
 }
 
@@ -55,7 +57,7 @@ Fp8Cache Bench::fp8_of(const Cell& cell) {
 // float64 reference, then its parameters built once and timed like a dense cell's.
 Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t) {
   EngineProblem p;
-  p.bf16 = config.spec.dtype == DType::kBf16;
+  p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
   p.causal = config.spec.causal;
   p.heads_q = cell.heads_q, p.heads_kv = cell.heads_kv;
@@ -105,20 +107,25 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const CUfunction fn = (*loaded)->function();
   if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->more(0)}, t);
   // Input sets: enough that together they exceed L2 three times over (at most 8). A set: Q, K, V,
-  // O; K and V e4m3 (1 byte an element) with an FP8 cache, whose scales all sets share.
+  // O; K and V e4m3 (1 byte an element) with an FP8 cache, Q, K and V with FP8 operands (O 16-bit),
+  // whose scales all sets share.
   const size_t d = size_t(cell.spec.head_dim);
   const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
   const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
   const Fp8Cache fp8 = fp8_of(cell);
-  const size_t kv_elem_bytes = fp8.on ? 1 : 2;
-  const size_t set_bytes = 2 * 2 * q_elems + 2 * kv_elem_bytes * kv_elems;
-  std::optional<DeviceBuffer> k_scale, v_scale;
+  const bool operands = fp8.on && fp8.operands;
+  const size_t kv_elem_bytes = fp8.on ? 1 : 2, q_elem_bytes = operands ? 1 : 2;
+  const size_t set_bytes = (q_elem_bytes + 2) * q_elems + 2 * kv_elem_bytes * kv_elems;
+  std::optional<DeviceBuffer> q_scale, k_scale, v_scale;
+  auto upload_scales = [&](std::optional<DeviceBuffer>& buffer, Fp8Tensor t) {
+    const std::vector<float> scales = fp8.scales(t, cell.batch, cell.heads_kv);
+    buffer.emplace(api, scales.size() * 4);
+    buffer->upload(scales.data(), scales.size() * 4);
+  };
   if (fp8.on) {
-    const std::vector<float> ks = fp8.scales(true, cell.heads_kv), vs = fp8.scales(false, cell.heads_kv);
-    k_scale.emplace(api, ks.size() * 4);
-    v_scale.emplace(api, vs.size() * 4);
-    k_scale->upload(ks.data(), ks.size() * 4);
-    v_scale->upload(vs.data(), vs.size() * 4);
+    upload_scales(k_scale, Fp8Tensor::kK);
+    upload_scales(v_scale, Fp8Tensor::kV);
+    if (operands) upload_scales(q_scale, Fp8Tensor::kQ);
   }
   const int sets = int(std::clamp<size_t>((3 * l2_bytes + set_bytes - 1) / set_bytes, 1, 8));
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
@@ -137,11 +144,13 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     const CUdeviceptr base = buffers.back()->ptr();
     AttentionArgs& a = args[s] = extent_args(cell);
     a.q = base;
-    a.k = a.q + 2 * q_elems;
+    a.k = a.q + q_elem_bytes * q_elems;
     a.v = a.k + kv_elem_bytes * kv_elems;
     a.o = a.v + kv_elem_bytes * kv_elems;
-    Status filled = fp8.on ? fill_random_normal(api, context, stream, a.q, q_elems, cell.spec.dtype == DType::kBf16, 1234 + s)
-                           : fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s);
+    // (The 16-bit values of an FP8 cache's Q, or of O's poison-free start, in the spec's dtype.)
+    Status filled = operands ? fill_random_e4m3(api, context, stream, a.q, q_elems, fp8.q_scale, 3456 + s)
+                    : fp8.on ? fill_random_normal(api, context, stream, a.q, q_elems, cell.spec.dtype == DType::kBf16, 1234 + s)
+                             : fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s);
     if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.k, kv_elems, fp8.k_scale, 5678 + s);
     if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.v, kv_elems, fp8.v_scale, 9012 + s);
     if (!filled) {
@@ -154,6 +163,12 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     if (fp8.on) {
       a.fp8.k_scale = k_scale->ptr(), a.fp8.v_scale = v_scale->ptr();
       a.fp8.k_scale_head_stride = a.fp8.v_scale_head_stride = fp8.scale_head_stride();
+      a.fp8.k_scale_batch_stride = a.fp8.v_scale_batch_stride = fp8.scale_batch_stride(cell.heads_kv);
+    }
+    if (operands) {
+      a.fp8.q_scale = q_scale->ptr();
+      a.fp8.q_scale_head_stride = fp8.scale_head_stride();
+      a.fp8.q_scale_batch_stride = fp8.scale_batch_stride(cell.heads_kv);
     }
     features.set_launch_features(a.features, cell.features, cell.sinks_bf16);
   }

@@ -33,7 +33,8 @@ struct Cell {
   AttentionFeatures features;
   bool sinks_bf16 = false;
   // The FP8 cache (spec key kv_dtype=e4m3): K and V e4m3 with these scales (a spec with the key
-  // and a cache left off gets Fp8Cache's defaults); 1-byte K/V elements in kv_bytes.
+  // and a cache left off gets Fp8Cache's defaults); 1-byte K/V elements in kv_bytes. FP8 operands
+  // (dtype=e4m3): Q, K and V e4m3 with these descales (fp8_of sets operands and O's type).
   Fp8Cache fp8;
   bool engine() const { return spec.varlen || spec.paged; }
 };
@@ -64,7 +65,8 @@ struct Bench {
   double elapsed_ms();
   Timing run(Engine& engine, const Cell& cell);
   Timing run_engine(const Cell& cell, const KernelConfig& config, const AttentionFunctions& fns, Timing t);
-  // The cell's FP8 cache as timed: cell.fp8, or with kv_dtype=e4m3 and the cache off, the defaults.
+  // The cell's FP8 inputs as timed: cell.fp8, or with kv_dtype=e4m3 or dtype=e4m3 and the inputs
+  // off, the defaults (operands and O's type from the spec).
   static Fp8Cache fp8_of(const Cell& cell);
   // Idle-stream and graph-replay medians of launch(i) (i counts the launches).
   Status time_two_ways(const std::function<Status(int)>& launch, double& idle_ms, double& graph_ms);

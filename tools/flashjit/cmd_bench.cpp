@@ -128,7 +128,8 @@ double flops(const Cell& c) {
 }
 
 // Bytes of K and V read (the decode figure of merit): every key of a sequence, or with a window
-// or a chunk the keys some row sees; 2 bytes an element, 1 in an FP8 cache (kv_dtype=e4m3).
+// or a chunk the keys some row sees; 2 bytes an element, 1 in an FP8 cache (kv_dtype=e4m3) or with
+// FP8 operands (dtype=e4m3).
 double kv_bytes(const Cell& c) {
   const bool masked = has_window_or_chunk(c.features);
   double keys = 0;
@@ -138,13 +139,14 @@ double kv_bytes(const Cell& c) {
   } else {
     keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
-  const double element_bytes = c.spec.kv_fp8() ? 1.0 : 2.0;
+  const double element_bytes = c.spec.kv_fp8() || c.spec.fp8_operands() ? 1.0 : 2.0;
   return 2.0 * element_bytes * c.heads_kv * keys * c.spec.head_dim;
 }
 
 // The text row's last column: the masks and scores, the FP8 cache (kv=e4m3 and its scales), the error.
 std::string row_note(const Cell& c, const std::string& error) {
-  std::string note = c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "");
+  std::string note = c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "") +
+                     (c.spec.fp8_operands() ? " qkv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "");
   if (!error.empty()) note += " " + error;
   return note.empty() ? note : note.substr(1);
 }
@@ -158,12 +160,12 @@ int run_bench() {
   std::vector<Cell> cells = cells_for(Grid.empty() && BenchSpecs.empty() ? "all" : Grid.getValue());
   if (!Grid.empty() && cells.empty()) return usage_error("unknown --grid '" + Grid + "'; allowed: fa3, headline, gqa, decode, all");
   if (BenchSpecs.empty() && !first_feature_flag().empty()) return usage_error(first_feature_flag() + " needs --spec (a grid's cells have no masks or scores)");
-  if (BenchSpecs.empty() && !first_fp8_flag().empty()) return usage_error(first_fp8_flag() + " needs --spec (a grid's cells have a 16-bit K/V cache)");
-  // The FP8 cache's flags apply to the specs with kv_dtype=e4m3 (their bf16-cache twins in the
-  // same run take none); refused when no spec has the key.
+  if (BenchSpecs.empty() && !first_fp8_flag().empty()) return usage_error(first_fp8_flag() + " needs --spec (a grid's cells have 16-bit Q, K and V)");
+  // The FP8 flags apply to the specs with kv_dtype=e4m3 or dtype=e4m3 (their 16-bit twins in the
+  // same run take none); refused when no spec has the key (each flag naming the key it needs).
   bool any_fp8 = false;
   for (const std::string& text : BenchSpecs) {
-    if (auto spec = parse_spec(text)) any_fp8 = any_fp8 || spec->kv_fp8();
+    if (auto spec = parse_spec(text)) any_fp8 = any_fp8 || spec->kv_fp8() || spec->fp8_operands();
   }
   for (const std::string& text : BenchSpecs) {
     auto spec = parse_spec(text);
@@ -193,7 +195,7 @@ int run_bench() {
     if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
     c.features = features.features;
     c.sinks_bf16 = features.sinks_bf16;
-    if (c.spec.kv_fp8() || !any_fp8) {
+    if (c.spec.kv_fp8() || c.spec.fp8_operands() || !any_fp8) {
       if (std::string bad = fp8_from_flags(c.spec, &c.fp8); !bad.empty()) return usage_error(bad);
     }
     cells.push_back(c);

@@ -46,7 +46,7 @@ bool parse_seqlens(const std::string& text, EngineProblem& p, std::string* error
 int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, int sm_count, const AttentionFunctions& functions,
                      const KernelConfig& config, const FeatureChoice& features, const Fp8Cache& fp8) {
   EngineProblem p;
-  p.bf16 = config.spec.dtype == DType::kBf16;
+  p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
   p.causal = config.spec.causal;
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
@@ -116,7 +116,9 @@ int run_check() {
   }
   FeatureChoice features;
   if (std::string bad = features_from_flags(*spec, sequences, HeadsQ, &features); !bad.empty()) return usage_error(bad);
-  Fp8Cache fp8;  // kv_dtype=e4m3: the cache's scales (--kv-scales, --kv-scale-per-head)
+  // kv_dtype=e4m3: the cache's scales (--kv-scales, --kv-scale-per-head); dtype=e4m3: Q's, K's and
+  // V's descales (--descale-per-head, --descale-non-pow2), the reference on bf16 copies.
+  Fp8Cache fp8;
   if (std::string bad = fp8_from_flags(*spec, &fp8); !bad.empty()) return usage_error(bad);
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
@@ -146,7 +148,7 @@ int run_check() {
     return rc;
   }
   Problem p;
-  p.bf16 = prepared->config.spec.dtype == DType::kBf16;
+  p.bf16 = prepared->config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = prepared->config.spec.head_dim;
   p.causal = prepared->config.spec.causal;
   p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;

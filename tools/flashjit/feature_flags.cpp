@@ -42,6 +42,13 @@ static cl::opt<bool> KvScalePerHead("kv-scale-per-head", cl::desc("kv_dtype=e4m3
                                                                  "2, 0.25 cycling; head stride 1), not one per tensor"),
                                     cl::init(false), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
 
+static cl::opt<bool> DescalePerHead("descale-per-head", cl::desc("dtype=e4m3 specs: descales per sequence and K/V head (FlashAttention-3's "
+                                                                 "[batch, heads_kv]: the tensor's times 1, 0.5, 2, 0.25 cycling), not one per tensor"),
+                                    cl::init(false), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
+static cl::opt<bool> DescaleNonPow2("descale-non-pow2", cl::desc("dtype=e4m3 specs: descales that are not powers of two (Q, K, V 0.3, 0.37, "
+                                                                 "0.0913; per head times 1, 0.7, 1.3, 0.45), not the default 0.25, 0.5, 0.25"),
+                                    cl::init(false), cl::cat(tool_category()), cl::sub(check_command()), cl::sub(bench_command()));
+
 namespace {
 
 // The random sinks' seed: the same logits every run, so a failing check can be repeated.
@@ -84,7 +91,7 @@ std::string first_feature_flag() {
 }
 
 std::string first_fp8_flag() {
-  for (const cl::Option* option : std::initializer_list<const cl::Option*>{&KvScales, &KvScalePerHead}) {
+  for (const cl::Option* option : std::initializer_list<const cl::Option*>{&KvScales, &KvScalePerHead, &DescalePerHead, &DescaleNonPow2}) {
     if (given(*option)) return "--" + option->ArgStr.str();
   }
   return "";
@@ -107,11 +114,24 @@ std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out) {
       scales[i] = float(value);
     }
   }
-  // 2. The flags need the key.
-  if (!spec.kv_fp8()) {
-    if (std::string flag = first_fp8_flag(); !flag.empty()) return flag + " needs spec key kv_dtype=e4m3, which the spec lacks";
+  // 2. The flags need the key: the cache's kv_dtype=e4m3, the operands' dtype=e4m3.
+  for (const cl::Option* option : std::initializer_list<const cl::Option*>{&KvScales, &KvScalePerHead}) {
+    if (given(*option) && !spec.kv_fp8()) return "--" + option->ArgStr.str() + " needs spec key kv_dtype=e4m3, which the spec lacks";
+  }
+  for (const cl::Option* option : std::initializer_list<const cl::Option*>{&DescalePerHead, &DescaleNonPow2}) {
+    if (given(*option) && !spec.fp8_operands()) return "--" + option->ArgStr.str() + " needs spec key dtype=e4m3, which the spec lacks";
+  }
+  if (spec.fp8_operands()) {  // 3. FP8 operands: Q, K and V e4m3 with descales.
+    out->on = out->operands = true;
+    out->out_bf16 = spec.out_dtype == DType::kBf16;
+    out->per_head = out->per_sequence = DescalePerHead;
+    if (DescaleNonPow2) {
+      out->q_scale = 0.3f, out->k_scale = 0.37f, out->v_scale = 0.0913f;
+      out->head_factors = {1.0f, 0.7f, 1.3f, 0.45f};
+    }
     return "";
   }
+  if (!spec.kv_fp8()) return "";
   // 3. The cache.
   out->on = true;
   out->k_scale = scales[0], out->v_scale = scales[1];
@@ -122,8 +142,22 @@ std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out) {
 llvm::json::Object fp8_json(const Fp8Cache& cache, const Fp8Inputs& launched) {
   llvm::json::Object launch{{"k_scale", launched.k_scale != 0}, {"v_scale", launched.v_scale != 0},
                             {"k_scale_head_stride", launched.k_scale_head_stride}, {"v_scale_head_stride", launched.v_scale_head_stride}};
-  return llvm::json::Object{{"kv_dtype", cache.on ? "e4m3" : "dtype"}, {"k_scale", double(cache.k_scale)}, {"v_scale", double(cache.v_scale)},
-                            {"per_head", cache.per_head}, {"exact", cache.exact()}, {"launch", std::move(launch)}};
+  llvm::json::Object out{{"kv_dtype", cache.on ? "e4m3" : "dtype"}, {"k_scale", double(cache.k_scale)}, {"v_scale", double(cache.v_scale)},
+                         {"per_head", cache.per_head}, {"exact", cache.exact()}};
+  if (cache.on && cache.operands) {  // FP8 operands: Q's descale too, the scales' batch strides, O's type
+    launch["q_scale"] = launched.q_scale != 0;
+    launch["q_scale_head_stride"] = launched.q_scale_head_stride;
+    for (auto [key, value] : {std::pair{"q_scale_batch_stride", launched.q_scale_batch_stride},
+                              {"k_scale_batch_stride", launched.k_scale_batch_stride}, {"v_scale_batch_stride", launched.v_scale_batch_stride}}) {
+      launch[key] = value;
+    }
+    out["dtype"] = "e4m3";
+    out["q_scale"] = double(cache.q_scale);
+    out["per_sequence"] = cache.per_head && cache.per_sequence;
+    out["out_dtype"] = cache.out_bf16 ? "bf16" : "fp16";
+  }
+  out["launch"] = std::move(launch);
+  return out;
 }
 
 double mpt_alibi_slope(int head, int heads_q) { return std::exp2(-8.0 * (head + 1) / heads_q); }

@@ -32,11 +32,16 @@ std::string first_feature_flag();
 // --kv-scale-per-head (one scale per K/V head: the scale times 1, 0.5, 2, 0.25, cycling). The
 // cache `spec` asks for ("" when it applies, else the usage error: a bad value naming the flag and
 // what is allowed, or a flag without kv_dtype=e4m3 in the spec). Off (on = false) without the key.
+// FP8 operands (spec dtype=e4m3): Q, K and V e4m3 with descales 0.25, 0.5, 0.25 (powers of two:
+// the bf16 copies the reference reads exact), --descale-per-head for FlashAttention-3's [batch,
+// heads_kv] descales (the tensor's times 1, 0.5, 2, 0.25 cycling over sequence + head), and
+// --descale-non-pow2 for descales that are not powers of two; those two flags need dtype=e4m3.
 std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out);
-std::string first_fp8_flag();  // "--kv-scales" or "--kv-scale-per-head" when given, else ""
+// "--kv-scales", "--kv-scale-per-head", "--descale-per-head" or "--descale-non-pow2" when given, else "".
+std::string first_fp8_flag();
 
 // What a run used, for --json: the cache's dtype and scales and what the launch read (scale
-// pointers set, head strides).
+// pointers set, head strides); with FP8 operands also Q's descale, the batch strides, out_dtype.
 llvm::json::Object fp8_json(const Fp8Cache& cache, const Fp8Inputs& launched);
 
 // What a run used, for --json: the reference's features (window, chunk, softcap, sink values and
