@@ -33,7 +33,7 @@ Status check_strides(const std::string& tensor, const TensorStrides& s, bool is_
     if (value <= 0) return bad_argument(field, std::to_string(value) + " is not allowed; strides are positive element counts");
     if (value % per_16_bytes != 0) {
       return bad_argument(field, std::to_string(value) + " elements is not a multiple of " + std::to_string(per_16_bytes) +
-                            (element_bytes == 1 ? " (16 bytes of e4m3), which the FP8 cache's loads need" : " (16 bytes), which TMA needs"));
+                            (element_bytes == 1 ? " (16 bytes of e4m3), which the FP8 loads need" : " (16 bytes), which TMA needs"));
     }
     if (value >= (int64_t(1) << 39)) return bad_argument(field, std::to_string(value) + " elements is too large (TMA strides are below 2^40 bytes)");
   }
