@@ -356,7 +356,7 @@ TEST(AttentionFp8GpuEngine, GraphReplayedAfterTheLengthsChange) {
 }
 
 // ---- on the CPU: every GPU case's spec resolves (a spec the GPU run would refuse fails here first)
-TEST(Fp8OperandsGpuCases, TheSpecsResolve) {
+TEST(Fp8OperandsCases, TheSpecsResolve) {
   for (const char* text : {"dtype=e4m3,head_dim=64,causal=0", "dtype=e4m3,head_dim=96,causal=1,out_dtype=fp16",
                            "dtype=e4m3,head_dim=192,causal=0,out_dtype=fp16", "dtype=e4m3,head_dim=256,causal=1",
                            "dtype=e4m3,head_dim=128,causal=1,window=1,sinks=1", "dtype=e4m3,head_dim=256,causal=0,out_dtype=fp16,window=1,sinks=1",

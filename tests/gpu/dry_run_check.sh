@@ -16,12 +16,13 @@ for f in tests/gpu/run_h200.sh tests/gpu/check_sass.sh bench/ab_engine.sh bench/
 done
 FLASHJIT_PART=nonsense bash tests/gpu/run_h200.sh /nonexistent >/dev/null 2>&1
 [ $? -eq 2 ] || bad "run_h200.sh: an unknown FLASHJIT_PART is not refused with exit 2"
-# The gate's filter, as the script sets it.
-filter=$(sed -n 's/.*FLASHJIT_GPU_FILTER:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+# The gate parts' filters, as the script sets them: together they list every GPU suite.
+filter=$(sed -n 's/.*FLASHJIT_GPU_FILTER:=\([^}-][^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | paste -sd: -)
 [ -n "$filter" ] || bad "run_h200.sh: no gate filter found"
 suites=$("$TESTS" --gtest_list_tests --gtest_filter="$filter" | grep -v '^ ' | tr -d . | sort -u | tr '\n' ' ')
-for s in AttentionGpu AttentionEngineGpu ApiGpu GpuDriver; do
-  case " $suites " in *" $s "*) ;; *) bad "the gate's filter '$filter' lists no case of $s (lists: $suites)" ;; esac
+all_gpu=$("$TESTS" --gtest_list_tests | grep -v '^ ' | tr -d . | grep -E 'Gpu|GpuDriver' | sort -u | tr '\n' ' ')
+for s in AttentionGpu AttentionEngineGpu ApiGpu GpuDriver $all_gpu; do
+  case " $suites " in *" $s "*) ;; *) bad "the gate parts' filters '$filter' list no case of $s (lists: $suites)" ;; esac
 done
 for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py bench/feature_peers.py bench/fp8_peers.py \
           python/bench/call_overhead.py; do
