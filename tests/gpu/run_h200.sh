@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and measurement of the H200 run, in parts that each end inside one 10-minute
 # command, the slowest last; a pass/fail table is printed last.
-#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-python: the gate in four commands (see the case below)
+#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-checks, gate-python: the gate in five commands (the case below)
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -47,17 +47,20 @@ BIN=${1:-}
 
 # A part's defaults (each overridable from the environment).
 case "${FLASHJIT_PART:-}" in
-  # The gate in four commands (the GPU suites took more than one command's ten minutes): the dense
-  # kernels, API and driver with the default checks and sanitizers; the engine suites with the
-  # features' checks; the FP8 suites; the Python package. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
+  # The gate in five commands (the GPU suites took more than one command's ten minutes): the dense
+  # kernels, API and driver with the default checks and sanitizers; the engine suites; the FP8
+  # suites; the features' and FP8 `flashjit check`s; the Python package. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
   # shard i of n of a part's suites (a part that still runs out of time, in n commands).
   gate)
     : "${FLASHJIT_GPU_FILTER:=AttentionGpu*:AttentionReferenceGpu*:Api*Gpu*:GpuDriver*}" "${FLASHJIT_GPU_TIMEOUT:=420}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SANITIZE_SPECS:=1}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-engine)
-    : "${FLASHJIT_GPU_FILTER:=AttentionEngineGpu*}" "${FLASHJIT_GPU_TIMEOUT:=360}" "${FLASHJIT_CHECKS:=0}"
-    : "${FLASHJIT_FEATURE_CHECKS:=1}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
+    : "${FLASHJIT_GPU_FILTER:=AttentionEngineGpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
+    : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
+  gate-checks)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}" "${FLASHJIT_SANITIZE:=0}"
+    : "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-fp8)
     : "${FLASHJIT_GPU_FILTER:=AttentionKvFp8Gpu*:AttentionFp8Gpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
@@ -89,7 +92,7 @@ case "${FLASHJIT_PART:-}" in
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-python, regress, decide, targets, features, kvcache, fp8 or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8 or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
