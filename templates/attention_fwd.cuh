@@ -3,21 +3,27 @@
 // one CTA per tile with clusters, or when the tiles are fewer than the SMs). Rendered after the
 // generated constants (kBlockM, kBlockN, kStages, kQBuffers, kStageOInKV, kPingpong,
 // kVarlen, kPaged, ...), ptx.cuh, attention_params.cuh (Params), visibility.cuh (the mask rule and
-// block ranges), tile_schedule.cuh and the wgmma shapes (wgmma_qk, wgmma_pv, pack2).
+// block ranges), tile_schedule.cuh, tile_layout.cuh (the element-type seam and the swizzle) and the
+// wgmma shapes (wgmma_qk, wgmma_pv, pack2).
 //
 // Seams, each the one place a feature enters: SeqlenInfo (a tile's sequence: offsets and lengths,
 // from the parameters or the engine's device metadata), tile_block_range (the K/V blocks a tile
 // visits, both bounds), load_tile (where a K/V block is: dense, packed or paged), ScoreRule (what
 // scores go through before the softmax, on every softmax path: the rendered ScoreMod, then the
 // Mask), write_output (the rendered Finalize: normalisation, sink, LSE; then TMA store, or row
-// stores up to a packed sequence's end).
+// stores up to a packed sequence's end). FP8 (issue 39) enters at the element type (tile_layout.cuh:
+// kChunkColumns, the GEMMs' k32 in the rendered wgmma shapes), the producer's K/V seam (load_k and
+// load_v hand an FP8 cache's blocks to fp8_block: cp.async, then widened; FP8 operands' K straight
+// in, V transposed), pack_probs and issue_pv (P in e4m3, V K-major) and the descales (ScoreRule's
+// scale_log2, write_output's factor). head_dim_v (issue 40) is kHeadDimV / kVCols wherever V and O are.
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
 //           snake; causal tiles in pairs of equal cost, with a few light query blocks per head
 //           held back for the CTAs idle in the pairs' last round.
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load; with a paged cache up to four
-//           warps share a block's page loads);
+//           warps share a block's page loads; with FP8 warp 0 loads K/V by cp.async and warps 1-3
+//           widen or transpose them);
 //           warpgroups 1..kConsumerWGs (1-3) = consumers, 64 query rows each.
 // Pipeline: per tile, Q into one of kQBuffers buffers, then K and V blocks, right to left, into
 //           kStages-deep rings with separate barriers (full: TMA transaction barriers; empty: one
@@ -37,9 +43,11 @@
 //           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
 //           slot is free once the consumers of both CTAs released it (empty barriers count both).
 //
-// Shared memory (1024-B aligned): Q [kQBuffers][kQKChunks][kBlockM][64]
-//                                 | K ring [kStages][kQKChunks][kBlockN][64]
-//                                 | V ring [kStages][kVChunks][kBlockN][64] | mbarriers.
+// Shared memory (1024-B aligned): Q [kQBuffers][kQKChunks][kBlockM][128 B]
+//                                 | K ring [kStages][kQKChunks][kBlockN][128 B]
+//                                 | V ring [kStages][kVChunks][kBlockN][128 B] (FP8 operands: V
+//                                   transposed, [kVCols][kBlockN] in 128-key chunks)
+//                                 | FP8 staging slots (K's with an FP8 cache, V's) | mbarriers.
 
 // Params: attention_params.cuh (one definition for the host and the kernel).
 // NOTES: NVRTC has no offsetof; the size check catches a host compiled against another layout.
