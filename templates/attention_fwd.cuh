@@ -181,6 +181,9 @@ FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 struct Tile {
   int m_block, head, batch;
   int split;  // split_kv: which of the sequence's key splits (else 0)
+  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts (else 0)
+  // The part's first column of V and O: its V loads, O stores and partials start there.
+  FJ_DEVICE int v_col0() const { return kOParts > 1 ? part * kVCols : 0; }
 };
 
 // The heads tiles go over (packed: groups of pack_heads query heads) and the key splits.
@@ -190,9 +193,11 @@ FJ_DEVICE int tile_splits(const Params& p) { return kSplitKV ? p.num_splits : 1;
 // Query blocks padded to whole clusters (a padding CTA loads its share and stores nothing). With
 // varlen, seqlen_q is an upper bound: a sequence's tiles past its own query blocks are skipped
 // (tile_has_rows).
+// With O in column parts (kOParts) each query block is kOParts tiles, the part the fastest index
+// (tile_at), so that the deal and the tile count see kOParts times the query blocks.
 FJ_DEVICE int padded_m_blocks(const Params& p) {
   const int m = (p.seqlen_q + tokens_per_tile(p) - 1) / tokens_per_tile(p);
-  return (m + kCluster - 1) / kCluster * kCluster;
+  return (m + kCluster - 1) / kCluster * kCluster * kOParts;
 }
 // NOTES: tile indices are 32-bit unsigned: the host keeps the count below 2^31 (a 1-D grid), so an
 // index one round past it still fits, and 64-bit division would cost compile time for nothing.
@@ -258,6 +263,11 @@ FJ_DEVICE bool has_tile(const Params& p, int slot) { return deal_slot(tile_deal(
 FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   Tile tile;
   tile.m_block = (int)dealt.m_block;
+  tile.part = 0;
+  if constexpr (kOParts > 1) {
+    tile.part = tile.m_block % kOParts;
+    tile.m_block /= kOParts;
+  }
   uint32_t head_index = dealt.head;
   tile.split = 0;
   if constexpr (kSplitKV) {
@@ -385,26 +395,28 @@ FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
 }
 
 // `rows` keys (one load's) at row r of the tile, from page `page`.
+// col0: the first column (V's for an O column part; else 0).
 template <int kChunks>
-FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page) {
+FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page,
+                               int col0) {
   const int key = n * kBlockN + r;
   const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, c * 64, at.row_in_page, kv_head, page);
+  for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, col0 + c * 64, at.row_in_page, kv_head, page);
 }
 
 template <int kChunks>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
-                               const SeqlenInfo& seq, int lane_page) {
+                               const SeqlenInfo& seq, int lane_page, int col0) {
   const int rows = p.kv_rows_per_load;
   if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
     const int r = producer_load(p) * rows;
-    if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page);
+    if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page, col0);
     return;
   }
 #pragma unroll 1
   for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-    load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r));
+    load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
   }
 }
 
@@ -412,18 +424,18 @@ FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t til
 // its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
 template <int kChunks>
 FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
-                         const SeqlenInfo& seq, uint32_t rank, int lane_page) {
+                         const SeqlenInfo& seq, uint32_t rank, int lane_page, int col0 = 0) {
   constexpr int kRows = kBlockN / kCluster;
   if (producer_leads()) mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
   if constexpr (kPaged) {
-    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq, lane_page);
+    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
     return;
   }
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
     const int row = seq.k_row0 + n * kBlockN + rank * kRows;
-    if (kCluster == 1) tma_load_4d(dst, map, full, c * 64, row, kv_head, seq.k_batch);
+    if (kCluster == 1) tma_load_4d(dst, map, full, col0 + c * 64, row, kv_head, seq.k_batch);
     else tma_load_4d_multicast(dst, map, full, c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
   }
 }
@@ -647,11 +659,11 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page, float fp8_scale = 1.f) {
+                      int lane_page, float fp8_scale = 1.f, int col0 = 0) {
   if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -684,7 +696,7 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   if (!producer_leads()) return;
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
-  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)tile.m_block, head_index_of(p, tile));
+  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)(tile.m_block * kOParts + tile.part), head_index_of(p, tile));
   if (kPublishTiles && kDeviceLengths) store_sequence_words(sm, b, seq);
   mbar_arrive_expect_tx(sm.full_q(b), kQLoadBytes);
   // Packed heads: the map's dims 1 and 2 are swapped (heads, then rows) and its box is pack_heads
@@ -725,9 +737,9 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
     page = next;
     next = pos < last ? lane_page_of(p, seq, top - (pos - ring) - 1) : 0;
     load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page, k_scale);
-    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale);
+    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale, tile.v_col0());
   }
-  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale);
+  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale, tile.v_col0());
 }
 
 // The dynamic scheduler's walk (two Q buffers: the consumers read the tiles it publishes).
@@ -1290,11 +1302,12 @@ FJ_DEVICE void store_partial_o(const Params& p, const Fragment& f, const float (
   for (int r = 0; r < 2; ++r) {
     const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
     if (at.query >= seq.seqlen_q) continue;
-    float* const row = p.o_partial + (((int64_t)tile.split * p.total_q + seq.q_row0 + at.query) * p.heads_q + at.head) * kHeadDimV;
+    float* const row = p.o_partial + (((int64_t)tile.split * p.total_q + seq.q_row0 + at.query) * p.heads_q + at.head) * kHeadDimV +
+                       tile.v_col0();
 #pragma unroll
     for (int g = 0; g < kVCols / 8; ++g) {
       const int i = 4 * g + 2 * r;  // elements i and i + 1: row half r, columns col(i) and col(i) + 1
-      if (f.col(i) >= kHeadDimV) continue;
+      if (tile.v_col0() + f.col(i) >= kHeadDimV) continue;
       asm volatile("st.global.v2.f32 [%0], {%1, %2};" :: "l"(row + f.col(i)), "f"(o[i] * inv_sum[r]), "f"(o[i + 1] * inv_sum[r]) : "memory");
     }
   }
@@ -1345,12 +1358,12 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
     const RowTarget at = row_target(p, tile, first + r);
-    if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
+    if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
     uint32_t v0, v1, v2, v3;
     const uint32_t src = out.base + swizzled_offset(out.row0 + r, chunk * 64 + unit * 8, out.rows);
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src) : "memory");
     uint16_t* dst = (kPackGQA ? p.o_rows + (int64_t)at.head * p.o_head_stride : head_base) +
-                    (int64_t)(seq.q_row0 + at.query) * p.o_row_stride + chunk * 64 + unit * 8;
+                    (int64_t)(seq.q_row0 + at.query) * p.o_row_stride + tile.v_col0() + chunk * 64 + unit * 8;
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
   }
 }
@@ -1426,7 +1439,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   if (t == 0) {
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
-      tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, c * 64,
+      tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, tile.v_col0() + c * 64,
                    seq.q_row0 + tile.m_block * kBlockM + wg * 64, tile.head, seq.q_batch);
     }
     tma_store_commit();

@@ -28,19 +28,39 @@ TEST(HeadDimVSpec, AnyMultipleOf8UpToHeadDimAndRoundTrips) {
   }
 }
 
-TEST(HeadDimVSpec, AboveHeadDim256VStaysAtMost256) {
+TEST(HeadDimVSpec, AboveHeadDim256VStaysAtMost256OrComesInTwoParts) {
   auto spec = parse_spec("dtype=bf16,head_dim=320,head_dim_v=256");
   ASSERT_TRUE(spec.ok()) << spec.error().message;
-  for (const char* text : {"dtype=bf16,head_dim=320", "dtype=bf16,head_dim=320,head_dim_v=320", "dtype=bf16,head_dim=512,head_dim_v=256"}) {
-    auto bad = parse_spec(text);
-    ASSERT_FALSE(bad.ok()) << text;
-    EXPECT_TRUE(bad.error().field == "head_dim_v" || bad.error().field == "head_dim") << bad.error().message;
+  struct Case {
+    const char* spec;
+    const char* field;
+  };
+  for (const Case& c : {Case{"dtype=bf16,head_dim=320", "head_dim_v"}, Case{"dtype=bf16,head_dim=320,head_dim_v=320", "head_dim_v"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=576", "head_dim_v"}, Case{"dtype=bf16,head_dim=640", "head_dim"},
+                        Case{"dtype=bf16,head_dim=512,head_dim_v=512,consumer_wgs=2", "consumer_wgs"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,split_kv=1,combine=inline", "combine"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,kv_dtype=e4m3", "head_dim"},
+                        Case{"dtype=bf16,head_dim=512,head_dim_v=512,cluster=2", "cluster"}}) {
+    auto bad = parse_spec(c.spec);
+    ASSERT_FALSE(bad.ok()) << c.spec;
+    EXPECT_EQ(bad.error().field, c.field) << c.spec << ": " << bad.error().message;
   }
   auto config = make_config(*spec);
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_EQ(config->spec.block_n, 64);
   EXPECT_EQ(config->qk_k_steps, 20);
+  EXPECT_EQ(config->o_parts, 1);
   EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
+  // MLA's absorbed decode: O in two 256-column parts, one consumer warpgroup, 32-key blocks, two stages.
+  auto mla = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
+  ASSERT_TRUE(mla.ok()) << mla.error().message;
+  EXPECT_EQ(mla->o_parts, 2);
+  EXPECT_EQ(mla->v_cols, 256);
+  EXPECT_EQ(mla->spec.consumer_wgs, 1);
+  EXPECT_EQ(mla->spec.block_n, 32);
+  EXPECT_EQ(mla->spec.stages, 2);
+  EXPECT_LE(mla->smem_bytes, shared_memory_budget(mla->spec));
+  EXPECT_NE(render_attention_source(*mla).find("constexpr int kOParts = 2;"), std::string::npos);
 }
 
 TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
@@ -118,7 +138,16 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            // Mistral Small 4's 320/256: Q K^T above 256, O at 256
                                            "dtype=bf16,head_dim=320,head_dim_v=256", "dtype=fp16,head_dim=320,head_dim_v=256,causal=1",
                                            "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1",
-                                           "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"),
+                                           "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                                           // O in two column parts: Gemma 4's 512/512, MLA's absorbed 576/512 (V = the
+                                           // latent cache's first 512 columns), 384/384
+                                           "dtype=bf16,head_dim=512,head_dim_v=512", "dtype=fp16,head_dim=512,head_dim_v=512,causal=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';

@@ -41,8 +41,8 @@ TEST(Spec, EveryValidationErrorNamesFieldValueAndAllowed) {
   const BadCase cases[] = {
       {"dtype=fp32", "dtype", "fp16, bf16"},
       {"head_dim=100", "head_dim", "multiple of 8"},
-      {"head_dim=0", "head_dim", "8..320"},
-      {"head_dim=328", "head_dim", "8..320"}, {"head_dim=264", "head_dim_v", "at most 256 with head_dim above 256"},
+      {"head_dim=0", "head_dim", "8..576"},
+      {"head_dim=584", "head_dim", "8..576"}, {"head_dim=264", "head_dim_v", "at most 256, or 384 or 512"},
       {"head_dim=abc", "head_dim", "'abc'"},
       {"head_dim=64,head_dim_v=128", "head_dim_v", "at most head_dim"},
       {"causal=2", "causal", "0, 1, false or true"},

@@ -38,11 +38,13 @@ int staged_tensors(const AttentionSpec& s) { return s.kv_fp8() ? 2 : s.fp8_opera
 struct TileBytes {
   int qk_chunks, v_chunks, q, k, v;
 };
+// O's column parts: a V wider than 256 columns (one wgmma's N) is computed in two, each its own tile.
+int o_parts(const AttentionSpec& s) { return s.effective_head_dim_v() > 256 ? 2 : 1; }
 TileBytes tile_bytes(const AttentionSpec& s) {
   const ElementType type = element_type(s.fp8_operands());
   TileBytes t;
   t.qk_chunks = (s.head_dim + type.chunk_columns - 1) / type.chunk_columns;
-  t.v_chunks = (s.effective_head_dim_v() + 63) / 64;  // of O (and of a 16-bit V)
+  t.v_chunks = (s.effective_head_dim_v() / o_parts(s) + 63) / 64;  // of O's part (and of a 16-bit V's)
   t.q = s.block_m * 128 * (s.fp8_operands() ? std::max(t.qk_chunks, t.v_chunks) : t.qk_chunks);
   t.k = s.block_n * 128 * t.qk_chunks;
   t.v = s.fp8_operands() ? 64 * t.v_chunks * 128 * ((s.block_n + 127) / 128) : s.block_n * 128 * t.v_chunks;
@@ -174,6 +176,11 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // spilled 152 bytes and ptxas serialised the wgmma, C7512; 64 with lengths on the device, where 96
   // spilled 32).
   if (s.fp8_operands()) block_n = d <= 192 ? 128 : s.varlen || s.paged ? 64 : 96;
+  // Above head dim 320 or with O in parts (V wider than 256): one consumer warpgroup and 32-key
+  // blocks (512/512 causal spilled 96 bytes at 48; MLA's 576/512 fits two stages beside one Q buffer).
+  const bool large = d > 320 || s.effective_head_dim_v() > 256;
+  if (large && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
+  if (large) block_n = 32;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
   // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
@@ -192,7 +199,8 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   if (s.block_m == 0) s.block_m = 64 * s.consumer_wgs;
   if (s.block_n == 0) s.block_n = block_n;
   if (s.head_dim_v == 0) s.head_dim_v = s.head_dim;
-  if (s.stages == 0 && (s.split_kv || s.ctas_per_sm == 2)) {
+  // (Large head dims keep two stages and one Q buffer: a one-stage ring cannot overlap the loads.)
+  if (s.stages == 0 && (s.split_kv || s.ctas_per_sm == 2) && !large) {
     for (s.stages = 4; s.stages > 1 && shared_memory_bytes(s, 2) > shared_memory_budget(s); --s.stages) {
     }
   }
@@ -225,6 +233,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.v_chunks = tiles.v_chunks;
   c.qk_k_steps = round_up(s.head_dim, element_type(s.fp8_operands()).k_step) / element_type(s.fp8_operands()).k_step;
   c.v_cols = 64 * c.v_chunks;
+  c.o_parts = o_parts(s);
   c.q_tile_bytes = tiles.q;
   c.k_tile_bytes = tiles.k;
   c.v_tile_bytes = tiles.v;

@@ -24,7 +24,8 @@ struct KernelConfig {
   int qk_chunks = 0;        // 64-column (128-byte) swizzle chunks of Q and K rows
   int v_chunks = 0;         // 64-column chunks of V and O rows
   int qk_k_steps = 0;       // k16 steps of S = Q K^T (head_dim rounded up to 16)
-  int v_cols = 0;           // N of O += P V: head_dim_v rounded up to 64 (TMA zero-fills the pad)
+  int v_cols = 0;           // N of O += P V: head_dim_v (a part's) rounded up to 64 (TMA zero-fills the pad)
+  int o_parts = 1;          // O's column parts, each its own tile: 2 where head_dim_v passes 256 (one wgmma's N)
   int producer_regs = 0;    // setmaxnreg.dec for the producer warpgroup
   int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup
   int q_tile_bytes = 0;     // block_m rows

@@ -290,7 +290,9 @@ uint64_t attention_query_blocks(const KernelConfig& c, const AttentionArgs& a) {
   const uint64_t rows = uint64_t(packed_geometry(c, a).tokens_per_tile);
   const uint64_t m_blocks = (uint64_t(a.seqlen_q) + rows - 1) / rows;
   const uint64_t cluster = uint64_t(c.spec.cluster);
-  return (m_blocks + cluster - 1) / cluster * cluster;
+  // O in column parts (head_dim_v above 256): each query block is o_parts tiles (the kernel's
+  // padded_m_blocks).
+  return (m_blocks + cluster - 1) / cluster * cluster * uint64_t(c.o_parts);
 }
 
 uint64_t attention_tile_count(const KernelConfig& c, const AttentionArgs& a, int splits) {

@@ -34,6 +34,7 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kVChunks", c.v_chunks);
   add_constant(out, "int", "kQKSteps", c.qk_k_steps);
   add_constant(out, "int", "kVCols", c.v_cols);
+  add_constant(out, "int", "kOParts", c.o_parts);
   add_constant(out, "int", "kQTileBytes", c.q_tile_bytes);
   add_constant(out, "int", "kQBuffers", c.q_buffers);
   add_constant(out, "bool", "kStageOInKV", c.stage_o_in_kv);

@@ -95,8 +95,8 @@ const std::vector<Field>& fields() {
          return bad_value("dtype", v, "fp16, bf16, e4m3");
        },
        [](const AttentionSpec& s) { return std::string(dtype_name(s.dtype)); }},
-      {"head_dim", "a multiple of 8 in 8..320 (above 256 with head_dim_v at most 256)",
-       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..320"); },
+      {"head_dim", "a multiple of 8 in 8..576 (above 256: see head_dim_v)",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.head_dim, "head_dim", v, "a multiple of 8 in 8..576"); },
        [](const AttentionSpec& s) { return std::to_string(s.head_dim); }},
       {"head_dim_v", "a multiple of 8 in 8..head_dim",
        [](AttentionSpec& s, std::string_view v) { return set_tile(s.head_dim_v, "head_dim_v", v, "a multiple of 8 in 8..head_dim"); },
@@ -243,11 +243,27 @@ Status validate_spec(const AttentionSpec& s) {
     return Error::invalid_spec(key, "spec field '" + std::string(key) + "': value " + std::to_string(value) +
                                         " is not allowed; allowed: " + allowed);
   };
-  if (s.head_dim < 8 || s.head_dim > 320 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..320");
-  // NOTES: above 256 (Mistral Small 4's 320/256) Q K^T takes more k steps, but O's accumulator is
-  // the PV GEMM's N, at most 256 (wgmma's largest); a wider V needs O's columns shared out (not yet).
-  if (s.head_dim > 256 && (s.head_dim_v == 0 || s.head_dim_v > 256)) {
-    return fail("head_dim_v", s.head_dim_v ? s.head_dim_v : s.head_dim, "at most 256 with head_dim above 256 (O's columns are one wgmma's N)");
+  if (s.head_dim < 8 || s.head_dim > 576 || s.head_dim % 8 != 0) return fail("head_dim", s.head_dim, "a multiple of 8 in 8..576");
+  // NOTES: above 256 Q K^T takes more k steps (Mistral Small 4's 320/256); O's accumulator is the
+  // P V GEMM's N, at most 256 (wgmma's largest), so a V wider than 256 (Gemma 4's 512/512, MLA's
+  // absorbed 576/512) is computed in two column parts, each its own tile (o_parts in config/).
+  const int v_dim = s.effective_head_dim_v();
+  if (v_dim > 256 && (v_dim > 512 || v_dim % 128 != 0)) {
+    return fail("head_dim_v", v_dim, "at most 256, or 384 or 512 (two column parts of O) with head_dim at least as large");
+  }
+  if (s.head_dim > 256 || v_dim > 256) {
+    auto fail_large = [](const char* field, int value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
+                                            " is not allowed with head_dim above 256; allowed: " + allowed);
+    };
+    if (s.head_dim > 320 || v_dim > 256) {  // one consumer warpgroup: Q's tile and O's part fit
+      if (s.consumer_wgs > 1) return fail_large("consumer_wgs", s.consumer_wgs, "1 (a 64-row tile: Q's and the K/V blocks' shared memory)");
+    }
+    if (s.cluster == 2) return fail_large("cluster", 2, "1");
+    if (s.ctas_per_sm == 2) return fail_large("ctas_per_sm", 2, "1");
+    if (s.dynamic_schedule) return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed with head_dim above 256; allowed: static");
+    if (s.inline_combine && v_dim > 256) return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed with head_dim_v above 256; allowed: kernel");
+    if (s.kv_fp8() || s.fp8_operands()) return fail_large("head_dim", s.head_dim, "at most 256 with FP8 (kv_dtype=e4m3 or dtype=e4m3)");
   }
   // NOTES: V's head dim apart from Q's and K's (issue 40: DeepSeek's 192/128 prefill), at most
   // head_dim: O's 16-bit slices are staged in the Q buffer (or a K/V slot), which holds head_dim

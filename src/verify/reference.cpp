@@ -217,7 +217,7 @@ __device__ double block_max(double x, double* red) {
   double r = red[0]; __syncthreads(); return r;
 }
 extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefParams p) {
-  __shared__ double q_row[256], probs[128], red[128];
+  __shared__ double q_row[576], probs[128], red[128];  // head dims to 576, V's to 512 (four columns a thread)
   const int row = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, d = p.head_dim;
   const int dv = p.head_dim_v ? p.head_dim_v : d;
   const int kvh = h / (p.heads_q / p.heads_kv);
@@ -236,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
     mx = fmax(mx, modified_logit(dot, p.scale, p.softcap, slope, pos, j));
   }
   mx = block_max(mx, red);
-  double o0 = 0, o1 = 0, sum = 0;
+  double acc[4] = {0, 0, 0, 0}, sum = 0;
   for (int c0 = 0; c0 < visible; c0 += 128) {
     const int i = c0 + t, j = first + i;
     double pj = 0;
@@ -250,16 +250,16 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
     for (int jj = 0; jj < n; ++jj) {
       const double w = probs[jj]; const i64 vb = b * p.vs[0] + (i64)(first + c0 + jj) * p.vs[1] + kvh * p.vs[2];
       sum += w;
-      if (t < dv) o0 += w * load(p.v, vb + t);
-      if (t + 128 < dv) o1 += w * load(p.v, vb + t + 128);
+      for (int u = 0; u < 4; ++u)
+        if (t + 128 * u < dv) acc[u] += w * load(p.v, vb + t + 128 * u);
     }
     __syncthreads();
   }
   const double sink = p.has_sinks ? reinterpret_cast<const double*>(p.sinks)[h] : 0.0;
   const RowNormaliser<double> fin = finalize_row(mx * kFjLog2E, sum, p.has_sinks != 0, sink);
   double* o = reinterpret_cast<double*>(p.o) + (((i64)b * p.seqlen_q + row) * p.heads_q + h) * dv;
-  if (t < dv) o[t] = o0 * fin.o_scale;
-  if (t + 128 < dv) o[t + 128] = o1 * fin.o_scale;
+  for (int u = 0; u < 4; ++u)
+    if (t + 128 * u < dv) o[t + 128 * u] = acc[u] * fin.o_scale;
   if (t == 0) reinterpret_cast<double*>(p.lse)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = fin.lse;
 }
 )CUDA";
