@@ -181,9 +181,14 @@ FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 struct Tile {
   int m_block, head, batch;
   int split;  // split_kv: which of the sequence's key splits (else 0)
-  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts (else 0)
+  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts (else not set)
   // The part's first column of V and O: its V loads, O stores and partials start there.
-  FJ_DEVICE int v_col0() const { return kOParts > 1 ? part * kVCols : 0; }
+  // NOTES: with one part nothing reads `part` (not even a 0 written to it): the engine kernels'
+  // SASS moved with the store.
+  FJ_DEVICE int v_col0() const {
+    if constexpr (kOParts > 1) return part * kVCols;
+    return 0;
+  }
 };
 
 // The heads tiles go over (packed: groups of pack_heads query heads) and the key splits.
@@ -263,7 +268,6 @@ FJ_DEVICE bool has_tile(const Params& p, int slot) { return deal_slot(tile_deal(
 FJ_DEVICE Tile tile_at(const Params& p, const DealtTile& dealt) {
   Tile tile;
   tile.m_block = (int)dealt.m_block;
-  tile.part = 0;
   if constexpr (kOParts > 1) {
     tile.part = tile.m_block % kOParts;
     tile.m_block /= kOParts;
@@ -696,7 +700,7 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   if (!producer_leads()) return;
   const int b = q_buffer_of(local);
   if (local >= kQBuffers) mbar_wait(sm.empty_q(b), q_phase_of(local) ^ 1);
-  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)(tile.m_block * kOParts + tile.part), head_index_of(p, tile));
+  if (kPublishTiles) store_tile_words(sm, b, (uint32_t)(kOParts > 1 ? tile.m_block * kOParts + tile.part : tile.m_block), head_index_of(p, tile));
   if (kPublishTiles && kDeviceLengths) store_sequence_words(sm, b, seq);
   mbar_arrive_expect_tx(sm.full_q(b), kQLoadBytes);
   // Packed heads: the map's dims 1 and 2 are swapped (heads, then rows) and its box is pack_heads
@@ -1353,17 +1357,23 @@ FJ_DEVICE void merge_if_last_split(const Params& p, const Tile& tile, const Seql
 FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& tile, const SeqlenInfo& seq, int wg, int t) {
   const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first row in its sequence
   const int rows = min(64, seq.seqlen_q - first);
-  uint16_t* const head_base = p.o_rows + (int64_t)tile.head * p.o_head_stride;
+  // NOTES: an O column part's offset goes into the base alone (written into the expressions below,
+  // even as a constant 0 it moved the engine kernels' SASS).
+  uint16_t* const o_rows = kOParts > 1 ? p.o_rows + tile.v_col0() : p.o_rows;
+  uint16_t* const head_base = o_rows + (int64_t)tile.head * p.o_head_stride;
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
     const RowTarget at = row_target(p, tile, first + r);
-    if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
+    if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
+    if constexpr (kOParts > 1) {
+      if (tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;
+    }
     uint32_t v0, v1, v2, v3;
     const uint32_t src = out.base + swizzled_offset(out.row0 + r, chunk * 64 + unit * 8, out.rows);
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(src) : "memory");
-    uint16_t* dst = (kPackGQA ? p.o_rows + (int64_t)at.head * p.o_head_stride : head_base) +
-                    (int64_t)(seq.q_row0 + at.query) * p.o_row_stride + tile.v_col0() + chunk * 64 + unit * 8;
+    uint16_t* dst = (kPackGQA ? o_rows + (int64_t)at.head * p.o_head_stride : head_base) +
+                    (int64_t)(seq.q_row0 + at.query) * p.o_row_stride + chunk * 64 + unit * 8;
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
   }
 }
