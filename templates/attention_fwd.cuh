@@ -1090,12 +1090,9 @@ struct Consumer {
   ScoreRule rule;
 
   FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
-  // K(it) landed. NOTES (correctness): with FP8 operands it landed by cp.async, the generic proxy,
-  // and the Q K^T reads it through the async proxy: the fence orders them for this thread.
-  FJ_DEVICE void wait_k(int s, uint32_t parity) const {
-    mbar_wait(sm.full_k(s), parity);
-    if constexpr (kFp8Operands) fence_proxy_async_shared();
-  }
+  // NOTES (correctness): with FP8 operands K lands by cp.async, the generic proxy, and the Q K^T
+  // reads it through the async proxy: after K's full barrier each thread fences (spelled out at the
+  // two waits: as a member function the wait moved two default kernels' register allocation).
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -1186,7 +1183,8 @@ struct Consumer {
   template <bool kMasked>
   FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
-    wait_k(stage(it), phase(it));
+    mbar_wait(sm.full_k(stage(it)), phase(it));
+    if constexpr (kFp8Operands) fence_proxy_async_shared();  // K by cp.async (see above)
     issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -1211,7 +1209,8 @@ struct Consumer {
     PvOperand prev_p;
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
-    wait_k(s, phase(it));
+    mbar_wait(sm.full_k(s), phase(it));
+    if constexpr (kFp8Operands) fence_proxy_async_shared();  // K by cp.async (see above)
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase(it - 1));
