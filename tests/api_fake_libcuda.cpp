@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +58,11 @@ FakeCudaLaunch g_last_launch{};
 std::atomic<unsigned> g_param_bytes{0};
 std::atomic<uint64_t> g_next_address{0x7f0000000000ull};
 std::atomic<bool> g_legacy_writes_pending{false};  // a memset or host-to-device copy not yet synchronised
+// The first kMaxLoggedMaps tensor maps encoded (their readable words, below), for
+// FAKE_CUDA_TENSOR_MAPS_FILE: fixed room, so that encoding never allocates.
+constexpr unsigned kMaxLoggedMaps = 4096;
+uint64_t g_logged_maps[kMaxLoggedMaps][10];
+std::atomic<unsigned> g_logged_map_count{0};
 
 thread_local FakeContext* t_stack[32];
 thread_local int t_depth = 0;
@@ -321,6 +327,7 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type,
   words[8] = uint64_t(box[0]) | (uint64_t(rank > 1 ? box[1] : 1) << 32);
   words[9] = uint64_t(type) | (uint64_t(swizzle) << 16);
   std::memcpy(map, words, sizeof(words));
+  if (const unsigned n = g_logged_map_count.fetch_add(1); n < kMaxLoggedMaps) std::memcpy(g_logged_maps[n], words, sizeof(g_logged_maps[n]));
   return CUDA_SUCCESS;
 }
 
@@ -569,12 +576,27 @@ __attribute__((visibility("default"))) const FakeCudaStats* fake_cuda_stats() { 
 // the flashjit tool against it in a child process).
 __attribute__((destructor)) static void fake_cuda_write_stats_file() {
   const char* path = std::getenv("FAKE_CUDA_STATS_FILE");
-  if (!path) return;
-  if (FILE* f = std::fopen(path, "w")) {
+  if (FILE* f = path ? std::fopen(path, "w") : nullptr) {
     std::fprintf(f, "tensor_map_encodes %llu\nlaunches %llu\nlaunches_captured %llu\nlaunches_programmatic %llu\n",
                  (unsigned long long)g_stats.tensor_map_encodes.load(), (unsigned long long)g_stats.launches.load(),
                  (unsigned long long)g_stats.launches_captured.load(), (unsigned long long)g_stats.launches_programmatic.load());
     std::fclose(f);
+  }
+  // FAKE_CUDA_TENSOR_MAPS_FILE: each tensor map encoded, in order, one a line: "address dim0 dim1
+  // dim2 dim3 stride1 stride2 stride3 box0 box1" (the dims innermost first, the byte strides of
+  // dims 1..3; attention maps: head_dim, rows, heads, batch).
+  if (const char* maps = std::getenv("FAKE_CUDA_TENSOR_MAPS_FILE")) {
+    if (FILE* f = std::fopen(maps, "w")) {
+      const unsigned count = std::min(g_logged_map_count.load(), kMaxLoggedMaps);
+      for (unsigned i = 0; i < count; ++i) {
+        const uint64_t* w = g_logged_maps[i];
+        std::fprintf(f, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)w[0], (unsigned long long)w[1],
+                     (unsigned long long)w[2], (unsigned long long)w[3], (unsigned long long)w[4], (unsigned long long)w[5],
+                     (unsigned long long)w[6], (unsigned long long)w[7], (unsigned long long)(w[8] & 0xFFFFFFFFu),
+                     (unsigned long long)(w[8] >> 32));
+      }
+      std::fclose(f);
+    }
   }
 }
 

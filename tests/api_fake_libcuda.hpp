@@ -5,7 +5,9 @@
 //   auto* stats = reinterpret_cast<const FakeCudaStats* (*)()>(dlsym(handle, "fake_cuda_stats"))();
 //
 // Environment, read once: FAKE_CUDA_DEVICE_COUNT (default 1), FAKE_CUDA_CC_<ordinal> (compute
-// capability as "90", default 90).
+// capability as "90", default 90). At exit (for the tool run in a child process):
+// FAKE_CUDA_STATS_FILE gets the counts, FAKE_CUDA_TENSOR_MAPS_FILE every tensor map encoded (its
+// address, dims and byte strides; api_fake_libcuda.cpp says the line's fields).
 //
 // The fake flags what a capturing stream forbids: memory allocation, host copies, synchronisation
 // and module loads while any stream is capturing count as capture_violations.

@@ -23,6 +23,7 @@ namespace {
 
 std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
   std::string spec = std::string("dtype=") + (p.bf16 ? "bf16" : "fp16") + ",head_dim=" + std::to_string(p.head_dim) +
+                     (p.head_dim_v && p.head_dim_v != p.head_dim ? ",head_dim_v=" + std::to_string(p.head_dim_v) : std::string()) +
                      ",causal=" + (p.causal ? "1" : "0") + (p.dense_q ? "" : ",varlen=1");
   if (p.kv == KvSource::kPaged) spec += ",paged=1";
   return extra.empty() ? spec : spec + "," + extra;
@@ -661,6 +662,90 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     }
     if (exec) api.cuGraphExecDestroy(exec);
   }
+}
+
+// V and O narrower than Q and K (spec key head_dim_v; DeepSeek's prefill 192/128, Mistral Small
+// 4's 320/256, 128/64): ragged batches through packed, dense and paged K/V (pages of 16 and 64;
+// NHD, HND, K and V in one tensor: each page K's 192 columns then V's 128), dense queries on a
+// paged cache, both dtypes, causal or not. V's pools and O's rows have their own strides.
+TEST(AttentionEngineGpu, HeadDimVThroughEveryKvSource) {
+  std::mt19937_64 shapes(41);
+  std::vector<EngineCase> cases;
+  auto with_v = [](EngineProblem p, int dv) {
+    p.head_dim_v = dv;
+    return p;
+  };
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true}) {
+      for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged})
+        for (int page_size : {16, 64}) {
+          if (kv != KvSource::kPaged && page_size == 64) continue;
+          EngineProblem p = with_v(ragged(shapes, bf16, 192, causal, 8, 2, kv, page_size, 7, 700), 128);
+          cases.push_back({engine_spec(p), p});
+        }
+      for (KvSource kv : {KvSource::kPacked, KvSource::kPaged}) {
+        EngineProblem p = with_v(ragged(shapes, bf16, 320, causal, 8, 2, kv, 64, 6, 600), 256);
+        cases.push_back({engine_spec(p), p});
+      }
+      EngineProblem small = with_v(ragged(shapes, bf16, 128, causal, 8, 2, KvSource::kPaged, 16, 6, 600), 64);
+      cases.push_back({engine_spec(small), small});
+    }
+  for (int page_size : {16, 64})
+    for (int layout = 1; layout < 3; ++layout) {  // HND, K and V in one tensor
+      EngineProblem p = with_v(ragged(shapes, true, 192, true, 8, 2, KvSource::kPaged, page_size, 6, 600), 128);
+      p.head_major_pool = layout == 1;
+      p.kv_in_one_tensor = layout == 2;
+      cases.push_back({engine_spec(p), p});
+    }
+  for (int queries : {1, 100}) {  // a paged cache with dense queries
+    EngineProblem p = with_v(ragged(shapes, true, 192, true, 8, 2, KvSource::kPaged, 64, 5, 600), 128);
+    p.dense_q = true;
+    p.spare_q_rows = 0;
+    for (int& q : p.seqlen_q) q = queries;
+    cases.push_back({engine_spec(p), p});
+  }
+  run_all(cases);
+}
+
+// Split-KV with head_dim_v (the partials and the merge head_dim_v wide): decode of 1 and 4 queries
+// with packed heads through the combine kernel and combine=inline, pages of 16 and 64, every split
+// count exactly (one CTA per tile) and the launch's own, 192/128 and 320/256; mixed prefill and
+// decode batches with splits; the dynamic scheduler before the partials.
+TEST(AttentionEngineGpu, HeadDimVSplitKvBothCombines) {
+  std::mt19937_64 shapes(42);
+  std::vector<EngineCase> cases;
+  for (auto [d, dv] : {std::pair{192, 128}, {320, 256}})
+    for (const char* combine : {"", ",combine=inline"})
+      for (int page_size : {16, 64})
+        for (int queries : {1, 4}) {
+          EngineProblem p = decode_batch(shapes, page_size == 16, d, queries > 1, 32, 8, KvSource::kPaged, page_size, 7, queries, 2500);
+          p.head_dim_v = dv;
+          p.max_splits = 16;
+          p.inline_combine = *combine != '\0';
+          cases.push_back({engine_spec(p, std::string(kDecode) + combine), p});
+          for (int splits : {1, 3}) {
+            p.max_splits = splits;
+            cases.push_back({engine_spec(p, std::string(kDecode) + combine), p, 0});
+          }
+        }
+  for (const char* extra : {"split_kv=1", "pack_gqa=1,split_kv=1,combine=inline"})
+    for (KvSource kv : {KvSource::kPaged, KvSource::kPacked}) {
+      EngineProblem p = ragged(shapes, true, 192, true, 16, 4, kv, 64, 9, 900);
+      p.head_dim_v = 128;
+      p.seqlen_q[0] = 1, p.seqlen_k[0] = 1000;
+      p.seqlen_q[1] = 4, p.seqlen_k[1] = 900;
+      p.max_splits = 12;
+      p.inline_combine = std::string(extra).find("inline") != std::string::npos;
+      cases.push_back({engine_spec(p, extra), p});
+    }
+  {
+    EngineProblem p = decode_batch(shapes, true, 192, true, 32, 8, KvSource::kPaged, 16, 6, 4, 3000);
+    p.head_dim_v = 128;
+    p.max_splits = 16;
+    p.dynamic_schedule = true;
+    cases.push_back({engine_spec(p, std::string(kDecode) + ",scheduler=dynamic"), p});
+  }
+  run_all(cases);
 }
 
 }  // namespace

@@ -431,5 +431,90 @@ TEST(AttentionGpu, RandomSpecsAndShapes) {
   run_all(cases);
 }
 
+// V (and O) narrower than Q and K (spec key head_dim_v): DeepSeek's prefill 192/128, Mistral
+// Small 4's 320/256 and other pairs.
+std::string spec_text_v(bool bf16, int d, int dv, bool causal, const std::string& extra = "") {
+  return spec_text(bf16, d, causal, "head_dim_v=" + std::to_string(dv) + (extra.empty() ? "" : "," + extra));
+}
+Problem problem_v(bool bf16, int d, int dv, bool causal, int sq, int sk, int batch = 1, int hq = 2, int hkv = 2) {
+  Problem p = problem(bf16, d, causal, sq, sk, batch, hq, hkv);
+  p.head_dim_v = dv;
+  return p;
+}
+
+// The GPU reference with O narrower than Q (head_dim_v), and at head_dim 320 (its query row's
+// room), against the CPU definition.
+TEST(AttentionGpu, ReferenceKernelMatchesCpuReferenceWithHeadDimV) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  for (auto [d, dv] : {std::pair{192, 128}, {72, 40}, {320, 256}, {320, 64}}) {
+    for (auto [sq, sk, causal] : {std::tuple{17, 33, true}, std::tuple{65, 130, false}}) {
+      Problem p = problem_v(d != 72, d, dv, causal, sq, sk, 2, 4, 2);
+      p.scale = double(float(p.effective_scale()));
+      std::string error;
+      const ReferencePair r = references_on_random_inputs(*env, p, rng, &error);
+      ASSERT_TRUE(error.empty()) << error;
+      ASSERT_EQ(r.gpu.o.size(), size_t(2) * sq * 4 * dv) << p.describe();
+      EXPECT_LT(relative_l2_error(r.gpu.o, r.cpu.o), 1e-12) << p.describe();
+      ASSERT_EQ(r.gpu.lse.size(), r.cpu.lse.size());
+      for (size_t i = 0; i < r.gpu.lse.size(); ++i) {
+        if (std::isinf(r.cpu.lse[i])) EXPECT_TRUE(std::isinf(r.gpu.lse[i]) && r.gpu.lse[i] < 0);
+        else EXPECT_NEAR(r.gpu.lse[i], r.cpu.lse[i], 1e-10);
+      }
+    }
+  }
+}
+
+// 192/128 both dtypes, causal or not, lengths that are not tile multiples, GQA, every layout (V's
+// and O's strides their own: packed QKV rows hold Q's, K's and V's heads), no LSE; 128/64,
+// 128/96, 256/128, 64/32; 320/256 causal or not.
+TEST(AttentionGpu, HeadDimVNarrowerThanQ) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : {std::pair{1, 1}, {17, 17}, {128, 128}, {129, 129}, {1000, 1000}, {4097, 4097}, {128, 1000}, {1000, 129}, {1, 4097}})
+        cases.push_back({spec_text_v(bf16, 192, 128, causal), problem_v(bf16, 192, 128, causal, sq, sk)});
+      cases.push_back({spec_text_v(bf16, 192, 128, causal), problem_v(bf16, 192, 128, causal, 300, 300, 2, 16, 2)});
+      for (Layout layout : {Layout::kPackedQKV, Layout::kHeadMajor, Layout::kPadded})
+        cases.push_back({spec_text_v(bf16, 192, 128, causal), problem_v(bf16, 192, 128, causal, 257, 257, 3, 8, 2), layout});
+      cases.push_back({spec_text_v(bf16, 192, 128, causal), problem_v(bf16, 192, 128, causal, 200, 333, 2, 4, 4), Layout::kContiguous, false});
+      for (auto [d, dv] : {std::pair{128, 64}, {128, 96}, {256, 128}, {64, 32}})
+        for (auto [sq, sk] : {std::pair{129, 129}, {1000, 1000}, {17, 700}})
+          cases.push_back({spec_text_v(bf16, d, dv, causal), problem_v(bf16, d, dv, causal, sq, sk, 2, 4, 2)});
+      for (auto [sq, sk] : {std::pair{1, 1}, {129, 129}, {1000, 1000}, {2048, 2048}, {128, 1000}, {1000, 129}})
+        cases.push_back({spec_text_v(bf16, 320, 256, causal), problem_v(bf16, 320, 256, causal, sq, sk, 2, 4, 2)});
+      for (Layout layout : {Layout::kPackedQKV, Layout::kHeadMajor, Layout::kPadded})
+        cases.push_back({spec_text_v(bf16, 320, 256, causal), problem_v(bf16, 320, 256, causal, 257, 257, 2, 4, 2), layout});
+    }
+  run_all(cases);
+}
+
+// Random head dim pairs (V any multiple of 8 up to Q's), tiles, shapes and layouts, drawn fresh
+// each run (the seed is printed; FLASHJIT_TEST_SEED replays it).
+TEST(AttentionGpu, HeadDimVRandomPairsAndShapes) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  std::vector<Case> cases;
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  while (cases.size() < 40) {
+    const bool bf16 = pick(0, 1);
+    const int d = 8 * pick(2, 40);
+    const int dv = 8 * pick(1, std::min(d, 256) / 8);
+    const bool causal = pick(0, 1);
+    std::string extra;
+    if (pick(0, 2) == 0) extra = "consumer_wgs=" + std::to_string(pick(1, 2));
+    const std::string spec = spec_text_v(bf16, d, dv, causal, extra);
+    auto parsed = parse_spec(spec);
+    if (!parsed || !make_config(*parsed)) continue;  // a pair or tile the spec refuses: draw again
+    const int sq = pick(1, 2000), sk = pick(1, 2000);
+    const int hkv = pick(1, 3), group = std::vector<int>{1, 2, 4}[pick(0, 2)];
+    Problem p = problem_v(bf16, d, dv, causal, sq, sk, pick(1, 2), hkv * group, hkv);
+    const Layout layout = sq == sk && pick(0, 3) == 0 ? Layout::kPackedQKV : Layout(pick(0, 1) * 2);
+    cases.push_back({spec, p, layout, pick(0, 5) != 0});
+  }
+  run_all(cases);
+}
+
 }  // namespace
 }  // namespace flashjit::testing

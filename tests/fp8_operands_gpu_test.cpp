@@ -161,6 +161,22 @@ TEST(AttentionFp8GpuDense, WindowAndSinks) {
   run_dense(cases);
 }
 
+// V narrower than Q (head_dim_v; DeepSeek's 192/128): Q and K 192 codes a row, V and O 128;
+// causal or not, O in bf16 and fp16, GQA 8:2, lengths that are not tile multiples.
+TEST(AttentionFp8GpuDense, HeadDimV192And128) {
+  std::vector<Case> cases;
+  int n = 0;
+  for (bool causal : {false, true})
+    for (bool out_bf16 : {true, false})
+      for (auto [sq, sk] : {std::pair{555, 777}, {1, 1000}, {1000, 129}}) {
+        Case c = dense_case(192, causal, out_bf16, 2, sq, sk, 8, 2, "head_dim_v=128");
+        c.problem.head_dim_v = 128;
+        c.problem.fp8.per_head = c.problem.fp8.per_sequence = n++ % 3 == 2;
+        cases.push_back(c);
+      }
+  run_dense(cases);
+}
+
 // ---- engine inputs (check_engine_attention)
 
 std::string engine_spec(const EngineProblem& p, const std::string& extra = "") {
@@ -276,6 +292,29 @@ TEST(AttentionFp8GpuEngine, SplitKvDecodePackedGqa) {
         p.fp8.per_head = p.fp8.per_sequence = per_sequence;
         cases.push_back({engine_spec(p, inline_combine ? "pack_gqa=1,split_kv=1,combine=inline" : "pack_gqa=1,split_kv=1"), p, 0});
       }
+  run_engine(cases);
+}
+
+// V narrower than Q (head_dim_v; DeepSeek's 192/128) through the engine's inputs: packed and paged
+// (pages of 16 and 64) K/V in ragged batches, and split-KV decode through both combines.
+TEST(AttentionFp8GpuEngine, HeadDimV192And128) {
+  std::mt19937_64 shapes(394);
+  std::vector<EngineCase> cases;
+  int n = 0;
+  for (KvSource kv : {KvSource::kPacked, KvSource::kPaged})
+    for (bool causal : {false, true}) {
+      EngineProblem p = ragged(shapes, n % 2 == 0, 192, causal, 8, 2, kv, n % 2 == 0 ? 16 : 64, 6, 700);
+      p.head_dim_v = 128;
+      p.fp8.per_head = p.fp8.per_sequence = n++ % 3 == 1;
+      cases.push_back({engine_spec(p, "head_dim_v=128"), p});
+    }
+  for (bool inline_combine : {false, true}) {
+    EngineProblem p = decode_batch(shapes, !inline_combine, 32, 8, KvSource::kPaged, 64, 7, inline_combine ? 4 : 1, 2500);
+    p.head_dim = 192, p.head_dim_v = 128;
+    p.max_splits = 16;
+    p.inline_combine = inline_combine;
+    cases.push_back({engine_spec(p, std::string("head_dim_v=128,pack_gqa=1,split_kv=1") + (inline_combine ? ",combine=inline" : "")), p});
+  }
   run_engine(cases);
 }
 

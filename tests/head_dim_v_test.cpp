@@ -9,6 +9,7 @@
 #include "runtime/engine.hpp"
 #include "source/render.hpp"
 #include "spec/attention_spec.hpp"
+#include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
 
 namespace flashjit {
@@ -106,6 +107,128 @@ TEST(HeadDimVReference, ONarrowsWithVAndTheWeightsStay) {
     for (int c = 0; c < 40; ++c) ASSERT_EQ(b.o[size_t(r) * 40 + c], a.o[size_t(r) * 96 + c]) << r << " " << c;
   EXPECT_EQ(b.lse, a.lse);
   EXPECT_NE(narrow.describe().find("d=96/40"), std::string::npos) << narrow.describe();
+}
+
+// The engine checks' buffers with V narrower than Q (192/128): Q and K rows 192 wide, V and O 128,
+// each with its own strides, in every K/V source and pool layout.
+TEST(HeadDimVEngineLayout, VAndOHaveTheirOwnColumnsInEveryKvSource) {
+  EngineProblem p;
+  p.head_dim = 192, p.head_dim_v = 128, p.heads_q = 8, p.heads_kv = 2;
+  p.seqlen_q = {5, 0, 17}, p.seqlen_k = {40, 7, 33};
+  EXPECT_EQ(p.v_dim(), 128);
+  for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
+    p.kv = kv, p.page_size = 16;
+    const EngineCapacity cap = capacity_for(p);
+    const EngineLayout l = engine_layout(p, cap);
+    SCOPED_TRACE(kv_source_name(kv));
+    EXPECT_EQ(l.q_elems, int64_t(cap.total_q) * 8 * 192);
+    EXPECT_EQ(l.o_elems, int64_t(cap.total_q) * 8 * 128);
+    EXPECT_EQ(l.q_strides.row, 8 * 192);
+    EXPECT_EQ(l.q_strides.head, 192);
+    EXPECT_EQ(l.o_strides.row, 8 * 128);
+    EXPECT_EQ(l.o_strides.head, 128);
+    EXPECT_EQ(l.k_strides.row, 2 * 192);
+    EXPECT_EQ(l.k_strides.head, 192);
+    EXPECT_EQ(l.v_strides.row, 2 * 128);
+    EXPECT_EQ(l.v_strides.head, 128);
+    EXPECT_EQ(l.v_in_k, -1);
+    switch (kv) {
+      case KvSource::kPacked:
+        EXPECT_EQ(l.k_elems, int64_t(cap.total_k) * 2 * 192);
+        EXPECT_EQ(l.v_elems, int64_t(cap.total_k) * 2 * 128);
+        break;
+      case KvSource::kDense:
+        EXPECT_EQ(l.k_strides.batch, int64_t(cap.max_seqlen_k) * 2 * 192);
+        EXPECT_EQ(l.v_strides.batch, int64_t(cap.max_seqlen_k) * 2 * 128);
+        EXPECT_EQ(l.v_elems, int64_t(cap.batch) * cap.max_seqlen_k * 2 * 128);
+        break;
+      case KvSource::kPaged:
+        EXPECT_EQ(l.page_stride, 16 * 2 * 192);
+        EXPECT_EQ(l.k_strides.batch, 16 * 2 * 192);  // the page strides
+        EXPECT_EQ(l.v_strides.batch, 16 * 2 * 128);
+        EXPECT_EQ(l.k_elems, int64_t(cap.num_pages) * 16 * 2 * 192);
+        EXPECT_EQ(l.v_elems, int64_t(cap.num_pages) * 16 * 2 * 128);
+        break;
+    }
+  }
+  // HND pools: [pages][heads][page_size][columns].
+  p.kv = KvSource::kPaged, p.page_size = 64, p.head_major_pool = true;
+  EngineLayout hnd = engine_layout(p, capacity_for(p));
+  EXPECT_EQ(hnd.k_strides.row, 192);
+  EXPECT_EQ(hnd.k_strides.head, 64 * 192);
+  EXPECT_EQ(hnd.v_strides.row, 128);
+  EXPECT_EQ(hnd.v_strides.head, 64 * 128);
+  EXPECT_EQ(hnd.v_strides.batch, 64 * 2 * 128);
+  // K and V in one tensor: each page K's 192-wide page, then V's 128-wide one.
+  p.head_major_pool = false, p.kv_in_one_tensor = true;
+  const EngineCapacity cap = capacity_for(p);
+  EngineLayout one = engine_layout(p, cap);
+  EXPECT_EQ(one.page_stride, 64 * 2 * (192 + 128));
+  EXPECT_EQ(one.k_strides.batch, one.page_stride);
+  EXPECT_EQ(one.v_strides.batch, one.page_stride);
+  EXPECT_EQ(one.v_in_k, 64 * 2 * 192);
+  EXPECT_EQ(one.k_elems, int64_t(cap.num_pages) * one.page_stride);
+  EXPECT_EQ(one.v_elems, 0);
+  // Dense queries (a paged=1 spec without varlen): the batch strides are max_seqlen_q rows.
+  p.kv_in_one_tensor = false, p.dense_q = true, p.seqlen_q = {4, 4, 4};
+  EngineLayout dense_q = engine_layout(p, capacity_for(p));
+  EXPECT_EQ(dense_q.q_strides.batch, 4 * 8 * 192);
+  EXPECT_EQ(dense_q.o_strides.batch, 4 * 8 * 128);
+  // Without head_dim_v, V is K's width.
+  p.head_dim_v = 0;
+  EngineLayout square = engine_layout(p, capacity_for(p));
+  EXPECT_EQ(square.v_strides.row, square.k_strides.row);
+  EXPECT_EQ(square.o_strides.row, square.q_strides.row);
+  p.head_dim_v = 128;
+  EXPECT_NE(p.describe().find("d=192/128"), std::string::npos) << p.describe();
+}
+
+// Every spec the head_dim_v GPU cases run (attention_gpu_test.cpp, attention_engine_gpu_test.cpp,
+// kv_fp8_gpu_test.cpp, fp8_operands_gpu_test.cpp) parses and resolves: a spec the GPU run would
+// refuse fails here first.
+TEST(HeadDimVCases, TheSpecsResolve) {
+  std::vector<std::string> specs;
+  for (const char* dt : {"fp16", "bf16"})
+    for (const char* causal : {"0", "1"}) {
+      const std::string head = std::string("dtype=") + dt;
+      for (auto [d, dv] : {std::pair{192, 128}, {128, 64}, {128, 96}, {256, 128}, {64, 32}, {320, 256}})
+        specs.push_back(head + ",head_dim=" + std::to_string(d) + ",causal=" + causal + ",head_dim_v=" + std::to_string(dv));
+      for (auto [d, dv] : {std::pair{192, 128}, {320, 256}, {128, 64}}) {
+        const std::string pair = head + ",head_dim=" + std::to_string(d) + ",head_dim_v=" + std::to_string(dv) + ",causal=" + causal;
+        specs.push_back(pair + ",varlen=1");
+        specs.push_back(pair + ",varlen=1,paged=1");
+        if (d != 128) {
+          specs.push_back(pair + ",varlen=1,paged=1,pack_gqa=1,split_kv=1");
+          specs.push_back(pair + ",varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline");
+        }
+      }
+      for (const char* kv : {",varlen=1", ",varlen=1,paged=1"}) {
+        specs.push_back(head + ",head_dim=192,causal=" + causal + kv + ",head_dim_v=128,kv_dtype=e4m3");
+        specs.push_back(head + ",head_dim=192,causal=" + causal + kv + ",head_dim_v=128,pack_gqa=1,split_kv=1,combine=inline,kv_dtype=e4m3");
+      }
+      for (const char* out : {"", ",out_dtype=fp16"}) {
+        const std::string e4m3 = std::string("dtype=e4m3,head_dim=192,causal=") + causal + out;
+        specs.push_back(e4m3 + ",head_dim_v=128");
+        for (const char* kv : {",varlen=1", ",varlen=1,paged=1"}) {
+          specs.push_back(e4m3 + kv + ",head_dim_v=128");
+          specs.push_back(e4m3 + kv + ",head_dim_v=128,pack_gqa=1,split_kv=1");
+          specs.push_back(e4m3 + kv + ",head_dim_v=128,pack_gqa=1,split_kv=1,combine=inline");
+        }
+      }
+    }
+  specs.push_back("dtype=bf16,head_dim=192,head_dim_v=128,causal=1,paged=1");
+  for (const char* kv : {"", ",paged=1"}) {
+    specs.push_back(std::string("dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1") + kv + ",split_kv=1");
+    specs.push_back(std::string("dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1") + kv + ",pack_gqa=1,split_kv=1,combine=inline");
+  }
+  specs.push_back("dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,scheduler=dynamic");
+  for (const std::string& text : specs) {
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.error().message;
+    EXPECT_LT(spec->effective_head_dim_v(), spec->head_dim) << text;
+    auto config = make_config(*spec);
+    EXPECT_TRUE(config.ok()) << text << ": " << config.error().message;
+  }
 }
 
 class HeadDimVVariant : public ::testing::TestWithParam<std::string> {};

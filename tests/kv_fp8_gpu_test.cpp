@@ -196,6 +196,38 @@ TEST(AttentionKvFp8Gpu, SplitKvDecodePackedGqa) {
   run_all(cases);
 }
 
+// V narrower than Q (head_dim_v; DeepSeek's 192/128) in an FP8 cache: V's codes head_dim_v to a
+// row and key. Dense, packed and paged K/V (pages of 16 and 64; NHD, HND, K and V in one tensor),
+// both dtypes, scales per tensor and per head; split-KV decode through both combines.
+TEST(AttentionKvFp8Gpu, HeadDimV192And128) {
+  std::mt19937_64 shapes(44);
+  std::vector<Fp8Case> cases;
+  int n = 0;
+  for (KvSource kv : {KvSource::kDense, KvSource::kPacked, KvSource::kPaged})
+    for (bool bf16 : {false, true}) {
+      EngineProblem p = ragged(shapes, bf16, 192, n % 2 == 0, 8, 2, kv, n % 2 == 0 ? 64 : 16, 6, 700);
+      p.head_dim_v = 128;
+      p.fp8.per_head = n++ % 3 == 2;
+      cases.push_back({fp8_spec(p, "head_dim_v=128"), p});
+    }
+  for (int layout = 1; layout < 3; ++layout) {  // HND; K and V in one tensor
+    EngineProblem p = ragged(shapes, true, 192, true, 8, 2, KvSource::kPaged, 16, 6, 600);
+    p.head_dim_v = 128;
+    p.head_major_pool = layout == 1;
+    p.kv_in_one_tensor = layout == 2;
+    cases.push_back({fp8_spec(p, "head_dim_v=128"), p});
+  }
+  for (bool inline_combine : {false, true}) {
+    EngineProblem p = decode_batch(shapes, true, 32, 8, KvSource::kPaged, 64, 7, inline_combine ? 4 : 1, 2500);
+    p.head_dim = 192, p.head_dim_v = 128;
+    p.max_splits = 16;
+    p.inline_combine = inline_combine;
+    p.fp8.per_head = inline_combine;
+    cases.push_back({fp8_spec(p, std::string("head_dim_v=128,pack_gqa=1,split_kv=1") + (inline_combine ? ",combine=inline" : "")), p});
+  }
+  run_all(cases);
+}
+
 // One graph captured on the first step and replayed as the lengths change (paged split-KV decode).
 TEST(AttentionKvFp8Gpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);

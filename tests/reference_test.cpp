@@ -247,6 +247,15 @@ TEST(Reference, GpuReferenceKernelCompiles) {
     EXPECT_GT(k->cubin.size(), 0u);
   }
 }
+// The GPU reference holds a query row of every head dim a spec takes (to 576 with head_dim_v 512):
+// its shared row was 256 doubles, so a 320-wide row wrote past it.
+TEST(Reference, GpuReferenceHoldsEveryHeadDimASpecTakes) {
+  static_assert(kReferenceMaxHeadDim >= 576 && kReferenceMaxHeadDimV >= 512);  // the spec's largest (MLA 576/512)
+  const std::string source = reference_kernel_source(true);
+  EXPECT_NE(source.find("#define REF_MAX_HEAD_DIM " + std::to_string(kReferenceMaxHeadDim) + "\n"), std::string::npos);
+  EXPECT_NE(source.find("q_row[REF_MAX_HEAD_DIM]"), std::string::npos);
+  EXPECT_EQ(source.find("q_row[256]"), std::string::npos);
+}
 }  // namespace
 }  // namespace flashjit
 

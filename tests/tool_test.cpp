@@ -1676,6 +1676,153 @@ TEST(Tool, CheckAndBenchGiveFp8OperandsTheirDescales) {
   ASSERT_TRUE(efp8 && efp8->getObject("launch")) << engine;
   EXPECT_EQ(boolean(*efp8->getObject("launch"), "q_scale"), 1) << engine;
 }
+
+// The tensor maps a run of the tool encoded (the fake's FAKE_CUDA_TENSOR_MAPS_FILE), in order.
+struct EncodedMap {
+  uint64_t address = 0, dims[4] = {}, strides[3] = {}, box[2] = {};
+};
+std::vector<EncodedMap> read_tensor_maps(const std::string& path) {
+  std::vector<EncodedMap> maps;
+  std::ifstream in(path);
+  EncodedMap m;
+  while (in >> m.address >> m.dims[0] >> m.dims[1] >> m.dims[2] >> m.dims[3] >> m.strides[0] >> m.strides[1] >> m.strides[2] >> m.box[0] >>
+         m.box[1]) {
+    maps.push_back(m);
+  }
+  return maps;
+}
+// "{a, b, c, d} strides {e, f, g}" of a map, for the messages.
+std::string describe_map(const EncodedMap& m) {
+  return llvm::formatv("{{{0}, {1}, {2}, {3}} strides {{{4}, {5}, {6}}", m.dims[0], m.dims[1], m.dims[2], m.dims[3], m.strides[0],
+                       m.strides[1], m.strides[2]).str();
+}
+
+// check and bench on a head_dim_v spec (DeepSeek's 192/128; the fake driver runs nothing): V and
+// O reach the launch 128 columns wide with their own strides (Q's and K's rows 192 wide), dense
+// and engine (paged varlen, split-KV) alike; the JSON names both head dims; bench counts
+// 2 x (192 + 128) FLOPs a visible pair and head and K's and V's own columns in the K/V bytes.
+TEST(Tool, CheckAndBenchGiveVAndOTheirHeadDimV) {
+  TempDir dir;
+  const std::string maps_file = dir.sub("maps.txt");
+  const EnvChanges fake = {{"FLASHJIT_LIBCUDA", fake_libcuda()}, {"FAKE_CUDA_TENSOR_MAPS_FILE", maps_file}};
+  const std::vector<std::string> heads = {"--heads-q", "4", "--heads-kv", "2", "--cache-dir", dir.sub("cache"), "--json"};
+  auto with_heads = [&](std::vector<std::string> args) {
+    args.insert(args.end(), heads.begin(), heads.end());
+    return args;
+  };
+  auto expect_map = [](const EncodedMap& m, std::vector<uint64_t> dims, std::vector<uint64_t> strides, const char* what) {
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(m.dims[i], dims[size_t(i)]) << what << ": " << describe_map(m);
+    for (int i = 0; i < 3; ++i) {
+      if (strides[size_t(i)] != 0) EXPECT_EQ(m.strides[i], strides[size_t(i)]) << what << ": " << describe_map(m);  // 0: not checked
+    }
+  };
+
+  // Dense [batch, seqlen, heads, d]: Q and K 192 columns, V and O 128 (bytes: bf16).
+  const int sq = 128, sk = 256;
+  ToolRun dense = run_tool(with_heads({"check", "--spec", "dtype=bf16,head_dim=192,head_dim_v=128,causal=1", "--batch", "2", "--seqlen-q",
+                                       std::to_string(sq), "--seqlen-k", std::to_string(sk)}),
+                           fake);
+  ASSERT_EQ(dense.exit_code, 0) << dense;  // zeros against zeros
+  {
+    json::Value v = parse_json(dense);
+    const json::Object* out = v.getAsObject();
+    ASSERT_TRUE(out) << dense;
+    EXPECT_EQ(num(*out, "head_dim"), 192) << dense;
+    EXPECT_EQ(num(*out, "head_dim_v"), 128) << dense;
+    EXPECT_NE(str(*out, "shape").find("d=192/128"), std::string::npos) << dense;
+    const std::vector<EncodedMap> maps = read_tensor_maps(maps_file);
+    ASSERT_EQ(maps.size(), 4u) << dense;  // Q, K, V, O
+    expect_map(maps[0], {192, sq, 4, 2}, {4 * 192 * 2, 192 * 2, sq * 4 * 192 * 2}, "Q");
+    expect_map(maps[1], {192, sk, 2, 2}, {2 * 192 * 2, 192 * 2, sk * 2 * 192 * 2}, "K");
+    expect_map(maps[2], {128, sk, 2, 2}, {2 * 128 * 2, 128 * 2, sk * 2 * 128 * 2}, "V");
+    expect_map(maps[3], {128, sq, 4, 2}, {4 * 128 * 2, 128 * 2, sq * 4 * 128 * 2}, "O");
+    EXPECT_EQ(maps[2].address - maps[1].address, uint64_t(2) * sk * 2 * 192 * 2) << "V follows K's 192-wide rows";
+  }
+
+  // Engine: paged varlen (pools [pages, 16, heads, d]) and split-KV with packed heads.
+  for (const char* spec : {"dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1",
+                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"}) {
+    const bool split = std::string(spec).find("split_kv=1") != std::string::npos;
+    ToolRun r = run_tool(with_heads({"check", "--spec", spec, "--seqlens", split ? "1:400,1:200" : "5:40,3:20", "--page-size", "16"}), fake);
+    ASSERT_NE(r.exit_code, 2) << r;  // the fake's zeros fail against the CPU reference: the JSON and the maps are read
+    json::Value v = parse_json(r);
+    const json::Object* out = v.getAsObject();
+    ASSERT_TRUE(out) << r;
+    EXPECT_EQ(num(*out, "head_dim_v"), 128) << r;
+    EXPECT_NE(str(*out, "shape").find("d=192/128"), std::string::npos) << r;
+    EXPECT_EQ(str(*out, "error").find("launch"), std::string::npos) << r;  // launched
+    const std::vector<EncodedMap> maps = read_tensor_maps(maps_file);
+    ASSERT_EQ(maps.size(), 4u) << r;
+    const uint64_t pages = maps[1].dims[3];
+    expect_map(maps[1], {192, 16, 2, pages}, {2 * 192 * 2, 192 * 2, 16 * 2 * 192 * 2}, "K pool");
+    expect_map(maps[2], {128, 16, 2, pages}, {2 * 128 * 2, 128 * 2, 16 * 2 * 128 * 2}, "V pool");
+    EXPECT_EQ(maps[3].dims[0], 128u) << "O: " << describe_map(maps[3]);
+    EXPECT_EQ(maps[3].strides[0], uint64_t(4 * 128 * 2)) << "O's rows: " << describe_map(maps[3]);
+    EXPECT_EQ(maps[0].dims[0], 192u) << "Q: " << describe_map(maps[0]);
+  }
+
+  // FP8 (K and V read without maps): an FP8 cache and FP8 operands, dense; O 128 wide.
+  for (const char* spec : {"dtype=bf16,head_dim=192,head_dim_v=128,causal=1,kv_dtype=e4m3", "dtype=e4m3,head_dim=192,head_dim_v=128,causal=1"}) {
+    ToolRun r = run_tool(with_heads({"check", "--spec", spec, "--batch", "1", "--seqlen-q", "64", "--seqlen-k", "96"}), fake);
+    ASSERT_EQ(r.exit_code, 0) << r;
+    json::Value v = parse_json(r);
+    ASSERT_TRUE(v.getAsObject() && v.getAsObject()->getObject("fp8")) << r;
+    EXPECT_EQ(num(*v.getAsObject(), "head_dim_v"), 128) << r;
+    const std::vector<EncodedMap> maps = read_tensor_maps(maps_file);
+    ASSERT_EQ(maps.size(), 2u) << r;  // Q and O
+    expect_map(maps[1], {128, 64, 4, 1}, {4 * 128 * 2, 128 * 2, 0}, "O");
+  }
+
+  // bench: FLOPs 2 x (192 + 128) a pair and head (causal: half of sq x sk at sq == sk), K/V bytes
+  // 192 + 128 columns a key and KV head; the timed sets' V and O maps 128 wide.
+  ToolRun b = run_tool(with_heads({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=192,head_dim_v=128,causal=1", "--spec",
+                                   "dtype=bf16,head_dim=192,head_dim_v=128", "--batch", "2", "--seqlen-q", "512", "--seqlen-k", "512"}),
+                       fake);
+  ASSERT_EQ(b.exit_code, 0) << b;
+  {
+    json::Value v = parse_json(b);
+    const json::Array* rows = v.getAsArray();
+    ASSERT_TRUE(rows && rows->size() == 2 && (*rows)[0].getAsObject() && (*rows)[1].getAsObject()) << b;
+    const double full = 2.0 * (192 + 128) * 2 * 4 * 512 * 512;
+    EXPECT_EQ(real(*(*rows)[0].getAsObject(), "flops"), full / 2) << b;
+    EXPECT_EQ(real(*(*rows)[1].getAsObject(), "flops"), full) << b;
+    for (int i = 0; i < 2; ++i) {
+      const json::Object& row = *(*rows)[size_t(i)].getAsObject();
+      EXPECT_EQ(num(row, "head_dim"), 192) << b;
+      EXPECT_EQ(num(row, "head_dim_v"), 128) << b;
+      EXPECT_EQ(real(row, "kv_bytes"), 2.0 * 2 * 2 * 512 * (192 + 128)) << b;  // batch 2, 2 bytes, 2 KV heads, 512 keys
+      EXPECT_EQ(str(row, "error"), "") << b;
+    }
+    const std::vector<EncodedMap> maps = read_tensor_maps(maps_file);
+    ASSERT_FALSE(maps.empty()) << b;
+    ASSERT_EQ(maps.size() % 4, 0u) << b;
+    for (size_t i = 0; i < maps.size(); i += 4) {
+      expect_map(maps[i + 2], {128, 512, 2, 2}, {2 * 128 * 2, 128 * 2, 512 * 2 * 128 * 2}, "bench V");
+      expect_map(maps[i + 3], {128, 512, 4, 2}, {4 * 128 * 2, 128 * 2, 512 * 4 * 128 * 2}, "bench O");
+      EXPECT_EQ(maps[i + 1].dims[0], 192u) << "bench K: " << describe_map(maps[i + 1]);
+    }
+  }
+  // An engine cell (varlen): every sequence's visible pairs, K's and V's columns per key.
+  ToolRun engine = run_tool(with_heads({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1",
+                                        "--seqlens", "1:300,2:100"}),
+                            fake);
+  json::Value ev = parse_json(engine);
+  const json::Array* erows = ev.getAsArray();
+  ASSERT_TRUE(erows && erows->size() == 1 && (*erows)[0].getAsObject()) << engine;
+  const json::Object& erow = *(*erows)[0].getAsObject();
+  EXPECT_EQ(real(erow, "flops"), 2.0 * (192 + 128) * 4 * (brute_force_pairs(1, 300, true, -1, -1) + brute_force_pairs(2, 100, true, -1, -1)))
+      << engine;
+  EXPECT_EQ(real(erow, "kv_bytes"), 2.0 * 2 * (300 + 100) * (192 + 128)) << engine;
+  EXPECT_EQ(num(erow, "head_dim_v"), 128) << engine;
+  // A square spec's count is unchanged: 4 x head_dim a pair and head.
+  ToolRun square = run_tool(with_heads({"bench", "--iters", "3", "--spec", "dtype=bf16,head_dim=128", "--batch", "1", "--seqlen-q", "256",
+                                        "--seqlen-k", "256"}),
+                            fake);
+  json::Value sv = parse_json(square);
+  ASSERT_TRUE(sv.getAsArray() && sv.getAsArray()->size() == 1 && (*sv.getAsArray())[0].getAsObject()) << square;
+  EXPECT_EQ(real(*(*sv.getAsArray())[0].getAsObject(), "flops"), 4.0 * 128 * 4 * 256 * 256) << square;
+  EXPECT_EQ(num(*(*sv.getAsArray())[0].getAsObject(), "head_dim_v"), 128) << square;
+}
 #endif
 
 }  // namespace

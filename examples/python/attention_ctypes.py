@@ -383,7 +383,8 @@ def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32, *, win
                    softcap=0.0, sinks=None, alibi_slopes=None):
     """Float64 attention of one sequence, q [s_q, h_q, d] against k, v [s_k, h_kv, d], for the query rows
     `rows` (indices; None: all). Bottom-right causal: query i sees keys j <= i + s_k - s_q; a row that sees
-    no key has O = 0 and LSE = -inf. Returns O [rows, h_q, d] and LSE [rows, h_q], float64. Computed
+    no key has O = 0 and LSE = -inf. Returns O [rows, h_q, d_v] (V's head dim, which may be below Q's) and
+    LSE [rows, h_q], float64. Computed
     `chunk` rows at a time (scores: h_q x chunk x s_k doubles).
     The masks and score modifiers as MASKS AND SCORES in flashjit.h defines them, row i at key position
     p = i + s_k - s_q: window (left, right) keeps keys p - left <= j <= p + right (-1: that side unbounded;
@@ -393,7 +394,7 @@ def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32, *, win
     with no value, so they are in the LSE (a row that sees no key: O = 0, LSE = the sink)."""
     import torch
     sq, hq, d = q.shape
-    sk, hkv = k.shape[0], k.shape[1]
+    sk, hkv, dv = k.shape[0], k.shape[1], v.shape[-1]
     group = hq // hkv
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
@@ -402,7 +403,7 @@ def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32, *, win
     rows = torch.arange(sq, device=q.device) if rows is None else torch.as_tensor(rows, device=q.device, dtype=torch.long)
     r = rows.numel()
     sink = sinks.double().view(hkv, group, 1, 1) if sinks is not None else None
-    o = torch.zeros(r, hq, d, dtype=torch.float64, device=q.device)
+    o = torch.zeros(r, hq, dv, dtype=torch.float64, device=q.device)
     lse = torch.full((r, hq), float("-inf"), dtype=torch.float64, device=q.device)
     if sink is not None:
         lse[:] = sinks.double().view(1, hq)  # the value of a row that sees no key
@@ -435,7 +436,7 @@ def reference_rows(q, k, v, rows=None, causal=True, scale=None, chunk=32, *, win
         if sink is not None:
             m = torch.logaddexp(m, sink.squeeze(-1).expand_as(m))
         p_ = torch.nan_to_num(torch.exp(s - m.unsqueeze(-1)), nan=0.0)
-        o[start:start + c] = torch.matmul(p_, vd).permute(2, 0, 1, 3).reshape(c, hq, d)
+        o[start:start + c] = torch.matmul(p_, vd).permute(2, 0, 1, 3).reshape(c, hq, dv)
         lse[start:start + c] = m.permute(2, 0, 1).reshape(c, hq)
         del s, p_
     return o, lse

@@ -261,7 +261,7 @@ typedef struct flashjit_tensor_strides {
  *     holds split_keys keys whatever else is in the batch, so a sequence's O and LSE are bitwise
  *     the same in any batch (deterministic serving); its keys must fit max_splits splits
  *     (seqlen_k <= max_splits x split_keys). The workspace holds max_splits x total_q x heads_q
- *     rows of head_dim + 1 floats (flashjit_attention_workspace_size); size it once for the
+ *     rows of head_dim_v + 1 floats (flashjit_attention_workspace_size); size it once for the
  *     largest step. A mixed batch's total_q counts prefill rows too: a smaller workspace (at least
  *     one split's) caps the launch's split count at what it holds. A sequence whose keys make one
  *     split writes O and LSE directly (no partials).
@@ -537,8 +537,8 @@ FLASHJIT_API flashjit_status_t flashjit_attention_forward(flashjit_kernel_t kern
 /* Merge of two attention states over the same rows and heads (cascade and shared-prefix attention;
  * vLLM's merge_attn_states): O = (w_a O_a + w_b O_b) / (w_a + w_b), w = exp(LSE - max(LSE_a, LSE_b)),
  * LSE = max + log(w_a + w_b); a row whose two LSEs are -inf gets O = 0 and LSE = -inf. O tensors are
- * [rows, heads, head_dim] (the kernel's head_dim; element strides, multiples of 8, head_dim
- * contiguous, 16-byte aligned), float32 (flags) or the kernel's 16-bit dtype; LSE float [heads,
+ * [rows, heads, head_dim_v] (the kernel's head_dim_v, head_dim unless set; element strides, multiples
+ * of 8, head_dim_v contiguous, 16-byte aligned), float32 (flags) or the kernel's 16-bit dtype; LSE float [heads,
  * lse_head_stride] (0 = rows). The kernel must be a split_kv=1 one (its module holds the merge).
  * Hot path like flashjit_attention_forward: no allocation, no synchronisation; capturable. */
 #define FLASHJIT_MERGE_FLAG_FLOAT32_STATES 1u /* o_a and o_b are float32 */

@@ -17,8 +17,12 @@ and return values, read as FA3 reads them (hopper/flash_api.cpp):
   k_descale and v_descale (the same shapes as above; None = 1.0) dequantise them, P is rounded to e4m3 for the
   P V GEMM as FA3 does, and O is torch.bfloat16 (or torch.float16 where the caller's out is); an FP8 q with 16-bit
   K and V raises ValueError naming them;
+- V (and out) may have a head dim below Q's and K's (FA3's head_dim_v: DeepSeek's 192/128 prefill; flashjit takes any
+  multiple of 8 up to Q's and 256, or 384 and 512, with Q's up to 576: Mistral Small 4's 320/256, Gemma 4's 512/512,
+  MLA's absorbed 576/512): the spec gets head_dim_v and O is [..., V's head dim];
 - a feature flashjit does not have raises NotImplementedError naming it, whether it arrives as an argument,
-  a dtype (an e5m2 q or cache) or a shape (a V head dim apart from Q's, a head dim above 256);
+  a dtype (an e5m2 q or cache) or a shape (a V head dim above Q's, Q's above 576, V's above 256 but for 384 and
+  512);
 - the performance hints (num_splits, pack_gqa) steer flashjit's own choices; deterministic is accepted (the
   forward pass is deterministic; there is no backward).
 Needs torch only when called."""
@@ -27,7 +31,9 @@ import math
 
 from ._plan import Features, KvScales, descale_strides
 
-MAX_HEAD_DIM = 256  # the largest head dim of flashjit's kernels (FA3's too)
+MAX_HEAD_DIM = 256  # V's largest in one piece of O (FA3's largest head dim too)
+MAX_HEAD_DIM_QK = 576  # Q's and K's largest (MLA's absorbed 576/512), with V's at most Q's (spec key head_dim_v)
+V_HEAD_DIMS_IN_PARTS = (384, 512)  # V's head dims above MAX_HEAD_DIM: O computed in two column parts
 
 _backend = None
 _backend_error = None
@@ -76,25 +82,38 @@ def _check_common(fn, names, q, k, v, qv, sm_margin):
     no kernel for, qv (MLA), sm_margin. names: how the function calls q, k and v. Returns _fp8_mode's answer: None
     (16-bit), CACHE (an FP8 K/V cache) or OPERANDS (Q, K and V FP8)."""
     fp8 = _fp8_mode(fn, names, q, k, v)
-    d = _dim(q, -1)
-    if d is not None and d > MAX_HEAD_DIM:
-        raise NotImplementedError(f"flashjit.{fn}: q: head dim {d} is not supported; flashjit's kernels take head "
-                                  f"dims up to {MAX_HEAD_DIM}")
-    dv = _dim(v, -1)
-    if d is not None and dv is not None and dv != d:
-        raise NotImplementedError(f"flashjit.{fn}: {names[2]}: head dim {dv} apart from q's {d} is not supported yet "
-                                  "(V's head dim must equal Q's)")
-    if fp8 == CACHE and d is not None and d % 16:
-        raise NotImplementedError(f"flashjit.{fn}: {names[1]}: head dim {d} with an FP8 cache is not supported; FP8 "
-                                  "K/V rows are read 16 bytes at a time: a multiple of 16 (as FA3's FP8)")
-    if fp8 == OPERANDS and d is not None and d % 32:
-        raise NotImplementedError(f"flashjit.{fn}: {names[0]}: head dim {d} with FP8 operands is not supported; the "
-                                  "FP8 kernels take head dims that are multiples of 32 (FA3's FP8: 64, 96, 128, 192, "
-                                  "256)")
+    d, dv = _dim(q, -1), _dim(v, -1)
+    check_head_dims(fn, d, dv, names[0], names[2])
+    for dim, name in ((d, names[1]), (dv, names[2])):  # K's rows are Q's head dim wide, V's its own
+        if fp8 == CACHE and dim is not None and dim % 16:
+            raise NotImplementedError(f"flashjit.{fn}: {name}: head dim {dim} with an FP8 cache is not supported; "
+                                      "FP8 K/V rows are read 16 bytes at a time: a multiple of 16 (as FA3's FP8)")
+    for dim, name in ((d, names[0]), (dv, names[2])):
+        if fp8 == OPERANDS and dim is not None and dim % 32:
+            raise NotImplementedError(f"flashjit.{fn}: {name}: head dim {dim} with FP8 operands is not supported; "
+                                      "the FP8 kernels take head dims that are multiples of 32 (FA3's FP8: 64, 96, "
+                                      "128, 192, 256)")
     _refuse_given(fn, qv=(qv, "a separate V-side query (MLA)"))
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
     return fp8
+
+
+def check_head_dims(fn, d, dv, q_name, v_name):
+    """Q's head dim d and V's dv (None where not known) as flashjit's kernels take them: V's at most Q's (below it:
+    spec key head_dim_v), Q's up to MAX_HEAD_DIM_QK, V's up to MAX_HEAD_DIM or one of V_HEAD_DIMS_IN_PARTS.
+    Raises NotImplementedError naming the argument."""
+    if d is not None and d > MAX_HEAD_DIM_QK:
+        raise NotImplementedError(f"flashjit.{fn}: {q_name}: head dim {d} is not supported; flashjit's kernels take "
+                                  f"Q head dims up to {MAX_HEAD_DIM_QK} (MLA's 576/512)")
+    if d is None or dv is None:
+        return
+    if dv > d:
+        raise NotImplementedError(f"flashjit.{fn}: {v_name}: head dim {dv} above {q_name}'s {d} is not supported; "
+                                  f"V's head dim may be {q_name}'s or below (e.g. 192/128), not above")
+    if dv > MAX_HEAD_DIM and dv not in V_HEAD_DIMS_IN_PARTS:
+        raise NotImplementedError(f"flashjit.{fn}: {v_name}: head dim {dv} (with {q_name}'s {d}) is not supported; "
+                                  f"V's head dim is at most {MAX_HEAD_DIM}, or 384 or 512 (e.g. 320/256, 512/512, 576/512)")
 
 
 # ---- the FP8 K/V cache and FP8 operands (flashjit.h, FP8 K/V CACHE, FP8 OPERANDS) ------------------------------
@@ -267,8 +286,9 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
                     v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1, pack_gqa=None,
                     deterministic=False, sm_margin=0, return_attn_probs=False, *, alibi_slopes=None, s_aux=None,
                     learnable_sink=None):
-    """FA3's flash_attn_func: q [batch, seqlen_q, heads, d], k/v [batch, seqlen_k, heads_kv, d]; returns out
-    [batch, seqlen_q, heads, d], and with return_attn_probs=True (out, softmax_lse [batch, heads, seqlen_q]).
+    """FA3's flash_attn_func: q [batch, seqlen_q, heads, d], k [batch, seqlen_k, heads_kv, d], v [batch, seqlen_k,
+    heads_kv, dv] (dv: d or below, e.g. 192/128); returns out [batch, seqlen_q, heads, dv], and with
+    return_attn_probs=True (out, softmax_lse [batch, heads, seqlen_q]).
     Causal masks are bottom-right aligned. num_splits and pack_gqa are hints a dense launch does not need.
     Keyword-only: alibi_slopes (float32 [heads] or [batch, heads]) and s_aux / learnable_sink (sink logits,
     float32 or bfloat16 [heads]; the LSE includes the sink). k and v of torch.float8_e4m3fn are an FP8 cache,
@@ -293,8 +313,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     max_seqlen_q (seqused_q int32 [batch]: only that many of each sequence's queries are used and their
     output rows written); K/V packed [total_k, heads_kv, d] with cu_seqlens_k, or [batch, seqlen_k, heads_kv,
     d] (seqused_k optional), or (keyword block_table, as vLLM's fork takes it) paged [num_pages, page_size,
-    heads_kv, d] with seqused_k. max_seqlen_k = 0 (no sequence has keys) gives O = 0 and LSE = -inf. Returns
-    out [total_q, heads, d], and with return_attn_probs or return_softmax_lse (out, softmax_lse [heads,
+    heads_kv, d] with seqused_k (V's head dim dv: d or below). max_seqlen_k = 0 (no sequence has keys) gives O = 0
+    and LSE = -inf. Returns out [total_q, heads, dv], and with return_attn_probs or return_softmax_lse (out, softmax_lse [heads,
     total_q]). Keyword-only extras from vLLM's fork: block_table, out (written in place), return_softmax_lse,
     scheduler_metadata (accepted, not needed), fa_version (2 or 3: flashjit runs either call), alibi_slopes
     (float32 [heads] or [batch, heads]), s_aux (sink logits, float32 or bfloat16 [heads]; FA4's name
@@ -332,7 +352,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             return_softmax_lse=False, *, out=None, alibi_slopes=None, s_aux=None, learnable_sink=None):
     """FA3's flash_attn_with_kvcache, without appending k/v or rotary: q [batch, seqlen_q, heads, d] (or
     [total_q, heads, d] with cu_seqlens_q and max_seqlen_q) against k_cache/v_cache [batch, seqlen_cache,
-    heads_kv, d], or paged [num_pages, page_size, heads_kv, d] with page_table int32 [batch, max_pages];
+    heads_kv, d], or paged [num_pages, page_size, heads_kv, d] with page_table int32 [batch, max_pages] (v_cache's
+    head dim dv: d or below; out's is dv);
     cache_seqlens (int, or int32 [batch]) keys per sequence. num_splits 0 (default) lets flashjit split long
     caches across SMs (split-KV decode). Returns out, and with return_softmax_lse (out, softmax_lse [batch,
     heads, seqlen_q], or [heads, total_q] with cu_seqlens_q). Keyword-only: out (written in place), alibi_slopes
@@ -390,11 +411,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     if qkv_dtype is not None and "float8" in str(qkv_dtype) and str(qkv_dtype) != _E4M3:
         raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit's FP8 "
                                   f"is {_E4M3} (FP8 operands, or an FP8 cache under a 16-bit q)")
-    if headdim > MAX_HEAD_DIM:
-        raise NotImplementedError(f"flashjit.{fn}: headdim={headdim} is not supported; flashjit's kernels take head "
-                                  f"dims up to {MAX_HEAD_DIM}")
-    if headdim_v is not None and headdim_v != headdim:
-        _lacks(fn, "headdim_v", headdim_v, "a V head dim apart from Q's", f"None or {headdim}")
+    check_head_dims(fn, headdim, headdim if headdim_v is None else headdim_v, "headdim", "headdim_v")
     _refuse_given(fn, cache_leftpad=(cache_leftpad, "left padding"))
     if max_seqlen_k_new:
         _lacks(fn, "max_seqlen_k_new", max_seqlen_k_new, "appending new keys to the cache", "0")

@@ -104,13 +104,17 @@ class KvScales:
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None, out_dtype=None):
-    """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"), with the
+              kv_dtype=None, out_dtype=None, head_dim_v=None):
+    """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"; V's head dim
+    head_dim_v after head_dim where it is not Q's: "dtype=bf16,head_dim=192,head_dim_v=128,causal=1"), with the
     spec keys of its masks and score modifiers (Features.spec_keys) after, then kv_dtype (None: K and V of dtype;
     "e4m3": an FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the
     library's default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left
     to the library's defaults."""
-    spec = f"dtype={dtype_name},head_dim={head_dim},causal={int(bool(causal))}"
+    spec = f"dtype={dtype_name},head_dim={head_dim}"
+    if head_dim_v is not None and head_dim_v != head_dim:
+        spec += f",head_dim_v={head_dim_v}"
+    spec += f",causal={int(bool(causal))}"
     if out_dtype not in (None, "bf16"):
         spec += f",out_dtype={out_dtype}"
     for key, on in (("varlen", varlen), ("paged", paged), ("pack_gqa", pack_gqa), ("split_kv", split_kv)):
@@ -143,13 +147,13 @@ def most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv):
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits,
-         pack_gqa, feature_keys=(), kv_dtype=None, out_dtype=None):
+         pack_gqa, feature_keys=(), kv_dtype=None, out_dtype=None, head_dim_v=None):
     """(spec, max_splits) of a launch (max_splits 0: no split). Split-KV and packed heads are varlen kernels
     (the library's rule). num_splits: 1 = no split, > 1 = at most that many, <= 0 = as many as the library
     chooses (most_splits; a launch it could give only one runs unsplit). pack_gqa: -1 (None) packs heads for
     decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
     for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
-    (spec_text)."""
+    (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -158,4 +162,5 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype), max_splits
+    return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v),
+            max_splits)

@@ -178,7 +178,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     dev = _devices.get(index) or device(index)
     dtype = q.dtype  # FP8 operands: e4m3 (O's type is out's)
     heads_q, head_dim = q.shape[-2], q.shape[-1]
-    heads_kv = k.shape[-2]
+    heads_kv, head_dim_v = k.shape[-2], v.shape[-1]  # V's (and O's) head dim: Q's or below (spec key head_dim_v)
     varlen = cu_seqlens_q is not None
     paged = block_table is not None
     total_q = total_k = num_pages = page_size = bt_stride = 0
@@ -201,19 +201,20 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         return _without_launch(q, out, varlen, batch, seqlen_q, seqlen_k, heads_q, total_q, return_lse)
     feature_keys = features.spec_keys() if features is not None else ()
     fp8 = (_E4M3_OPERANDS if dtype is _FP8 else _E4M3_CACHE) if k.dtype is _FP8 else 0
-    key = (dtype, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
-           fp8, out.dtype)
+    key = (dtype, head_dim, head_dim_v, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa,
+           feature_keys, fp8, out.dtype)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
             dev.plans.clear()
         if fp8 == _E4M3_OPERANDS:  # FA3's FP8: spec dtype=e4m3, O bf16 (the default) or fp16
             spec, max_splits = plan(dev.sm_count, _plan.DTYPE_E4M3, head_dim, causal, varlen, paged, batch, seqlen_q,
-                                    heads_q, heads_kv, num_splits, pack_gqa, feature_keys, None, _DTYPES[out.dtype])
+                                    heads_q, heads_kv, num_splits, pack_gqa, feature_keys, None, _DTYPES[out.dtype],
+                                    head_dim_v)
         else:
             spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q,
                                     heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
-                                    _plan.KV_DTYPE_E4M3 if fp8 else None)
+                                    _plan.KV_DTYPE_E4M3 if fp8 else None, None, head_dim_v)
         if feature_keys:
             _plan.require_feature_keys(dev.lib, spec, feature_keys)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
@@ -499,8 +500,9 @@ def _fail(fn, name, what, exc=ValueError):
 
 def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike (or K and V an FP8
-    cache: both torch.float8_e4m3fn; or all three torch.float8_e4m3fn, FP8 operands), head_dim contiguous, same
-    head_dim, K and V alike in shape, heads_q a multiple of heads_kv."""
+    cache: both torch.float8_e4m3fn; or all three torch.float8_e4m3fn, FP8 operands), head_dim contiguous, K's
+    head_dim Q's and V's at most that (the interface checked the head dims' range), K and V alike in shape but for
+    the head dim, heads_q a multiple of heads_kv."""
     for t, name, dims in ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims)):
         if not isinstance(t, torch.Tensor):
             _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
@@ -531,11 +533,11 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     d = q.shape[-1]
     if k.shape[-1] != d:
         _fail(fn, names[1], f"head_dim {k.shape[-1]} differs from {names[0]}'s {d}")
-    if v.shape[-1] != d:
-        _fail(fn, names[2], f"head_dim {v.shape[-1]} differs from {names[0]}'s {d} (a different V head dim is not "
-                            "supported yet)")
-    if k.shape != v.shape:
-        _fail(fn, names[2], f"shape {tuple(v.shape)} differs from {names[1]}'s {tuple(k.shape)}")
+    if v.shape[-1] > d:
+        _fail(fn, names[2], f"head_dim {v.shape[-1]} is above {names[0]}'s {d} (V's head dim may be Q's or below)")
+    if k.shape[:-1] != v.shape[:-1]:
+        _fail(fn, names[2], f"shape {tuple(v.shape)} differs from {names[1]}'s {tuple(k.shape)} (but for the head dim, "
+                            "which may be below)")
     heads_q, heads_kv = q.shape[-2], k.shape[-2]
     if heads_q % heads_kv:
         _fail(fn, names[0], f"{heads_q} heads is not a multiple of {names[1]}'s {heads_kv} (GQA/MQA need one)")
@@ -605,6 +607,11 @@ def _scales_key(kv_scales):
             None if q is None else (q.shape, q.stride(), q.dtype, q.get_device()))
 
 
+def _o_shape(q, v):
+    """O's shape: q's with V's head dim (spec key head_dim_v where it is below Q's)."""
+    return (*q.shape[:-1], v.shape[-1])
+
+
 def _o_dtype(q):
     """O's dtype where the caller gives no out: q's, or torch.bfloat16 for FP8 operands (FA3's FP8 output)."""
     return torch.bfloat16 if q.dtype is _FP8 else q.dtype
@@ -622,7 +629,7 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, k
         else:
             launch = remembered(key)
             if launch is not None:
-                out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+                out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0, kv_scales)
                 return out
     fn = "flash_attn_func"
@@ -632,10 +639,10 @@ def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, k
     check_features(fn, features, q.device)
     check_kv_scales(fn, kv_scales, q.device)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    if q.shape[-1] % 8:
-        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features, kv_scales), q.shape[-1],
+    if q.shape[-1] % 8 or v.shape[-1] % 8:
+        return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features, kv_scales), v.shape[-1],
                          None, return_lse)
-    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+    out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
     record = [] if fast else None
     lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record,
               features, kv_scales)
@@ -670,7 +677,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             launch = remembered(key)
             if launch is not None:
                 if out is None:
-                    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+                    out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
                        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
                        0 if block_table is None else block_table.data_ptr(), kv_scales)
@@ -702,20 +709,20 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if seqused_q is not None:
         check_metadata(fn, seqused_q, "seqused_q", 1, index, batch)
     if out is not None:
-        check_out(fn, out, q.shape, q)
+        check_out(fn, out, _o_shape(q, v), q)
     check_features(fn, features, index)
     check_kv_scales(fn, kv_scales, index)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    if q.shape[-1] % 8:
+    if q.shape[-1] % 8 or v.shape[-1] % 8:
         return _unpadded(flash_attn_varlen_func(*_padded(q, k, v), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                 seqused_q, seqused_k, scale, causal, num_splits, pack_gqa, block_table,
-                                                None, return_lse, features, kv_scales), q.shape[-1], out, return_lse)
+                                                None, return_lse, features, kv_scales), v.shape[-1], out, return_lse)
     if seqused_q is not None and batch > 0:
         return _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
                                     seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse,
                                     features, kv_scales)
     if out is None:
-        out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+        out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
@@ -745,7 +752,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
             launch = remembered(key)
             if launch is not None:
                 if out is None:
-                    out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+                    out = torch.empty(_o_shape(q, v_cache), dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                        launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
                        cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr(), kv_scales)
@@ -776,16 +783,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     if cache_seqlens is not None:
         check_metadata(fn, cache_seqlens, "cache_seqlens", 1, index, batch)
     if out is not None:
-        check_out(fn, out, q.shape, q)
+        check_out(fn, out, _o_shape(q, v_cache), q)
     check_features(fn, features, index)
     check_kv_scales(fn, kv_scales, index)
-    if q.shape[-1] % 8:
+    if q.shape[-1] % 8 or v_cache.shape[-1] % 8:
         scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
         return _unpadded(flash_attn_with_kvcache(*_padded(q, k_cache, v_cache), cache_seqlens, page_table, cu_seqlens_q,
                                                  max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse,
-                                                 features, kv_scales), q.shape[-1], out, return_lse)
+                                                 features, kv_scales), v_cache.shape[-1], out, return_lse)
     if out is None:
-        out = torch.empty(q.shape, dtype=_o_dtype(q), device=q.device)
+        out = torch.empty(_o_shape(q, v_cache), dtype=_o_dtype(q), device=q.device)
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
     # packed heads, what decode needs, are varlen kernels.
     if varlen:
@@ -829,15 +836,14 @@ def _pack_code(pack_gqa):
 
 # ---- what FA3 does that the kernels do not take as it comes ------------------------------------------
 def _padded(*tensors):
-    """Q, K, V with their head dim padded with zeros to the next multiple of 8 (the kernels' head dims; as FA2's
-    interface pads): zero columns add nothing to Q K^T, and O's extra columns are dropped (_unpadded). A copy
-    of each, every call."""
-    d = tensors[0].shape[-1]
-    return tuple(torch.nn.functional.pad(t, (0, -d % 8)) for t in tensors)
+    """Q, K, V with their head dims padded with zeros to the next multiple of 8 (the kernels' head dims; as FA2's
+    interface pads), Q's and K's to Q's, V's to its own (below Q's where head_dim_v is): zero columns add nothing
+    to Q K^T, and O's extra columns (V's zero columns) are dropped (_unpadded). A copy of each, every call."""
+    return tuple(torch.nn.functional.pad(t, (0, -t.shape[-1] % 8)) for t in tensors)
 
 
 def _unpadded(result, head_dim, out, return_lse):
-    """A padded call's result with O cut back to head_dim columns (into out when given)."""
+    """A padded call's result with O cut back to head_dim columns (V's head dim; into out when given)."""
     o, lse = result if return_lse else (result, None)
     o = o[..., :head_dim]
     if out is not None:

@@ -511,15 +511,18 @@ class EntryPoints(unittest.TestCase):
                 FakeTensor(40, 8, 80, dtype=fp8), *dense(d=80, dtype=fp8)[1:], FakeTensor(3), None, 16, 300,
                 q_descale=FakeTensor(2, 8, dtype="torch.float32")),
              r"q: head dim 80 with FP8 operands is not supported; .*multiples of 32"),
-            ("V head dim 64 of Q's 128", lambda: flashjit.flash_attn_func(*dense(d=128, dv=64)),
-             r"v: head dim 64 apart from q's 128"),
+            ("V head dim 192 above Q's 128", lambda: flashjit.flash_attn_func(*dense(d=128, dv=192)),
+             r"v: head dim 192 above q's 128"),
             ("v_cache head dim 512", lambda: flashjit.flash_attn_with_kvcache(*dense(d=64, dv=512), cache_seqlens=3),
-             r"v_cache: head dim 512 apart from q's 64"),
-            ("head dim 288", lambda: flashjit.flash_attn_varlen_func(*varlen(d=288)), r"q: head dim 288 .*up to 256"),
+             r"v_cache: head dim 512 above q's 64"),
+            ("head dim 288", lambda: flashjit.flash_attn_varlen_func(*varlen(d=288)),
+             r"v: head dim 288 \(with q's 288\) is not supported; V's head dim is at most 256, or 384 or 512"),
+            ("head dim 584", lambda: flashjit.flash_attn_varlen_func(*varlen(d=584)), r"q: head dim 584 .*up to 576"),
             ("scheduling e5m2", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
                                                                         qkv_dtype="torch.float8_e5m2"), r"qkv_dtype=.*FP8"),
-            ("scheduling a V head dim", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
-                                                                                headdim_v=64), "headdim_v=64"),
+            ("scheduling a V head dim above Q's", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
+                                                                                          headdim_v=192),
+             r"headdim_v: head dim 192 above headdim's 128"),
         ]
         for label, call, pattern in calls:
             with recording_backend() as fake:
@@ -888,6 +891,98 @@ class Fp8Operands(unittest.TestCase):
             self.assertEqual(flashjit.get_scheduler_metadata(2, 1000, 1000, 8, 8, 128, FakeTensor(2), qkv_dtype=E4M3),
                              "launched")
         self.assertEqual(fake.calls[0][0], "scheduler_metadata")
+
+
+def head_dims_call(kind, d, dv, dtype="torch.bfloat16", b=2, hq=8, hkv=2):
+    """(positional arguments, keywords) of a call of the function kind with q and k of head dim d and v of dv."""
+    if kind == "flash_attn_func":
+        return (FakeTensor(b, 100, hq, d, dtype=dtype), FakeTensor(b, 300, hkv, d, dtype=dtype),
+                FakeTensor(b, 300, hkv, dv, dtype=dtype)), {}
+    k_pool, v_pool = FakeTensor(64, 16, hkv, d, dtype=dtype), FakeTensor(64, 16, hkv, dv, dtype=dtype)
+    if kind == "flash_attn_varlen_func":
+        return ((FakeTensor(9, hq, d, dtype=dtype), k_pool, v_pool, FakeTensor(b + 1), None, 4, 4096),
+                dict(seqused_k=FakeTensor(b), block_table=FakeTensor(b, 256)))
+    return (FakeTensor(b, 1, hq, d, dtype=dtype), k_pool, v_pool), dict(cache_seqlens=FakeTensor(b), page_table=FakeTensor(b, 256))
+
+
+class HeadDimV(unittest.TestCase):
+    """V (and out) with a head dim below Q's and K's (FA3's head_dim_v; spec key head_dim_v): the entry points take
+    it, plans name it, the library takes every spec planned, and the head dims the kernels lack are refused naming
+    the argument."""
+
+    def test_v_narrower_than_q_reaches_the_torch_half(self):
+        import flashjit
+        for name in FUNCTIONS:
+            for d, dv in ((192, 128), (320, 256), (128, 64), (64, 40), (256, 8), (512, 512), (576, 512)):
+                positional, kw = head_dims_call(name, d, dv)
+                with recording_backend() as fake:
+                    self.assertEqual(getattr(flashjit, name)(*positional, **kw), "launched", (name, d, dv))
+                called, args, _ = fake.calls[0]
+                self.assertEqual(called, name)
+                self.assertIs(args[2], positional[2], (name, d, dv))  # v as given: its head dim goes with it
+        # FP8 with V narrower: an FP8 cache (head dims multiples of 16) and FP8 operands (of 32)
+        for name in FUNCTIONS:
+            positional, kw = head_dims_call(name, 192, 128, dtype=E4M3)
+            q = positional[0]
+            for fp8_q in (False, True):
+                call = list(positional)
+                call[0] = FakeTensor(*q.shape, dtype=E4M3 if fp8_q else "torch.bfloat16")
+                with recording_backend() as fake:
+                    self.assertEqual(getattr(flashjit, name)(*call, **kw), "launched", (name, fp8_q))
+        with recording_backend() as fake:
+            self.assertEqual(flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 192, FakeTensor(4), headdim_v=128), "launched")
+            self.assertEqual(flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 320, FakeTensor(4), headdim_v=256), "launched")
+
+    def test_head_dims_the_kernels_lack_are_refused_naming_the_argument(self):
+        import flashjit
+        for name in FUNCTIONS:
+            v_name = "v_cache" if name == "flash_attn_with_kvcache" else "v"
+            cases = [
+                ((128, 136), NotImplementedError, rf"{v_name}: head dim 136 above q's 128 is not supported"),
+                ((320, 320), NotImplementedError, rf"{v_name}: head dim 320 \(with q's 320\) is not supported"),
+                ((584, 512), NotImplementedError, r"q: head dim 584 is not supported; .*up to 576"),
+            ]
+            for (d, dv), exc, pattern in cases:
+                positional, kw = head_dims_call(name, d, dv)
+                with recording_backend() as fake, self.assertRaisesRegex(exc, pattern, msg=(name, d, dv)):
+                    getattr(flashjit, name)(*positional, **kw)
+                self.assertEqual(fake.calls, [], (name, d, dv))
+            # FP8: V's rows too (an FP8 cache's 16 bytes at a time; FP8 operands' multiples of 32)
+            positional, kw = head_dims_call(name, 192, 120, dtype=E4M3)
+            call = list(positional)
+            call[0] = FakeTensor(*positional[0].shape)  # a bf16 q over the FP8 cache
+            with recording_backend(), self.assertRaisesRegex(NotImplementedError, rf"{v_name}: head dim 120 with an FP8 cache"):
+                getattr(flashjit, name)(*call, **kw)
+            positional, kw = head_dims_call(name, 192, 112, dtype=E4M3)
+            call = list(positional)
+            call[0] = FakeTensor(*positional[0].shape, dtype=E4M3)
+            with recording_backend(), self.assertRaisesRegex(NotImplementedError, rf"{v_name}: head dim 112 with FP8 operands"):
+                getattr(flashjit, name)(*call, **kw)
+        with recording_backend(), self.assertRaisesRegex(NotImplementedError, r"headdim_v: head dim 320 \(with headdim's 320\)"):
+            flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 320, FakeTensor(4))
+
+    def test_plans_name_head_dim_v_and_the_library_takes_them(self):
+        import flashjit
+        from flashjit import _plan
+        spec, _ = _plan.plan(132, "bf16", 192, True, True, False, 2, 8192, 16, 16, 1, -1, head_dim_v=128)
+        self.assertEqual(spec, "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1")
+        for same in (None, 192):  # V as wide as Q: no key
+            self.assertEqual(_plan.plan(132, "bf16", 192, True, False, False, 2, 8192, 16, 16, 1, -1, head_dim_v=same)[0],
+                             "dtype=bf16,head_dim=192,causal=1")
+        spec, _ = _plan.plan(132, _plan.DTYPE_E4M3, 192, False, True, True, 64, 1, 32, 8, 4, -1, (), None, "fp16", 128)
+        self.assertEqual(spec, "dtype=e4m3,head_dim=192,head_dim_v=128,causal=0,out_dtype=fp16,varlen=1,paged=1,pack_gqa=1,"
+                               "split_kv=1")
+        for d, dv, dtypes in ((192, 128, ("bf16", "fp16", "e4m3", "bf16/e4m3")), (320, 256, ("bf16", "fp16")),
+                              (128, 64, ("bf16",)), (64, 40, ("fp16",))):
+            for dtype in dtypes:
+                dtype_name, kv_dtype = (dtype.split("/")[0], _plan.KV_DTYPE_E4M3) if "/" in dtype else (dtype, None)
+                for varlen, paged in ((0, 0), (1, 0), (1, 1)):
+                    for num_splits, pack in ((0, -1), (1, -1), (4, 1)):
+                        for batch, sq, hq, hkv in ((1, 1, 32, 8), (2, 1000, 8, 8)):
+                            spec, _ = _plan.plan(132, dtype_name, d, 1, varlen, paged, batch, sq, hq, hkv, num_splits, pack,
+                                                 (), kv_dtype, None, dv)
+                            self.assertIn(f"head_dim={d},head_dim_v={dv},", spec)
+                            self.assertIsNone(flashjit.supported(spec), spec)
 
 
 class Examples(unittest.TestCase):

@@ -5,7 +5,8 @@ float64 and against torch SDPA on the same inputs, varlen with empty sequences, 
 with new lengths, prewarm(load=True) before a capture, and wrong inputs raising errors that name them. An FP8
 K/V cache (torch.float8_e4m3fn under a bf16 or fp16 q, FA3's k_descale / v_descale) against float64 on the
 dequantised cache: paged (16, 64), packed and dense, descales per tensor, per K/V head and FA3's [batch,
-heads_kv], through the fast path, torch.compile and a graph replay. FP8 operands (q, k and v all
+heads_kv], through the fast path, torch.compile and a graph replay. V narrower than Q (FA3's head_dim_v:
+192/128, 320/256, 128/64, padded 100/36) through all three functions, paged and split, out given. FP8 operands (q, k and v all
 torch.float8_e4m3fn, FA3's FP8 with q_descale / k_descale / v_descale) against float64 on the dequantised inputs
 within 2^-4 (P is rounded to e4m3 as FA3 does; src/verify/check.hpp's kFp8OperandsOErrorBound): dense, varlen
 paged with an fp16 out, kvcache split-KV decode, the fast path, torch.compile, a graph replay, and the errors.
@@ -51,11 +52,11 @@ def mask_of(sq, sk, causal, device):
 
 
 def reference(q, k, v, causal, scale):
-    """One sequence, q [sq, hq, d], k/v [sk, hkv, d]: (O [sq, hq, d], LSE [sq, hq]) in float64; a row that
-    sees no key has O = 0 and LSE = -inf."""
+    """One sequence, q [sq, hq, d], k [sk, hkv, d], v [sk, hkv, dv] (dv: d or below): (O [sq, hq, dv], LSE
+    [sq, hq]) in float64; a row that sees no key has O = 0 and LSE = -inf."""
     sq, hq, d = q.shape
     sk, hkv = k.shape[0], k.shape[1]
-    o = torch.zeros(sq, hq, d, dtype=torch.float64, device=q.device)
+    o = torch.zeros(sq, hq, v.shape[-1], dtype=torch.float64, device=q.device)
     lse = torch.full((sq, hq), float("-inf"), dtype=torch.float64, device=q.device)
     if sq == 0 or sk == 0:
         return o, lse
@@ -77,7 +78,7 @@ def sdpa(q, k, v, causal, scale):
     sq, hq, d = q.shape
     sk, hkv = k.shape[0], k.shape[1]
     if sq == 0 or sk == 0:
-        return torch.zeros_like(q)
+        return q.new_zeros(sq, hq, v.shape[-1])
     qd = q.transpose(0, 1).unsqueeze(0)
     kd = k.transpose(0, 1).repeat_interleave(hq // hkv, 0).unsqueeze(0)
     vd = v.transpose(0, 1).repeat_interleave(hq // hkv, 0).unsqueeze(0)
@@ -132,13 +133,13 @@ class Paged:
     """A paged K/V cache for sequences of the given key counts: pools [num_pages, page_size, hkv, d] (plus
     spare pages), a shuffled int32 page table [batch, max_pages] (unused entries -1), seqused_k."""
 
-    def __init__(self, gen, rng, keys, page_size, hkv, d, dtype, max_pages=None, spare=3):
+    def __init__(self, gen, rng, keys, page_size, hkv, d, dtype, max_pages=None, spare=3, dv=None):
         self.page_size, self.keys = page_size, list(keys)
         need = [-(-sk // page_size) for sk in keys]
         self.max_pages = max_pages or max(max(need), 1)
         total = sum(need) + spare
         self.k = rand(gen, total, page_size, hkv, d, dtype=dtype)
-        self.v = rand(gen, total, page_size, hkv, d, dtype=dtype)
+        self.v = rand(gen, total, page_size, hkv, d if dv is None else dv, dtype=dtype)  # dv: V's head dim
         pool = list(range(total))
         rng.shuffle(pool)
         table = [[-1] * self.max_pages for _ in keys]
@@ -592,7 +593,8 @@ def case_fa3_not_implemented():
              ("an e5m2 k_cache", lambda: flashjit.flash_attn_with_kvcache(q, k.to(torch.float8_e5m2),
                                                                           k.to(torch.float8_e5m2), cache_seqlens=9),
               r"k_cache: dtype torch.float8_e5m2"),
-             ("V head dim 64", lambda: flashjit.flash_attn_func(q, k, k[..., :64]), r"v: head dim 64 apart from q's 128"),
+             ("V head dim above Q's", lambda: flashjit.flash_attn_func(q[..., :64], k[..., :64], k),
+              r"v: head dim 128 above q's 64"),
              ("head dim 288", lambda: flashjit.flash_attn_func(*(rand(gen, 1, 8, 2, 288, dtype=torch.bfloat16),) * 3),
               r"head dim 288")]
     expect_not_implemented("not implemented: {}", cases)
@@ -1472,6 +1474,131 @@ def case_wrong_inputs():
     expect_raises("wrong input: {}", cases)
 
 
+# ---- V narrower than Q (FA3's head_dim_v; spec key head_dim_v) ---------------------------------------
+def case_head_dim_v_func():
+    """flash_attn_func with v (and out) of a head dim below q's: DeepSeek's 192/128 (bf16 and fp16, causal or not,
+    GQA), 320/256, 128/64, and 100/36 (both padded to multiples of 8); out [b, sq, hq, dv], LSE as usual; then
+    the same call again (the fast path) and under torch.compile(fullgraph=True), bitwise equal."""
+    gen = torch.Generator(device="cuda").manual_seed(140)
+    for dtype, d, dv, causal, b, sq, sk, hq, hkv in (("bf16", 192, 128, True, 2, 300, 1000, 16, 4),
+                                                     ("bf16", 192, 128, False, 1, 777, 777, 8, 8),
+                                                     ("fp16", 192, 128, True, 2, 257, 257, 8, 2),
+                                                     ("bf16", 320, 256, True, 1, 500, 500, 4, 2),
+                                                     ("fp16", 128, 64, False, 2, 129, 300, 8, 2),
+                                                     ("bf16", 100, 36, True, 2, 130, 130, 4, 4)):
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        q, k, v = rand(gen, b, sq, hq, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt), rand(gen, b, sk, hkv, dv, dtype=tdt)
+        out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
+        again = flashjit.flash_attn_func(q, k, v, causal=causal)
+        again2 = flashjit.flash_attn_func(q, k, v, causal=causal)  # a remembered plan: the fast path
+        torch.cuda.synchronize()
+        errs = Errors(dtype)
+        for i in range(b):
+            errs.add(out[i], q[i], k[i], v[i], causal, d ** -0.5, lse[i].transpose(0, 1))
+        ok, detail = errs.result()
+        shaped = out.shape == (b, sq, hq, dv) and lse.shape == (b, hq, sq) and again2.shape == out.shape
+        same = torch.equal(again, out) and torch.equal(again2, out)
+        report(f"func: head dims {d}/{dv} {dtype}{' causal' if causal else ''}", ok and shaped and same,
+               detail + ("" if shaped else f"  out {tuple(out.shape)}") + ("" if same else "  a repeated call differs"))
+    q, k, v = (rand(gen, 2, 200, 8, 192, dtype=torch.bfloat16), rand(gen, 2, 200, 8, 192, dtype=torch.bfloat16),
+               rand(gen, 2, 200, 8, 128, dtype=torch.bfloat16))
+
+    def layer(q, k, v):
+        return flashjit.flash_attn_func(q, k, v, causal=True) + 1
+    eager = layer(q, k, v)
+    compiled = torch.compile(layer, fullgraph=True)(q, k, v)
+    torch.cuda.synchronize()
+    report("func: head dims 192/128 under torch.compile(fullgraph=True)",
+           compiled.shape == (2, 200, 8, 128) and torch.equal(eager, compiled))
+
+
+def case_head_dim_v_varlen():
+    """flash_attn_varlen_func at 192/128: packed K/V, and vLLM's call against a paged cache (pages of 16 and 64,
+    V's pool 128 wide) with out given [total_q, hq, 128] (NaN first; rows past the last sequence untouched), with
+    and without splits."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(141), random.Random(141)
+    d, dv, hq, hkv = 192, 128, 16, 4
+    seqs = [(1, 700), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)]
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cuk_h, cuk = cu_of([s for _, s in seqs])
+    q = rand(gen, cuq_h[-1], hq, d, dtype=torch.bfloat16)
+    k, v = rand(gen, cuk_h[-1], hkv, d, dtype=torch.bfloat16), rand(gen, cuk_h[-1], hkv, dv, dtype=torch.bfloat16)
+    out, lse = flashjit.flash_attn_varlen_func(q, k, v, cuq, cuk, 300, 812, causal=True, return_attn_probs=True)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(seqs)):
+        r, c = slice(cuq_h[b], cuq_h[b + 1]), slice(cuk_h[b], cuk_h[b + 1])
+        errs.add(out[r], q[r], k[c], v[c], True, d ** -0.5, lse[:, r].transpose(0, 1))
+    ok, detail = errs.result()
+    report("varlen_func: head dims 192/128, packed K/V", ok and out.shape == (cuq_h[-1], hq, dv), detail)
+    seqs = [(1, 1000), (1, 37), (4, 517), (0, 0), (300, 812), (129, 129), (3, 2)]
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    for page_size, num_splits in ((16, 1), (64, 1), (16, 0)):
+        cache = Paged(gen, rng, [s for _, s in seqs], page_size, hkv, d, torch.bfloat16, dv=dv)
+        q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
+        out = torch.full((cuq_h[-1] + 2, hq, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
+        o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 300, cache.max_pages * page_size,
+                                                 seqused_k=cache.seqused, causal=True, num_splits=num_splits,
+                                                 block_table=cache.table, out=out, return_softmax_lse=True)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for b in range(len(seqs)):
+            r = slice(cuq_h[b], cuq_h[b + 1])
+            k, v = cache.seq(b)
+            errs.add(out[r], q[r], k, v, True, d ** -0.5, lse[:, r].transpose(0, 1))
+        ok, detail = errs.result()
+        untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
+        report(f"varlen_func: head dims 192/128, paged {page_size}, num_splits={num_splits}", ok and untouched and o is out,
+               detail + ("" if untouched else "  rows past the last sequence were written"))
+
+
+def case_head_dim_v_kvcache():
+    """flash_attn_with_kvcache at 192/128: paged split-KV decode (1 and 4 causal queries, GQA 32/8) and a dense
+    cache with cache_seqlens=int; 320/256 paged decode."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(142), random.Random(142)
+    for d, dv, queries, page_size in ((192, 128, 1, 16), (192, 128, 4, 64), (320, 256, 1, 16)):
+        keys = [3000, 17, 1, 2048, 4000, 64]
+        cache = Paged(gen, rng, keys, page_size, 8, d, torch.bfloat16, dv=dv)
+        q = rand(gen, len(keys), queries, 32, d, dtype=torch.bfloat16)
+        out, lse = flashjit.flash_attn_with_kvcache(q, cache.k, cache.v, cache_seqlens=cache.seqused, page_table=cache.table,
+                                                    causal=queries > 1, return_softmax_lse=True)
+        check_kvcache(f"with_kvcache: head dims {d}/{dv}, paged {page_size}, {queries} queries, split", q, cache, out, lse,
+                      queries > 1)
+        if out.shape != (len(keys), queries, 32, dv):
+            report(f"with_kvcache: head dims {d}/{dv} out shape", False, str(tuple(out.shape)))
+    b, s_cache = 3, 1024
+    q = rand(gen, b, 2, 16, 192, dtype=torch.bfloat16)
+    kc, vc = rand(gen, b, s_cache, 2, 192, dtype=torch.bfloat16), rand(gen, b, s_cache, 2, 128, dtype=torch.bfloat16)
+    out = torch.full((b, 2, 16, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    o = flashjit.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=777, causal=True, out=out)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for i in range(b):
+        errs.add(out[i], q[i], kc[i, :777], vc[i, :777], True, 192 ** -0.5)
+    ok, detail = errs.result()
+    report("with_kvcache: head dims 192/128, dense cache, out given", ok and o is out, detail)
+
+
+def case_head_dim_v_wrong_inputs():
+    """Errors name the argument: V's head dim above Q's (NotImplementedError), out with q's head dim instead of
+    V's (ValueError), V of another shape but for the head dim (ValueError)."""
+    gen = torch.Generator(device="cuda").manual_seed(143)
+    q, k = rand(gen, 2, 16, 8, 192, dtype=torch.bfloat16), rand(gen, 2, 32, 2, 192, dtype=torch.bfloat16)
+    v = rand(gen, 2, 32, 2, 128, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 16, 32], dtype=torch.int32, device="cuda")
+    expect_not_implemented("head_dim_v: {}", [
+        ("V above Q", lambda: flashjit.flash_attn_func(q[..., :128], k[..., :128], k), r"v: head dim 192 above q's 128"),
+        ("v_cache above q", lambda: flashjit.flash_attn_with_kvcache(q[..., :128], k[..., :128], k, cache_seqlens=9),
+         r"v_cache: head dim 192 above q's 128"),
+    ])
+    expect_raises("head_dim_v: {}", [
+        ("out with q's head dim", lambda: flashjit.flash_attn_varlen_func(
+            q.reshape(32, 8, 192), k.reshape(64, 2, 192), v.reshape(64, 2, 128), cu, cu, 16, 32,
+            out=torch.empty(32, 8, 192, dtype=torch.bfloat16, device="cuda")), r"out: shape \(32, 8, 192\); expected \(32, 8, 128\)"),
+        ("v of other keys", lambda: flashjit.flash_attn_func(q, k, v[:, :16]), r"v: shape \(2, 16, 2, 128\) differs from k's"),
+    ])
+
+
 CASES = [
     ("func: bf16 d128 causal GQA 16/4, sq < sk", lambda: case_func_dense("func: bf16 d128 causal GQA 16/4, sq < sk", "bf16", 128, True, 2, 300, 1000, 16, 4)),
     ("func: fp16 d64 MHA", lambda: case_func_dense("func: fp16 d64 MHA", "fp16", 64, False, 1, 777, 777, 8, 8)),
@@ -1524,6 +1651,10 @@ CASES = [
     ("fp8 operands compile", case_fp8_operands_compile),
     ("fp8 operands graph", case_fp8_operands_graph_replay),
     ("fp8 operands wrong inputs", case_fp8_operands_wrong_inputs),
+    ("head_dim_v func", case_head_dim_v_func),
+    ("head_dim_v varlen", case_head_dim_v_varlen),
+    ("head_dim_v kvcache", case_head_dim_v_kvcache),
+    ("head_dim_v wrong inputs", case_head_dim_v_wrong_inputs),
 ]
 
 

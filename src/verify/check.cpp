@@ -40,49 +40,55 @@ struct Placement {
   size_t input_elems = 0, output_elems = 0;
 };
 
+// Q and K are head_dim wide, V and O head_dim_v wide (Problem::v_dim), each with its own strides.
 Placement place(const Problem& p, Layout layout) {
-  const int64_t d = p.head_dim, b = p.batch, sq = p.seqlen_q, sk = p.seqlen_k, hq = p.heads_q, hkv = p.heads_kv;
+  const int64_t d = p.head_dim, dv = p.v_dim(), b = p.batch, sq = p.seqlen_q, sk = p.seqlen_k, hq = p.heads_q, hkv = p.heads_kv;
   Placement pl;
   switch (layout) {
     case Layout::kContiguous: {
       pl.q = contiguous_strides(sq, hq, d);
-      pl.k = pl.v = contiguous_strides(sk, hkv, d);
+      pl.k = contiguous_strides(sk, hkv, d);
+      pl.v = contiguous_strides(sk, hkv, dv);
       pl.k_offset = b * sq * hq * d;
       pl.v_offset = pl.k_offset + b * sk * hkv * d;
-      pl.input_elems = pl.v_offset + b * sk * hkv * d;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * hq * d;
+      pl.input_elems = pl.v_offset + b * sk * hkv * dv;
+      pl.o = contiguous_strides(sq, hq, dv);
+      pl.output_elems = b * sq * hq * dv;
       break;
     }
-    case Layout::kPackedQKV: {  // self-attention shape: seqlen_q == seqlen_k
-      const int64_t width = (hq + 2 * hkv) * d;
-      pl.q = pl.k = pl.v = {sq * width, width, d};
+    case Layout::kPackedQKV: {  // self-attention shape: seqlen_q == seqlen_k; a row holds Q's heads, K's, then V's
+      const int64_t width = (hq + hkv) * d + hkv * dv;
+      pl.q = pl.k = {sq * width, width, d};
+      pl.v = {sq * width, width, dv};
       pl.k_offset = hq * d;
       pl.v_offset = (hq + hkv) * d;
       pl.input_elems = b * sq * width;
-      pl.o = contiguous_strides(sq, hq, d);
-      pl.output_elems = b * sq * hq * d;
+      pl.o = contiguous_strides(sq, hq, dv);
+      pl.output_elems = b * sq * hq * dv;
       break;
     }
     case Layout::kHeadMajor: {
       pl.q = {hq * sq * d, d, sq * d};
-      pl.k = pl.v = {hkv * sk * d, d, sk * d};
+      pl.k = {hkv * sk * d, d, sk * d};
+      pl.v = {hkv * sk * dv, dv, sk * dv};
       pl.k_offset = b * sq * hq * d;
       pl.v_offset = pl.k_offset + b * sk * hkv * d;
-      pl.input_elems = pl.v_offset + b * sk * hkv * d;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * hq * d;
+      pl.input_elems = pl.v_offset + b * sk * hkv * dv;
+      pl.o = {hq * sq * dv, dv, sq * dv};
+      pl.output_elems = b * sq * hq * dv;
       break;
     }
     case Layout::kPadded: {  // rows padded by 8 elements per head, heads by 16 per row
-      const int64_t head = d + 8, row = hq * head + 16, rowk = hkv * head + 16;
+      const int64_t head = d + 8, head_v = dv + 8;
+      const int64_t row = hq * head + 16, rowk = hkv * head + 16, rowv = hkv * head_v + 16, rowo = hq * head_v + 16;
       pl.q = {sq * row, row, head};
-      pl.k = pl.v = {sk * rowk, rowk, head};
+      pl.k = {sk * rowk, rowk, head};
+      pl.v = {sk * rowv, rowv, head_v};
       pl.k_offset = b * sq * row;
       pl.v_offset = pl.k_offset + b * sk * rowk;
-      pl.input_elems = pl.v_offset + b * sk * rowk;
-      pl.o = pl.q;
-      pl.output_elems = b * sq * row;
+      pl.input_elems = pl.v_offset + b * sk * rowv;
+      pl.o = {sq * rowo, rowo, head_v};
+      pl.output_elems = b * sq * rowo;
       break;
     }
   }
@@ -208,7 +214,12 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   if (std::string bad = p.features.error(p.batch, p.heads_q); !bad.empty()) { *error = bad; return ref; }
   auto loaded = reference_kernel(p.bf16).load(api, device.context);
   if (!loaded) { *error = "reference kernel: " + loaded.error().message + "\n" + loaded.error().log; return ref; }
-  const size_t o_count = size_t(p.batch) * p.seqlen_q * p.heads_q * p.head_dim;
+  if (p.head_dim > kReferenceMaxHeadDim || p.v_dim() > kReferenceMaxHeadDimV) {
+    *error = "reference kernel: head dims " + std::to_string(p.head_dim) + "/" + std::to_string(p.v_dim()) + " exceed its " +
+             std::to_string(kReferenceMaxHeadDim) + "/" + std::to_string(kReferenceMaxHeadDimV);
+    return ref;
+  }
+  const size_t o_count = size_t(p.batch) * p.seqlen_q * p.heads_q * p.v_dim();
   const size_t lse_count = size_t(p.batch) * p.heads_q * p.seqlen_q;
   DeviceBuffer o(api, o_count * 8), lse(api, lse_count * 8);
   RefParams rp{};
@@ -220,6 +231,7 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   rp.lse = lse.ptr();
   rp.seqlen_q = p.seqlen_q; rp.seqlen_k = p.seqlen_k; rp.heads_q = p.heads_q; rp.heads_kv = p.heads_kv;
   rp.head_dim = p.head_dim; rp.causal = p.causal;
+  rp.head_dim_v = p.v_dim();  // O [b, s_q, h_q, head_dim_v]
   // The kernel takes the scale as a float: the reference uses the same rounded value.
   rp.scale = double(float(p.effective_scale()));
   // Issue 38's features: the sinks and slopes as double arrays beside the inputs.
@@ -283,8 +295,10 @@ std::vector<unsigned char> quantise_dense(const Problem& p, const Placement& pl,
         const float ks = f.scale_of(Fp8Tensor::kK, b, h), vs = f.scale_of(Fp8Tensor::kV, b, h);
         for (int e = 0; e < p.head_dim; ++e) {
           const size_t ki = pl.k_offset + b * pl.k.batch + j * pl.k.row + h * pl.k.head + e;
-          const size_t vi = pl.v_offset + b * pl.v.batch + j * pl.v.row + h * pl.v.head + e;
           codes[ki] = quantise(input[ki], ks, outlier[size_t(j)] != 0);
+        }
+        for (int e = 0; e < p.v_dim(); ++e) {  // V: head_dim_v columns
+          const size_t vi = pl.v_offset + b * pl.v.batch + j * pl.v.row + h * pl.v.head + e;
           codes[vi] = quantise(input[vi], vs);
         }
       }
@@ -438,14 +452,14 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   const std::vector<double>& expected = ref.o;
   std::vector<double> actual(ref_o_count);
 
-  // Compare O (gathered from the output layout into [b, s, h, d]).
+  // Compare O (gathered from the output layout into [b, s, h, head_dim_v]).
   std::vector<uint16_t> o_raw(pl.output_elems);
   out.download(o_raw.data(), o_raw.size() * elem);
   size_t idx = 0;
   for (int b = 0; b < p.batch; ++b)
     for (int s = 0; s < p.seqlen_q; ++s)
       for (int h = 0; h < p.heads_q; ++h)
-        for (int d = 0; d < p.head_dim; ++d, ++idx) {
+        for (int d = 0; d < p.v_dim(); ++d, ++idx) {
           const float v = half_bits_to_float(o_raw[b * pl.o.batch + s * pl.o.row + h * pl.o.head + d], o_bf16);
           if (std::isnan(v)) ++result.unwritten;
           actual[idx] = v;

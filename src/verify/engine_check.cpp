@@ -29,21 +29,29 @@ std::vector<int32_t> offsets_of(const std::vector<int>& lengths) {
   return offsets;
 }
 
-// Where element (row, head, 0) of each tensor sits, host side, as the kernel addresses it.
+// Where element (row, head, 0) of each tensor sits, host side, as the kernel addresses it: Q's
+// and K's rows head_dim wide, V's and O's head_dim_v (v_index: in V's own buffer, or from V's
+// start in K's when they share one).
 struct HostLayout {
   const EngineProblem& p;
   const EngineBuffers& buffers;
   std::vector<int32_t> cu_q, cu_k, table;
 
   int64_t q_index(int b, int row, int h) const { return (int64_t(cu_q[b]) + row) * p.heads_q * p.head_dim + int64_t(h) * p.head_dim; }
-  int64_t kv_index(int b, int key, int h) const {
-    const TensorStrides& s = buffers.pool_strides;
+  int64_t o_index(int b, int row, int h) const { return (int64_t(cu_q[b]) + row) * p.heads_q * p.v_dim() + int64_t(h) * p.v_dim(); }
+  int64_t kv_index(int b, int key, int h) const { return pool_index(buffers.pool_strides, b, key, h); }
+  int64_t v_index(int b, int key, int h) const { return pool_index(buffers.pool_v_strides, b, key, h); }
+  // K and V in one tensor: V's first element in K's buffer (one K page on); else -1.
+  int64_t v_in_k() const { return p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1; }
+
+ private:
+  int64_t pool_index(const TensorStrides& s, int b, int key, int h) const {
     switch (p.kv) {
       case KvSource::kPacked: return (int64_t(cu_k[b]) + key) * s.row + h * s.head;
-      case KvSource::kDense: return int64_t(b) * buffers.capacity().max_seqlen_k * s.row + int64_t(key) * s.row + h * s.head;
-      case KvSource::kPaged: {
+      case KvSource::kDense: return int64_t(b) * s.batch + int64_t(key) * s.row + h * s.head;
+      case KvSource::kPaged: {  // the batch stride is the page stride
         const int page = table[size_t(b) * buffers.capacity().pages_per_sequence + key / p.page_size];
-        return int64_t(page) * buffers.pool_page_stride + int64_t(key % p.page_size) * s.row + h * s.head;
+        return int64_t(page) * s.batch + int64_t(key % p.page_size) * s.row + h * s.head;
       }
     }
     return 0;
@@ -52,20 +60,20 @@ struct HostLayout {
 
 // EngineProblem::nan_padding: NaN in every K/V element no sequence's keys use and in every Q row
 // past the last sequence (`seqlen_k` and at.cu_q cover the capacity's sequences, inactive ones
-// empty). V in K's tensor sits one page after each K row.
+// empty). V in K's tensor sits one K page after the page's start.
 void poison_unused(const HostLayout& at, const std::vector<int>& seqlen_k, std::vector<uint16_t>& q, std::vector<uint16_t>& k,
                    std::vector<uint16_t>& v) {
   const EngineProblem& p = at.p;
   const uint16_t nan = p.bf16 ? 0x7FC0 : 0x7E00;
-  const int64_t v_in_k = p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1;
+  const int64_t v_in_k = at.v_in_k();
   std::vector<char> k_used(k.size(), 0), v_used(v.size(), 0);
   for (int b = 0; b < int(seqlen_k.size()); ++b)
     for (int key = 0; key < seqlen_k[size_t(b)]; ++key)
       for (int h = 0; h < p.heads_kv; ++h) {
-        const int64_t i = at.kv_index(b, key, h);
-        std::fill_n(k_used.begin() + i, p.head_dim, 1);
-        if (v_in_k >= 0) std::fill_n(k_used.begin() + i + v_in_k, p.head_dim, 1);
-        else std::fill_n(v_used.begin() + i, p.head_dim, 1);
+        std::fill_n(k_used.begin() + at.kv_index(b, key, h), p.head_dim, 1);
+        const int64_t vi = at.v_index(b, key, h);
+        if (v_in_k >= 0) std::fill_n(k_used.begin() + v_in_k + vi, p.v_dim(), 1);
+        else std::fill_n(v_used.begin() + vi, p.v_dim(), 1);
       }
   for (size_t i = 0; i < k.size(); ++i) if (!k_used[i]) k[i] = nan;
   if (v_in_k < 0) for (size_t i = 0; i < v.size(); ++i) if (!v_used[i]) v[i] = nan;
@@ -86,28 +94,29 @@ Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k,
                          std::vector<uint16_t>& v, std::mt19937_64& rng) {
   const EngineProblem& p = at.p;
   const Fp8Cache& f = p.fp8;
-  const int64_t d = p.head_dim, h = p.heads_kv;
-  const int64_t page_elems = int64_t(p.page_size) * h * d;
+  const int64_t d = p.head_dim, dv = p.v_dim(), h = p.heads_kv;
+  const int64_t page_elems = int64_t(p.page_size) * h * d;  // K's page (V's follows it in one tensor)
   std::vector<char> k_outlier(k.size(), 0);
   for (int b = 0; b < int(seqlen_k.size()); ++b)
     for (int n = 0; n < f.outlier_keys && seqlen_k[size_t(b)] > 0; ++n) {
       const int key = int(rng() % uint64_t(seqlen_k[size_t(b)]));
       for (int kvh = 0; kvh < p.heads_kv; ++kvh) std::fill_n(k_outlier.begin() + at.kv_index(b, key, kvh), d, 1);
     }
-  // Where element i of a K or V buffer is: its KV head, and (K and V in one tensor) whether it is V's.
-  auto place = [&](int64_t i, bool* is_v) {
-    int64_t off = p.kv == KvSource::kPaged ? i % at.buffers.pool_page_stride : i;
-    *is_v = false;
+  // Where element i of a K or V buffer is: its KV head, and (K and V in one tensor) whether it is
+  // V's (rows head_dim_v wide).
+  auto place = [&](int64_t i, bool tensor_is_v, bool* is_v) {
+    int64_t off = p.kv == KvSource::kPaged ? i % (tensor_is_v ? at.buffers.pool_v_strides : at.buffers.pool_strides).batch : i;
+    *is_v = tensor_is_v;
     if (p.kv == KvSource::kPaged && p.kv_in_one_tensor && off >= page_elems) *is_v = true, off -= page_elems;
-    return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * d) % h : off / d % h);
+    const int64_t cols = *is_v ? dv : d;
+    return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * cols) % h : off / cols % h);
   };
   Fp8Quantiser quantise(p.bf16);
   auto convert = [&](std::vector<uint16_t>& t, bool tensor_is_v, const std::vector<char>* outlier) {
     std::vector<unsigned char> codes(t.size());
     for (size_t i = 0; i < t.size(); ++i) {
       bool is_v = false;
-      const int head = place(int64_t(i), &is_v);
-      is_v = is_v || tensor_is_v;
+      const int head = place(int64_t(i), tensor_is_v, &is_v);
       codes[i] = quantise(t[i], f.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, 0, head), !is_v && outlier && (*outlier)[i]);
     }
     return codes;
@@ -145,15 +154,15 @@ struct Fp8SequenceReads {
   }
 };
 
-// The float64 attention of every sequence (of its checked rows), O as [total_q rows][heads_q][d],
+// The float64 attention of every sequence (of its checked rows), O as [total_q rows][heads_q][head_dim_v],
 // LSE as [heads_q][total_q]; `checked` marks the packed rows it covers.
 Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
                            const std::vector<uint16_t>& v, int total_q, std::vector<char>& checked,
                            const Fp8SequenceReads* per_sequence = nullptr) {
   const EngineProblem& p = at.p;
-  const int d = p.head_dim, group = p.heads_q / p.heads_kv;
+  const int d = p.head_dim, dv = p.v_dim(), group = p.heads_q / p.heads_kv;
   Reference ref;
-  ref.o.assign(size_t(total_q) * p.heads_q * d, 0.0);
+  ref.o.assign(size_t(total_q) * p.heads_q * dv, 0.0);
   ref.lse.assign(size_t(p.heads_q) * total_q, -std::numeric_limits<double>::infinity());
   const double scale = double(float(p.scale != 0 ? p.scale : 1.0 / std::sqrt(double(d))));
   auto load = [&](const std::vector<uint16_t>& t, int64_t i) { return double(half_bits_to_float(t[size_t(i)], p.bf16)); };
@@ -187,13 +196,13 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
       const double* sink = p.features.sinks.empty() ? nullptr : &p.features.sinks[size_t(h)];
       attend_row(p.features, p.causal, scale, p.features.slope(b, h, p.heads_q), sink, row, p.seqlen_q[b], p.seqlen_k[b], dot,
                  &row_attention);
-      double* out = &ref.o[size_t(at.cu_q[b] + row) * p.heads_q * d + size_t(h) * d];
+      double* out = &ref.o[size_t(at.o_index(b, row, h))];
       for (size_t w = 0; w < row_attention.weight.size(); ++w) {
-        const int64_t vi = at.kv_index(b, row_attention.first_key + int(w), kvh);
+        const int64_t vi = at.v_index(b, row_attention.first_key + int(w), kvh);
         if (per_sequence) {
-          for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * per_sequence->load(true, b, kvh, vi + c);
+          for (int c = 0; c < dv; ++c) out[c] += row_attention.weight[w] * per_sequence->load(true, b, kvh, vi + c);
         } else {
-          for (int c = 0; c < d; ++c) out[c] += row_attention.weight[w] * load(v, vi + c);
+          for (int c = 0; c < dv; ++c) out[c] += row_attention.weight[w] * load(v, vi + c);
         }
       }
       ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = row_attention.lse;
@@ -226,33 +235,6 @@ std::vector<int32_t> random_block_table(const EngineProblem& p, const EngineCapa
   return table;
 }
 
-// The K/V layout of a problem's buffers: row and head strides, the page stride (paged), and the
-// elements each of K and V needs.
-struct KvLayout {
-  TensorStrides strides;
-  int64_t page_stride = 0, elems = 0;
-};
-
-KvLayout kv_layout(const EngineProblem& p, const EngineCapacity& cap) {
-  const int64_t d = p.head_dim, h = p.heads_kv;
-  KvLayout l;
-  l.strides = {0, h * d, d};
-  switch (p.kv) {
-    case KvSource::kPacked: l.elems = int64_t(cap.total_k) * h * d; break;
-    case KvSource::kDense: l.elems = int64_t(cap.batch) * cap.max_seqlen_k * h * d; break;
-    case KvSource::kPaged: {
-      // HND pages: [heads][page_size][d]; NHD: [page_size][heads][d]. K and V in one tensor:
-      // [pages][2][page], V one page after K.
-      const int64_t page_elems = int64_t(p.page_size) * h * d;
-      if (p.head_major_pool) l.strides = {0, d, int64_t(p.page_size) * d};
-      l.page_stride = p.kv_in_one_tensor ? 2 * page_elems : page_elems;
-      l.elems = int64_t(cap.num_pages) * l.page_stride;
-      break;
-    }
-  }
-  return l;
-}
-
 }  // namespace
 
 const char* kv_source_name(KvSource source) {
@@ -270,7 +252,8 @@ std::string EngineProblem::describe() const {
     if (b == 8) { lengths += " ..."; break; }
     lengths += (b ? " " : "") + std::to_string(seqlen_q[b]) + "/" + std::to_string(seqlen_k[b]);
   }
-  std::string text = std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) + (causal ? " causal" : "") +
+  std::string text = std::string(bf16 ? "bf16" : "fp16") + " d=" + std::to_string(head_dim) +
+                     (head_dim_v && head_dim_v != head_dim ? "/" + std::to_string(head_dim_v) : std::string()) + (causal ? " causal" : "") +
                      " hq=" + std::to_string(heads_q) + " hkv=" + std::to_string(heads_kv) + " kv=" + kv_source_name(kv);
   if (kv == KvSource::kPaged) {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
@@ -308,6 +291,43 @@ bool parse_engine_lengths(const std::string& text, std::vector<int>* seqlen_q, s
     at = end + 1;
   }
   return true;
+}
+
+EngineLayout engine_layout(const EngineProblem& p, const EngineCapacity& cap) {
+  const int64_t d = p.head_dim, dv = p.v_dim(), h = p.heads_kv;
+  EngineLayout l;
+  l.q_elems = int64_t(cap.total_q) * p.heads_q * d;
+  l.o_elems = int64_t(cap.total_q) * p.heads_q * dv;
+  l.q_strides = {p.dense_q ? int64_t(cap.max_seqlen_q) * p.heads_q * d : 0, p.heads_q * d, d};
+  l.o_strides = {p.dense_q ? int64_t(cap.max_seqlen_q) * p.heads_q * dv : 0, p.heads_q * dv, dv};
+  l.k_strides = {0, h * d, d};
+  l.v_strides = {0, h * dv, dv};
+  switch (p.kv) {
+    case KvSource::kPacked:
+      l.k_elems = int64_t(cap.total_k) * h * d;
+      l.v_elems = int64_t(cap.total_k) * h * dv;
+      break;
+    case KvSource::kDense:
+      l.k_strides.batch = int64_t(cap.max_seqlen_k) * h * d;
+      l.v_strides.batch = int64_t(cap.max_seqlen_k) * h * dv;
+      l.k_elems = int64_t(cap.batch) * l.k_strides.batch;
+      l.v_elems = int64_t(cap.batch) * l.v_strides.batch;
+      break;
+    case KvSource::kPaged: {
+      // HND pages: [heads][page_size][columns]; NHD: [page_size][heads][columns]. K and V in one
+      // tensor: [pages][K's page, V's page], V one K page on.
+      const int64_t k_page = int64_t(p.page_size) * h * d, v_page = int64_t(p.page_size) * h * dv;
+      if (p.head_major_pool) l.k_strides = {0, d, int64_t(p.page_size) * d}, l.v_strides = {0, dv, int64_t(p.page_size) * dv};
+      l.page_stride = p.kv_in_one_tensor ? k_page + v_page : k_page;
+      l.k_strides.batch = l.page_stride;
+      l.v_strides.batch = p.kv_in_one_tensor ? l.page_stride : v_page;
+      l.k_elems = int64_t(cap.num_pages) * l.page_stride;
+      l.v_elems = p.kv_in_one_tensor ? 0 : int64_t(cap.num_pages) * v_page;
+      l.v_in_k = p.kv_in_one_tensor ? k_page : -1;
+      break;
+    }
+  }
+  return l;
 }
 
 double visible_pairs(const EngineProblem& p) {
@@ -366,10 +386,10 @@ static size_t merge_counter_room(const EngineProblem& p, const EngineCapacity& c
 }
 
 EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const EngineCapacity& cap)
-    : q(api, size_t(cap.total_q) * p.heads_q * p.head_dim * kElem),
-      k(api, size_t(kv_layout(p, cap).elems) * kElem),
-      v(api, p.kv_in_one_tensor ? 16 : size_t(kv_layout(p, cap).elems) * kElem),  // in one tensor: V is in k's buffer
-      o(api, size_t(cap.total_q) * p.heads_q * p.head_dim * kElem),
+    : q(api, size_t(engine_layout(p, cap).q_elems) * kElem),
+      k(api, size_t(engine_layout(p, cap).k_elems) * kElem),
+      v(api, p.kv_in_one_tensor ? 16 : size_t(engine_layout(p, cap).v_elems) * kElem),  // in one tensor: V is in k's buffer
+      o(api, size_t(engine_layout(p, cap).o_elems) * kElem),
       lse(api, size_t(p.heads_q) * cap.total_q * 4),
       cu_seqlens_q(api, size_t(cap.batch + 1) * 4),
       cu_seqlens_k(api, size_t(cap.batch + 1) * 4),
@@ -379,13 +399,14 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       // (combine=inline), then O partials, then LSE partials, each 256-byte aligned; 256 more to
       // align the start.
       workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
-                         size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.head_dim + 1) * 4 + 512 + 16),
+                         size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.v_dim() + 1) * 4 + 512 + 16),
       k_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       v_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       q_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       features(api, cap.batch, p.heads_q),
-      pool_page_stride(kv_layout(p, cap).page_stride),
-      pool_strides(kv_layout(p, cap).strides),
+      pool_page_stride(engine_layout(p, cap).page_stride),
+      pool_strides(engine_layout(p, cap).k_strides),
+      pool_v_strides(engine_layout(p, cap).v_strides),
       capacity_(cap) {
   workspace.fill_bytes(0);  // the tile counter starts at zero (the kernel leaves it so)
 }
@@ -395,13 +416,13 @@ uint64_t EngineBuffers::workspace_start() const { return (workspace.ptr() + 255)
 AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   const EngineCapacity& cap = capacity_;
   AttentionArgs a;
-  const int64_t d = p.head_dim;
+  const EngineLayout layout = engine_layout(p, cap);
   a.q = q.ptr();
   a.o = o.ptr();
   a.k = k.ptr();
   // The FP8 cache's elements are one byte: its strides (bytes) are the same numbers.
   const size_t kv_elem = p.fp8.on ? 1 : kElem;
-  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(p.page_size) * p.heads_kv * d * kv_elem : v.ptr();
+  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(layout.v_in_k) * kv_elem : v.ptr();
   if (p.fp8.on) {
     a.fp8.k_scale = k_scale.ptr();
     a.fp8.v_scale = v_scale.ptr();
@@ -419,13 +440,12 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.seqlen_k = cap.max_seqlen_k;
   a.heads_q = p.heads_q;
   a.heads_kv = p.heads_kv;
-  a.q_strides = a.o_strides = {0, p.heads_q * d, d};
+  a.q_strides = layout.q_strides;  // O: head_dim_v columns
+  a.o_strides = layout.o_strides;
   a.softmax_scale = float(p.scale);
   features.set_launch_features(a.features, p.features, p.sinks_bf16);
   EngineInputs& e = a.engine;
-  if (p.dense_q) {  // the packed rows of equal sequences are the dense layout
-    a.q_strides.batch = a.o_strides.batch = int64_t(cap.max_seqlen_q) * p.heads_q * d;
-  } else {
+  if (!p.dense_q) {  // dense_q: the packed rows of equal sequences are the dense layout (the strides' batch)
     e.cu_seqlens_q = cu_seqlens_q.ptr();
     e.total_q = cap.total_q;
   }
@@ -437,18 +457,17 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
     a.decode.max_splits = cap.max_splits;
     a.decode.split_keys = p.split_keys;
   }
+  a.k_strides = pool_strides;  // V: head_dim_v columns
+  a.v_strides = pool_v_strides;
   switch (p.kv) {
     case KvSource::kPacked:
-      a.k_strides = a.v_strides = {0, pool_strides.row, pool_strides.head};
       e.cu_seqlens_k = cu_seqlens_k.ptr();
       e.total_k = cap.total_k;
       break;
     case KvSource::kDense:
-      a.k_strides = a.v_strides = {int64_t(cap.max_seqlen_k) * pool_strides.row, pool_strides.row, pool_strides.head};
       e.seqused_k = seqused_k.ptr();
       break;
     case KvSource::kPaged:
-      a.k_strides = a.v_strides = {pool_page_stride, pool_strides.row, pool_strides.head};
       e.seqused_k = seqused_k.ptr();
       e.block_table = block_table.ptr();
       e.block_table_stride = cap.pages_per_sequence;
@@ -528,8 +547,8 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   }
   if (p.fp8.on && p.fp8.operands) buffers.q.upload(codes.q.data(), codes.q.size());
   else buffers.q.upload(q.data(), buffers.q.bytes());
-  const int64_t v_in_k = int64_t(p.page_size) * p.heads_kv * p.head_dim;
-  if (p.kv_in_one_tensor) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer, one page on
+  const int64_t v_in_k = at.v_in_k();
+  if (p.kv_in_one_tensor) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer, one K page on
   std::optional<Fp8SequenceReads> sequence_reads;  // scales per sequence: K and V read by code
   if (p.fp8.on && p.fp8.per_head && p.fp8.per_sequence) {
     Fp8SequenceReads& r = sequence_reads.emplace();
@@ -604,7 +623,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   buffers.o.download(o_raw.data(), buffers.o.bytes());
   buffers.lse.download(lse.data(), buffers.lse.bytes());
   const int used_rows = at.cu_q[size_t(cap.batch)];
-  const size_t row_elems = size_t(p.heads_q) * p.head_dim;
+  const size_t row_elems = size_t(p.heads_q) * p.v_dim();  // O's rows: head_dim_v columns
   std::vector<double> actual, expected;  // the checked rows' O
   for (size_t i = 0; i < ref.o.size(); ++i) {
     const float value = half_bits_to_float(o_raw[i], o_bf16);

@@ -22,20 +22,21 @@ enum class KvSource {
   kPacked,  // [total_k, heads_kv, d] with cu_seqlens_k
   kDense,   // [batch, max keys, heads_kv, d] with seqused_k
   kPaged,   // pools [num_pages, page_size, heads_kv, d] with a block table and seqused_k
-};
+};  // (d: K's head_dim; V's columns are head_dim_v)
 const char* kv_source_name(KvSource source);
 
 
 struct EngineProblem {
   bool bf16 = true;
   int head_dim = 128, heads_q = 8, heads_kv = 2;
+  int head_dim_v = 0;               // V's and O's head dim (a head_dim_v spec's); 0 = head_dim
   bool causal = true;
   double scale = 0;                 // 0 = 1/sqrt(head_dim)
   std::vector<int> seqlen_q, seqlen_k;  // per sequence (zero allowed)
   KvSource kv = KvSource::kPaged;
   int page_size = 16;               // paged
   bool head_major_pool = false;     // paged: HND pools ([pages, heads, page_size, d])
-  bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d])
+  bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d]; each page K's then V's head_dim_v columns)
   int spare_q_rows = 3;             // rows of Q/O past the last sequence (must stay untouched)
   // Queries dense [batch, seqlen_q, heads, d] (a paged=1 spec without varlen): every sequence
   // has the same query count; LSE [batch, heads_q, seqlen_q].
@@ -70,6 +71,7 @@ struct EngineProblem {
   // dtype=e4m3 spec, fp8.operands): Q too, the copies bf16 whatever `bf16`, O read in
   // fp8.out_bf16's type.
   Fp8Cache fp8;
+  int v_dim() const { return head_dim_v ? head_dim_v : head_dim; }
   std::string describe() const;
 };
 
@@ -82,7 +84,8 @@ std::vector<int> checked_rows_of(int rows, int limit);
 // with the reason when the text is not that.
 bool parse_engine_lengths(const std::string& text, std::vector<int>* seqlen_q, std::vector<int>* seqlen_k, std::string* error);
 
-// The visible (query, key) pairs of every sequence (useful FLOPs = 4 x head_dim x heads_q x pairs).
+// The visible (query, key) pairs of every sequence (useful FLOPs = 2 x (head_dim + head_dim_v) x
+// heads_q x pairs: Q K^T and P V).
 double visible_pairs(const EngineProblem& problem);
 
 // A random ragged batch: zero-length, one-token and longer sequences, keys shorter and longer
@@ -104,6 +107,21 @@ struct EngineCapacity {
 // Room for `problem` (its lengths, spare rows and pages).
 EngineCapacity capacity_for(const EngineProblem& problem);
 
+// Where a problem's tensors sit in buffers of a capacity, in elements: Q [total_q][heads_q][head_dim]
+// and O [total_q][heads_q][head_dim_v] (dense_q: the same rows, batch stride max_seqlen_q rows); K
+// with head_dim columns and V with head_dim_v, each in its KvSource's layout (packed [total_k],
+// dense [batch][max keys], paged [pages][page_size] NHD or [pages][heads][page_size] HND); K and V
+// in one tensor: each page holds K's page, then V's (V's offset in K's buffer v_in_k).
+struct EngineLayout {
+  int64_t q_elems = 0, o_elems = 0;
+  TensorStrides q_strides, o_strides;  // the launch's (batch 0 unless dense_q)
+  TensorStrides k_strides, v_strides;  // the launch's: batch the page stride (paged) or max keys' rows (dense), 0 packed
+  int64_t page_stride = 0;             // paged: elements between pages (K's and V's alike)
+  int64_t k_elems = 0, v_elems = 0;    // each buffer's elements (v_elems 0 with K and V in one tensor)
+  int64_t v_in_k = -1;                 // K and V in one tensor: V's first element in K's buffer; else -1
+};
+EngineLayout engine_layout(const EngineProblem& problem, const EngineCapacity& capacity);
+
 // Device buffers for problems within one capacity and layout (KvSource, page size, pool layout).
 class EngineBuffers {
  public:
@@ -118,7 +136,8 @@ class EngineBuffers {
   DeviceBuffer k_scale, v_scale, q_scale;
   FeatureBuffers features;  // sinks and slopes, uploaded by each check
   int64_t pool_page_stride = 0;  // paged: elements between pages (the K and V pools' batch stride)
-  TensorStrides pool_strides;    // paged / dense: row, head strides of K and V
+  TensorStrides pool_strides;    // paged / dense: row, head strides of K
+  TensorStrides pool_v_strides;  // and of V (head_dim_v columns)
 
  private:
   EngineCapacity capacity_;

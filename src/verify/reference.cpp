@@ -188,6 +188,7 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
 std::string reference_kernel_source(bool bf16) {
   std::string src = bf16 ? "#define REF_BF16 1\n" : "";
   src += "#define FJ_DEVICE __device__ inline\n";
+  src += "#define REF_MAX_HEAD_DIM " + std::to_string(kReferenceMaxHeadDim) + "\n";  // q_row's room (head dims to 576)
   src += embedded_template("visibility.cuh");  // the rule the kernels mask by
   src += embedded_template("score_mod.cuh");   // the score path and the finalize step
   src += R"CUDA(
@@ -217,7 +218,7 @@ __device__ double block_max(double x, double* red) {
   double r = red[0]; __syncthreads(); return r;
 }
 extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefParams p) {
-  __shared__ double q_row[576], probs[128], red[128];  // head dims to 576, V's to 512 (four columns a thread)
+  __shared__ double q_row[REF_MAX_HEAD_DIM], probs[128], red[128];  // V's columns: four a thread (to 512)
   const int row = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x, d = p.head_dim;
   const int dv = p.head_dim_v ? p.head_dim_v : d;
   const int kvh = h / (p.heads_q / p.heads_kv);

@@ -84,7 +84,10 @@ Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const u
                         const uint16_t* v, Strides vs);
 
 // The GPU reference kernel's source (fp64 math; NVRTC, sm_90a). Entry point "reference_attention",
-// one 128-thread block per (query row, head, batch), parameter struct RefParams below.
+// one 128-thread block per (query row, head, batch), parameter struct RefParams below. It holds a
+// query row of at most kReferenceMaxHeadDim elements in shared memory and each thread four of O's
+// columns (head_dim_v at most kReferenceMaxHeadDimV); gpu_reference refuses larger head dims.
+inline constexpr int kReferenceMaxHeadDim = 576, kReferenceMaxHeadDimV = 512;
 std::string reference_kernel_source(bool bf16);
 
 struct RefParams {

@@ -25,7 +25,7 @@ for s in AttentionGpu AttentionEngineGpu ApiGpu GpuDriver $all_gpu; do
   case " $suites " in *" $s "*) ;; *) bad "the gate parts' filters '$filter' list no case of $s (lists: $suites)" ;; esac
 done
 for py in bench/peers.py bench/engine_peers.py bench/decode_peers.py bench/feature_peers.py bench/fp8_peers.py \
-          python/bench/call_overhead.py; do
+          bench/mla_peers.py python/bench/call_overhead.py; do
   python3 "$py" --help >/dev/null 2>&1 || bad "$py --help fails"
 done
 # The features part's cells: its arguments parse and select cells.
@@ -39,6 +39,12 @@ p8args=$(sed -n 's/.*FLASHJIT_FP8_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/run_h
 for args in "" "--smoke" "--seqlens all" ${p8args:+"$p8args"}; do
   n=$(python3 bench/fp8_peers.py --dry-run $args 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')
   [ "${n:-0}" -gt 0 ] || bad "bench/fp8_peers.py --dry-run $args selects no cell"
+done
+# The mla part's cells (bench/mla_peers.py, its arguments as run_h200.sh passes them, and the smoke grid).
+margs=$(sed -n 's/.*FLASHJIT_MLA_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh | head -1)
+for args in "" "--smoke" ${margs:+"$margs"}; do
+  n=$(python3 bench/mla_peers.py --dry-run $args 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')
+  [ "${n:-0}" -gt 0 ] || bad "bench/mla_peers.py --dry-run $args selects no cell"
 done
 # The targets part's decode cells: every pattern must select a cell.
 cells=$(sed -n 's/.*FLASHJIT_DECODE_PEERS_ARGS:=--cells \([^ ]*\) .*/\1/p' tests/gpu/run_h200.sh | head -1)

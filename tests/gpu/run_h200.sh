@@ -20,6 +20,9 @@
 #                             prefill against a bf16 and an e4m3 cache, and the ratios against the targets
 #   FLASHJIT_PART=kvcache  6. the FP8 cache's decode and chunked-prefill cells against a bf16 cache (flashjit bench)
 #   FLASHJIT_PART=fp8      7. bench/fp8_peers.py: FP8 prefill against cuDNN's FP8 SDPA, the FP8 cache's bandwidth
+#   FLASHJIT_PART=mla      8. V narrower than Q (issue 40): 6g's mla_ cells, DeepSeek's 192/128 prefill (varlen,
+#                             causal and not, 8k and 16k; target >= 750 TFLOP/s non-causal), and bench/mla_peers.py
+#                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -81,7 +84,7 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_DECODE_PEERS_ARGS:=--cells decode/d128/*/b1/q1/k1k,decode/d128/*/b1/q1/k4k,decode/d128/*/b4/q1/k1k,decode/d128/*/b4/q1/k4k,decode/d128/*/b1/q1/k32k,decode/d128/*/b1/q1/k128k,decode/d128/h32-8/b8/q1/k32k,decode/d128/h32-8/b64/q1/k4k,decode/d128/h32-8/b256/q1/k4k,dims,spec,paged --reps 7}" ;;
   features)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
-    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}" "${FLASHJIT_FEATURE_BENCH_SKIP:=^kvcache_}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_PEERS:=1}" "${FLASHJIT_FEATURE_BENCH_SKIP:=^(kvcache|mla)_}"
     : "${FLASHJIT_FEATURE_PEERS_ARGS:=--reps 5 --per-graph 3 --budget-s 240}" "${FLASHJIT_FEATURE_PEERS_TIMEOUT:=330}" ;;
   kvcache)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
@@ -89,10 +92,14 @@ case "${FLASHJIT_PART:-}" in
   fp8)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
     : "${FLASHJIT_FP8_PEERS:=1}" "${FLASHJIT_FP8_PEERS_ARGS:=--budget-s 200}" "${FLASHJIT_FP8_PEERS_TIMEOUT:=330}" ;;
+  mla)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^mla_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=240}"
+    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=300}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8 or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -155,8 +162,10 @@ fi
 # windows, chunks, softcap, sinks and ALiBi on dense, paged and split-KV cells; the FP8 K/V cache
 # (kv_dtype=e4m3: dense, paged varlen, split-KV decode, gpt-oss's window + sinks, scales per K/V head and
 # not powers of two); FP8 operands (dtype=e4m3, O's bound 2^-4: dense d128 causal, d256 with fp16 O,
-# paged varlen, split-KV decode, descales per (sequence, K/V head) and not powers of two); a spec whose
-# keys this build's parser refuses (its feature not in the kernel yet) is listed as skipped.
+# paged varlen, split-KV decode, descales per (sequence, K/V head) and not powers of two); V narrower than Q
+# (head_dim_v, issue 40: DeepSeek's 192/128 dense causal, paged varlen, split-KV decode through both combines,
+# Mistral Small 4's 320/256 dense causal); a spec whose keys this build's parser refuses (its feature not in
+# the kernel yet) is listed as skipped.
 if [ "${FLASHJIT_FEATURE_CHECKS:-${FLASHJIT_CHECKS:-1}}" = 1 ]; then
   while read -r spec flags; do
     [ -n "$spec" ] || continue
@@ -188,6 +197,12 @@ dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1 --seqlens 1:700,4:1000,0:5,1:0
 dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 16 --heads-q 32 --heads-kv 8
 dtype=e4m3,head_dim=128,causal=1 --descale-per-head --descale-non-pow2 --batch 3 --seqlen-q 777 --seqlen-k 1000 --heads-q 16 --heads-kv 4
 dtype=e4m3,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --descale-per-head --seqlens 1:8192,1:4000,4:3000 --page-size 16 --heads-q 32 --heads-kv 8
+dtype=bf16,head_dim=192,head_dim_v=128,causal=1 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 16 --heads-kv 4
+dtype=fp16,head_dim=192,head_dim_v=128 --batch 2 --seqlen-q 777 --seqlen-k 1500 --heads-q 8 --heads-kv 8
+dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1 --seqlens 1:700,4:1000,0:5,1:0,37:37,300:2000,130:77 --page-size 64 --heads-q 16 --heads-kv 4
+dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 16 --heads-q 32 --heads-kv 8
+dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 64 --heads-q 32 --heads-kv 8
+dtype=bf16,head_dim=320,head_dim_v=256,causal=1 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2
 CHECKS
 fi
 
@@ -338,6 +353,9 @@ fi
 # each against a bf16 and an e4m3 cache, then the targets: e4m3 / bf16 tokens per second >= 1.8x and e4m3's
 # read bandwidth counted in FP8 bytes >= 90 % of the device's (FLASHJIT_HBM_TBPS; by the GPU's name: H200
 # 4.8, else H100's 3.35 TB/s), chunked prefill e4m3 / bf16 TFLOP/s >= 0.9x.
+# V narrower than Q (mla_, the mla part; issue 40): DeepSeek's 192/128 prefill, varlen, 16 heads (MHA), causal
+# and not, 2 x 8k and 1 x 16k tokens, beside the square 192 and 128 kernels on the same lengths; target: the
+# non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head).
 # FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
 # FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
 if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
@@ -384,6 +402,12 @@ kvcache_prefill2kx32k_bf16 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1 --s
 kvcache_prefill2kx32k_e4m3 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,kv_dtype=e4m3 --seqlens 2048:32768 --page-size 16 --heads-q 32 --heads-kv 8
 kvcache_decode8x32k_bf16 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 16 --heads-q 32 --heads-kv 8
 kvcache_decode8x32k_e4m3 dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --seqlens $decode8x32k --page-size 16 --heads-q 32 --heads-kv 8
+mla_prefill8k dtype=bf16,head_dim=192,head_dim_v=128,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
+mla_prefill8k_causal dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
+mla_prefill16k dtype=bf16,head_dim=192,head_dim_v=128,varlen=1 --seqlens 16384:16384 --heads-q 16 --heads-kv 16
+mla_prefill16k_causal dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1 --seqlens 16384:16384 --heads-q 16 --heads-kv 16
+mla_prefill8k_d192 dtype=bf16,head_dim=192,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
+mla_prefill8k_d128 dtype=bf16,head_dim=128,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
   kv_field() {  # cell field: the value, empty when the cell did not run or failed
@@ -407,6 +431,14 @@ BENCHES
     row "kvcache $pair: e4m3 / bf16 tokens/s (>= 1.8x)" "$(awk -v s="$speed" 'BEGIN{print (s >= 1.8 ? "met" : "miss")}')" "${speed}x ($e against $b us)"
     row "kvcache $pair: e4m3 read, FP8 bytes (>= 90 %)" "$(awk -v f="$frac" 'BEGIN{print (f >= 90 ? "met" : "miss")}')" \
       "$bw TB/s = $frac % of $hbm (bf16 cache: $bwb TB/s)"
+  done
+  # Issue 40's TFLOP/s target from the mla_ cells that ran (non-causal 192/128 prefill >= 750).
+  for cell in mla_prefill8k mla_prefill16k; do
+    case "$ran_cells" in *" $cell "*) ;; *) continue ;; esac
+    tf=$(kv_field "$cell" 12)
+    if [ -z "$tf" ]; then row "mla $cell: TFLOP/s (>= 750)" skip "the cell failed"; continue; fi
+    row "mla $cell: TFLOP/s (>= 750)" "$(awk -v t="$tf" 'BEGIN{print (t >= 750 ? "met" : "miss")}')" \
+      "$tf TF/s (causal $(kv_field "${cell}_causal" 12); square d192 $(kv_field mla_prefill8k_d192 12), d128 $(kv_field mla_prefill8k_d128 12))"
   done
 fi
 
@@ -487,6 +519,21 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_FP8_PEERS:-0}" = 1 ] && [ -f bench/fp8_peers.p
     row "bench/fp8_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/fp8_peers.txt" || tail -1 "$OUT/fp8_peers.txt"; } | tail -1 | cut -c1-90)"
   sed -n '/^fp8_prefill (TF\/s\|^fp8_cache_decode (us\|^fp8_cache_chunked (TF/,$p' "$OUT/fp8_peers.txt" | head -90
   grep -q '^wrote ' "$OUT/fp8_peers.txt" || tail -20 "$OUT/fp8_peers.txt"
+fi
+
+# V narrower than Q (issue 40's targets, FLASHJIT_MLA_PEERS=1; the mla part): DeepSeek's 192/128 prefill
+# (varlen, causal and not, 8k and 16k) against cuDNN's bf16 SDPA with d_qk 192, d_v 128 in the same run
+# (target >= 1.0x), each checked against float64 first.
+if [ -f "$LIB" ] && [ "${FLASHJIT_MLA_PEERS:-0}" = 1 ] && [ -f bench/mla_peers.py ]; then
+  PYTHONUNBUFFERED=1 timeout "${FLASHJIT_MLA_PEERS_TIMEOUT:-300}" python3 bench/mla_peers.py --lib "$LIB" \
+    --out "$OUT/mla.json" ${FLASHJIT_MLA_PEERS_ARGS:-} >"$OUT/mla_peers.txt" 2>&1 &&
+    row "bench/mla_peers.py" pass "$(tail -1 "$OUT/mla_peers.txt" | cut -c1-90)" ||
+    row "bench/mla_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/mla_peers.txt" || tail -1 "$OUT/mla_peers.txt"; } | tail -1 | cut -c1-90)"
+  sed -n '/^mla_prefill (TF\/s/,$p' "$OUT/mla_peers.txt" | head -40
+  while read -r cell ratio; do
+    row "mla $cell: flashjit / cuDNN (>= 1.0x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 1.0 ? "met" : "miss")}')" "${ratio}x"
+  done < <(sed -n 's/^target \([^ ]*\) \([0-9.]*\)$/\1 \2/p' "$OUT/mla_peers.txt")
+  grep -q '^wrote ' "$OUT/mla_peers.txt" || tail -20 "$OUT/mla_peers.txt"
 fi
 
 # 8. The Python package (FLASHJIT_PYTHON=1): its GPU tests on the source tree and as an installed

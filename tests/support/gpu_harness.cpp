@@ -122,19 +122,21 @@ CheckResult run_case(const Case& c, std::mt19937_64& rng) {
 }
 
 ReferencePair references_on_random_inputs(const GpuEnv& env, const Problem& p, std::mt19937_64& rng, std::string* error) {
-  const int d = p.head_dim;
+  const int d = p.head_dim, dv = p.v_dim();  // V: head_dim_v columns
   const Strides qs = contiguous_strides(p.seqlen_q, p.heads_q, d), ks = contiguous_strides(p.seqlen_k, p.heads_kv, d);
-  std::vector<uint16_t> q(size_t(p.batch) * p.seqlen_q * p.heads_q * d), k(size_t(p.batch) * p.seqlen_k * p.heads_kv * d), v(k.size());
+  const Strides vs = contiguous_strides(p.seqlen_k, p.heads_kv, dv);
+  std::vector<uint16_t> q(size_t(p.batch) * p.seqlen_q * p.heads_q * d), k(size_t(p.batch) * p.seqlen_k * p.heads_kv * d);
+  std::vector<uint16_t> v(size_t(p.batch) * p.seqlen_k * p.heads_kv * dv);
   fill_random(q, p.bf16, rng);
   fill_random(k, p.bf16, rng);
   fill_random(v, p.bf16, rng);
-  DeviceBuffer dq(*env.api, q.size() * 2), dk(*env.api, k.size() * 2), dv(*env.api, v.size() * 2);
+  DeviceBuffer dq(*env.api, q.size() * 2), dk(*env.api, k.size() * 2), dvb(*env.api, v.size() * 2);
   dq.upload(q.data(), q.size() * 2);
   dk.upload(k.data(), k.size() * 2);
-  dv.upload(v.data(), v.size() * 2);
+  dvb.upload(v.data(), v.size() * 2);
   ReferencePair r;
-  r.gpu = gpu_reference(env.device(), p, dq.ptr(), qs, dk.ptr(), ks, dv.ptr(), ks, error);
-  if (error->empty()) r.cpu = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), ks);
+  r.gpu = gpu_reference(env.device(), p, dq.ptr(), qs, dk.ptr(), ks, dvb.ptr(), vs, error);
+  if (error->empty()) r.cpu = cpu_reference(p, q.data(), qs, k.data(), ks, v.data(), vs);
   return r;
 }
 

@@ -59,6 +59,7 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   EngineProblem p;
   p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
+  p.head_dim_v = config.spec.effective_head_dim_v();  // V and O
   p.causal = config.spec.causal;
   p.heads_q = cell.heads_q, p.heads_kv = cell.heads_kv;
   p.seqlen_q = cell.engine_q, p.seqlen_k = cell.engine_k;
@@ -107,15 +108,17 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
   const CUfunction fn = (*loaded)->function();
   if (cell.engine()) return run_engine(cell, config, {fn, (*loaded)->more(0)}, t);
   // Input sets: enough that together they exceed L2 three times over (at most 8). A set: Q, K, V,
-  // O; K and V e4m3 (1 byte an element) with an FP8 cache, Q, K and V with FP8 operands (O 16-bit),
-  // whose scales all sets share.
-  const size_t d = size_t(cell.spec.head_dim);
+  // O (Q and K head_dim wide, V and O head_dim_v); K and V e4m3 (1 byte an element) with an FP8
+  // cache, Q, K and V with FP8 operands (O 16-bit), whose scales all sets share.
+  const size_t d = size_t(cell.spec.head_dim), dv = size_t(cell.spec.effective_head_dim_v());
   const size_t q_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * d;
-  const size_t kv_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
+  const size_t o_elems = size_t(cell.batch) * cell.seqlen_q * cell.heads_q * dv;
+  const size_t k_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * d;
+  const size_t v_elems = size_t(cell.batch) * cell.seqlen_k * cell.heads_kv * dv;
   const Fp8Cache fp8 = fp8_of(cell);
   const bool operands = fp8.on && fp8.operands;
   const size_t kv_elem_bytes = fp8.on ? 1 : 2, q_elem_bytes = operands ? 1 : 2;
-  const size_t set_bytes = (q_elem_bytes + 2) * q_elems + 2 * kv_elem_bytes * kv_elems;
+  const size_t set_bytes = q_elem_bytes * q_elems + 2 * o_elems + kv_elem_bytes * (k_elems + v_elems);
   std::optional<DeviceBuffer> q_scale, k_scale, v_scale;
   auto upload_scales = [&](std::optional<DeviceBuffer>& buffer, Fp8Tensor t) {
     const std::vector<float> scales = fp8.scales(t, cell.batch, cell.heads_kv);
@@ -145,20 +148,22 @@ Timing Bench::run(Engine& engine, const Cell& cell) {
     AttentionArgs& a = args[s] = extent_args(cell);
     a.q = base;
     a.k = a.q + q_elem_bytes * q_elems;
-    a.v = a.k + kv_elem_bytes * kv_elems;
-    a.o = a.v + kv_elem_bytes * kv_elems;
+    a.v = a.k + kv_elem_bytes * k_elems;
+    a.o = a.v + kv_elem_bytes * v_elems;
     // (The 16-bit values of an FP8 cache's Q, or of O's poison-free start, in the spec's dtype.)
     Status filled = operands ? fill_random_e4m3(api, context, stream, a.q, q_elems, fp8.q_scale, 3456 + s)
                     : fp8.on ? fill_random_normal(api, context, stream, a.q, q_elems, cell.spec.dtype == DType::kBf16, 1234 + s)
                              : fill_random_normal(api, context, stream, base, set_bytes / 2, cell.spec.dtype == DType::kBf16, 1234 + s);
-    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.k, kv_elems, fp8.k_scale, 5678 + s);
-    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.v, kv_elems, fp8.v_scale, 9012 + s);
+    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.k, k_elems, fp8.k_scale, 5678 + s);
+    if (filled && fp8.on) filled = fill_random_e4m3(api, context, stream, a.v, v_elems, fp8.v_scale, 9012 + s);
     if (!filled) {
       t.error = filled.error().message;
       return t;
     }
-    a.q_strides = a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
-    a.k_strides = a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
+    a.q_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(d));
+    a.o_strides = contiguous_bshd(cell.seqlen_q, cell.heads_q, int(dv));
+    a.k_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(d));
+    a.v_strides = contiguous_bshd(cell.seqlen_k, cell.heads_kv, int(dv));
     if (counter) a.decode.workspace = counter->ptr(), a.decode.workspace_bytes = counter->bytes();
     if (fp8.on) {
       a.fp8.k_scale = k_scale->ptr(), a.fp8.v_scale = v_scale->ptr();

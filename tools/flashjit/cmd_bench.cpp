@@ -111,25 +111,29 @@ double keys_read(const AttentionFeatures& f, bool causal, int seqlen_q, int seql
   return last >= first ? last - first + 1 : 0;
 }
 
-// Useful FLOPs (4 x head_dim a visible query-key pair and head): a window or a chunk counts the
-// pairs its rule leaves visible; a causal mask alone counts half of seqlen_q x seqlen_k where they
-// are equal (FlashAttention-3's count; the exact pairs are (s + 1) / s of it), an engine cell
-// every sequence's visible pairs.
+// Multiply-adds of a visible query-key pair and head, twice: Q K^T's head_dim and P V's head_dim_v
+// (4 x head_dim where they are equal).
+double flops_per_pair(const Cell& c) { return 2.0 * (c.spec.head_dim + c.spec.effective_head_dim_v()); }
+
+// Useful FLOPs (2 x (head_dim + head_dim_v) a visible query-key pair and head): a window or a
+// chunk counts the pairs its rule leaves visible; a causal mask alone counts half of seqlen_q x
+// seqlen_k where they are equal (FlashAttention-3's count; the exact pairs are (s + 1) / s of it),
+// an engine cell every sequence's visible pairs.
 double flops(const Cell& c) {
-  if (c.engine()) return 4.0 * c.heads_q * c.spec.head_dim * visible_pairs(engine_problem(c));
+  if (c.engine()) return flops_per_pair(c) * c.heads_q * visible_pairs(engine_problem(c));
   if (has_window_or_chunk(c.features)) {
     EngineProblem one = engine_problem(c);
     one.seqlen_q = {c.seqlen_q};
     one.seqlen_k = {c.seqlen_k};
-    return 4.0 * c.batch * c.heads_q * c.spec.head_dim * visible_pairs(one);
+    return flops_per_pair(c) * c.batch * c.heads_q * visible_pairs(one);
   }
-  const double f = 4.0 * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k * c.spec.head_dim;
+  const double f = flops_per_pair(c) * c.batch * c.heads_q * double(c.seqlen_q) * c.seqlen_k;
   return c.spec.causal && c.seqlen_q == c.seqlen_k ? f / 2 : f;
 }
 
 // Bytes of K and V read (the decode figure of merit): every key of a sequence, or with a window
-// or a chunk the keys some row sees; 2 bytes an element, 1 in an FP8 cache (kv_dtype=e4m3) or with
-// FP8 operands (dtype=e4m3).
+// or a chunk the keys some row sees, K's head_dim and V's head_dim_v columns; 2 bytes an element,
+// 1 in an FP8 cache (kv_dtype=e4m3) or with FP8 operands (dtype=e4m3).
 double kv_bytes(const Cell& c) {
   const bool masked = has_window_or_chunk(c.features);
   double keys = 0;
@@ -140,12 +144,14 @@ double kv_bytes(const Cell& c) {
     keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
   const double element_bytes = c.spec.kv_fp8() || c.spec.fp8_operands() ? 1.0 : 2.0;
-  return 2.0 * element_bytes * c.heads_kv * keys * c.spec.head_dim;
+  return element_bytes * c.heads_kv * keys * double(c.spec.head_dim + c.spec.effective_head_dim_v());
 }
 
-// The text row's last column: the masks and scores, the FP8 cache (kv=e4m3 and its scales), the error.
+// The text row's last column: V's head dim where it is not Q's, the masks and scores, the FP8
+// cache (kv=e4m3 and its scales), the error.
 std::string row_note(const Cell& c, const std::string& error) {
-  std::string note = c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "") +
+  const int dv = c.spec.effective_head_dim_v();
+  std::string note = (dv != c.spec.head_dim ? " dv=" + std::to_string(dv) : std::string()) + c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "") +
                      (c.spec.fp8_operands() ? " qkv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "");
   if (!error.empty()) note += " " + error;
   return note.empty() ? note : note.substr(1);
@@ -231,7 +237,8 @@ int run_bench() {
     failures += !t.error.empty();
     if (json_option()) {
       rows.push_back(llvm::json::Object{{"group", c.group}, {"spec", to_string(c.spec)}, {"dtype", dtype_name(c.spec.dtype)},
-                                        {"head_dim", c.spec.head_dim}, {"causal", c.spec.causal}, {"batch", c.batch},
+                                        {"head_dim", c.spec.head_dim}, {"head_dim_v", c.spec.effective_head_dim_v()},
+                                        {"causal", c.spec.causal}, {"batch", c.batch},
                                         {"seqlen_q", c.seqlen_q}, {"seqlen_k", c.seqlen_k}, {"heads_q", c.heads_q},
                                         {"heads_kv", c.heads_kv}, {"graph_ms", t.graph_ms}, {"idle_ms", t.idle_ms},
                                         {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},

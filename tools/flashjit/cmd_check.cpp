@@ -48,6 +48,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   EngineProblem p;
   p.bf16 = config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = config.spec.head_dim;
+  p.head_dim_v = config.spec.effective_head_dim_v();  // V and O
   p.causal = config.spec.causal;
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
@@ -67,7 +68,8 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   const double bound = o_error_bound(p.bf16, fp8);
   const bool ok = r.passed_within(bound) && r.error.empty();
   if (json_option()) {
-    llvm::json::Object out{{"spec", to_string(config.spec)}, {"shape", p.describe()}, {"passed", ok},
+    llvm::json::Object out{{"spec", to_string(config.spec)}, {"shape", p.describe()}, {"head_dim", p.head_dim},
+                           {"head_dim_v", p.v_dim()}, {"passed", ok},
                            {"o_rel_error", r.o_error}, {"o_bound", bound}, {"lse_error", r.lse_error},
                            {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error},
                            {"detail", check.detail}, {"features", features_json(features, r.launched)}};
@@ -150,6 +152,7 @@ int run_check() {
   Problem p;
   p.bf16 = prepared->config.spec.dtype != DType::kFp16;  // e4m3: the bf16 copies
   p.head_dim = prepared->config.spec.head_dim;
+  p.head_dim_v = prepared->config.spec.effective_head_dim_v();  // V and O
   p.causal = prepared->config.spec.causal;
   p.batch = Batch; p.seqlen_q = SeqlenQ; p.seqlen_k = SeqlenK; p.heads_q = HeadsQ; p.heads_kv = HeadsKv;
   p.features = features.features;
@@ -164,7 +167,8 @@ int run_check() {
   const double bound = o_error_bound(p.bf16, fp8);
   const bool ok = r.passed_within(bound);
   if (json_option()) {
-    llvm::json::Object out{{"spec", to_string(prepared->config.spec)}, {"shape", p.describe()}, {"passed", ok},
+    llvm::json::Object out{{"spec", to_string(prepared->config.spec)}, {"shape", p.describe()}, {"head_dim", p.head_dim},
+                           {"head_dim_v", p.v_dim()}, {"passed", ok},
                            {"o_rel_error", r.o_error}, {"o_bound", bound}, {"lse_error", r.lse_error},
                            {"lse_bound", kLseErrorBound}, {"unwritten", int64_t(r.unwritten)}, {"error", r.error},
                            {"features", features_json(features, r.launched)}};
