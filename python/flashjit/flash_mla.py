@@ -115,8 +115,8 @@ def rows_strides(shape, strides):
 def launch_args(q_ptr, kv_ptr, out_ptr, lse_ptr, cu_ptr, seqused_ptr, table_ptr, batch, seqlen_q, heads_q, head_dim,
                 q_rows, k_cache_shape, k_cache_strides, table_columns, table_stride, head_dim_v, softmax_scale):
     """The flashjit_attention_args_t of a launch: K and V both the latent cache (one pointer, one set of strides),
-    O packed rows [batch * seqlen_q, heads_q, head_dim_v] (contiguous), LSE [heads_q, batch * seqlen_q]. No
-    workspace (set at launch)."""
+    O packed rows [batch * seqlen_q, heads_q, head_dim_v] (contiguous), LSE [heads_q, batch * seqlen_q]. No split
+    fields (max_splits, the workspace: the caller's)."""
     num_pages, page_size, heads_kv = k_cache_shape[0], k_cache_shape[1], k_cache_shape[2]
     kv = _capi.Strides(*k_cache_strides[:3])
     args = _capi.new_args()
@@ -239,9 +239,13 @@ def _lacks(fn, name, value, what):
 
 
 def _python_name(field):
+    """The argument a C field stands for: "args.q_strides.row" -> "q (its row stride)"."""
     name = field[5:] if field.startswith("args.") else field
-    base = name.split(".")[0].split("[")[0]
-    base = base[:-len("_strides")] if base.endswith("_strides") else base
+    base, _, part = name.partition(".")
+    base = base.split("[")[0]
+    if base.endswith("_strides"):
+        base = base[:-len("_strides")]
+        return f"{_FIELD_NAMES.get(base, base)} (its {part or 'strides'} stride)"
     return _FIELD_NAMES.get(base, name)
 
 
@@ -509,6 +513,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     args = launch_args(q.data_ptr(), kv, out.data_ptr(), lse.data_ptr(), cu.data_ptr(), cache_seqlens.data_ptr(),
                        block_table.data_ptr(), batch, seqlen_q, heads_q, head_dim, q_rows, k_cache.shape,
                        k_cache.stride(), table_columns, block_table.stride()[0], head_dim_v, scale)
+    args.max_splits = max_splits
     bounds = (total_q, heads_q, batch, seqlen_q)
     template = bytes(args)
     _launch(rt, dev, handle, spec, args, max_splits, index, *bounds)
