@@ -1525,6 +1525,8 @@ CASES = [
     ("fp8 operands graph", case_fp8_operands_graph_replay),
     ("fp8 operands wrong inputs", case_fp8_operands_wrong_inputs),
 ]
+import test_mla_gpu  # noqa: E402 - FlashMLA's interface (flashjit.flash_mla): its cases run on this runner too
+CASES += test_mla_gpu.cases(sys.modules[__name__])
 
 
 def main():
