@@ -19,6 +19,8 @@ except ImportError:  # the source tree
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_combine",
            "get_scheduler_metadata", "supported", "prewarm", "loaded_specs", "load_library", "library", "FlashjitError",
            "cache_export", "cache_import", "__version__"]
+from .flash_mla import flash_mla_with_kvcache, get_mla_metadata  # FlashMLA's interface too (module flashjit.flash_mla)
+__all__ += ["flash_mla_with_kvcache", "get_mla_metadata"]
 
 
 def supported(spec):

@@ -1656,6 +1656,8 @@ CASES = [
     ("head_dim_v kvcache", case_head_dim_v_kvcache),
     ("head_dim_v wrong inputs", case_head_dim_v_wrong_inputs),
 ]
+import test_mla_gpu  # noqa: E402 - FlashMLA's interface (flashjit.flash_mla): its cases run on this runner too
+CASES += test_mla_gpu.cases(sys.modules[__name__])
 
 
 def main():

@@ -1,0 +1,525 @@
+"""FlashMLA's Python interface (deepseek-ai/FlashMLA, package flash_mla) on flashjit's absorbed-MLA decode
+kernels: a second drop-in, beside FA3's.
+
+  import flashjit.flash_mla as flash_mla          # in place of `import flash_mla`
+  tile_scheduler_metadata, num_splits = flash_mla.get_mla_metadata(cache_seqlens, s_q * h_q // h_kv, h_kv)
+  out, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, 512,
+                                              tile_scheduler_metadata, num_splits, causal=True)
+
+How FlashMLA's call maps onto one flashjit launch (include/flashjit/flashjit.h, ENGINE INPUTS and DECODE):
+- the spec: dtype (bf16 or fp16, q's), head_dim 576 (512 latent + 64 rotary; 512 also, as FlashMLA takes it),
+  head_dim_v=512, causal, varlen=1, paged=1, pack_gqa=1 (all query heads share the one latent head: each cache
+  block is read once per tile for all of them) and split_kv=1 where the launch splits the keys;
+- q [batch, seqlen_q, heads_q, 576] is read as packed rows [batch * seqlen_q, heads_q, 576] (its own strides; a
+  copy only where [batch, seqlen_q] do not merge into one row stride), cu_seqlens_q = arange(batch + 1) *
+  seqlen_q (one int32 tensor per device, batch and seqlen_q, made once outside captures), max_seqlen_q =
+  seqlen_q;
+- k_cache [num_blocks, page_block_size, 1, 576] is both K and V with the same pointer and strides: V is its
+  first head_dim_v (512) columns, the same memory, no copy; block_table is the page table, cache_seqlens
+  seqused_k, and the key bound max_seqlen_k = block_table.shape[1] * page_block_size (any page size from 1;
+  FlashMLA takes 64 only);
+- out [batch, seqlen_q, heads_q, 512] (q's dtype) and softmax_lse float32 [batch, heads_q, seqlen_q], natural
+  log, as FlashMLA returns them. flashjit writes the LSE as [heads_q, batch * seqlen_q] (varlen); the tensor
+  returned is that memory as FlashMLA's shape, strides (seqlen_q, batch * seqlen_q, 1): no copy, no second
+  kernel. It is contiguous where batch is 1; elsewhere .contiguous() gives FlashMLA's strides;
+- causal is bottom-right aligned per sequence: query i of seqlen_q sees keys j <= cache_seqlens[b] - seqlen_q + i,
+  FlashMLA's rule (its kernel's col_limit_right); with seqlen_q 1 causal changes nothing (FlashMLA then clears
+  it, and so does flashjit: one kernel for both);
+- softmax_scale None is 1 / sqrt(q's head dim), FlashMLA's default (1 / sqrt(576)); DeepSeek's engines pass their
+  own (the model's 1 / sqrt(192) with its YaRN factor);
+- the split workspace is the torch backend's: per device and stream, the largest asked for, reused (outside
+  captures; inside one, from the graph's pool), sized by flashjit_attention_workspace_size.
+flashjit schedules each launch itself (the split count from the upper bounds and the SM count, each sequence's
+split size from its length on the device), so a CUDA graph captured once stays correct as cache_seqlens and
+block_table change. get_mla_metadata computes nothing: its values are placeholders flash_mla_with_kvcache
+accepts and never reads (any value is accepted there: FlashMLA's tensors, its FlashMLASchedMeta, None).
+
+Where flashjit differs: a row that sees no key (cache_seqlens 0, or a causal query before the first key) gets
+O = 0 and LSE = -inf (FlashMLA writes +inf there; -inf is what merging states across ranks expects). FlashMLA
+features flashjit lacks raise NotImplementedError naming the argument: the FP8 cache (is_fp8_kvcache), sparse
+attention (indices, topk_length, extra_k_cache, extra_indices_in_kvcache, extra_topk_length), attn_sink,
+several latent heads (h_kv > 1), flash_mla_sparse_fwd. Wrong tensors raise ValueError or TypeError naming the
+argument; strides and alignment the library checks, and its errors name the argument too.
+
+flashjit extension: num_splits as a Python int is a hint, as in FA3's functions: 1 never splits, n > 1 caps the
+splits at n, 0 lets flashjit choose (what None and FlashMLA's tensors mean).
+
+Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
+stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
+attention through their own opaque op)."""
+import ctypes
+import math
+import struct
+
+from . import _capi, _plan
+from ._capi import FlashjitError
+
+MLA_HEAD_DIMS = (576, 512)  # FlashMLA's dense decode: 576 (DeepSeek V2/V3: 512 latent + 64 rotary) or 512
+MLA_HEAD_DIM_V = 512        # FlashMLA's only V head dim: the latent's 512 columns
+METADATA_COLUMNS = 8        # FlashMLA's TileSchedulerMetaDataSize: int32 words per SM part
+_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}
+_INT32 = "torch.int32"
+_MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
+
+# The C fields as this interface's arguments call them (a library error names the argument).
+_FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v columns)", "o": "out",
+                "lse": "softmax_lse", "seqused_k": "cache_seqlens", "block_table": "block_table",
+                "block_table_batch_stride": "block_table", "page_size": "k_cache.shape[1] (page_block_size)",
+                "num_pages": "k_cache.shape[0] (num_blocks)", "heads_q": "q's heads", "heads_kv": "k_cache's heads",
+                "head_dim": "q's head dim", "batch": "the batch size", "seqlen_q": "q.shape[1] (seqlen_q)",
+                "seqlen_k": "block_table.shape[1] x page_block_size", "softmax_scale": "softmax_scale",
+                "cu_seqlens_q": "cu_seqlens_q (arange(batch + 1) x seqlen_q)", "workspace": "the split workspace",
+                "total_q": "batch x seqlen_q"}
+
+
+# ---- the launch plan (plain Python) -----------------------------------------------------------------
+def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv):
+    """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
+    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1" (head_dim_v left out where it equals head_dim)."""
+    spec = f"dtype={dtype_name},head_dim={head_dim}"
+    if head_dim_v != head_dim:
+        spec += f",head_dim_v={head_dim_v}"
+    spec += f",causal={int(bool(causal))},varlen=1,paged=1"
+    if pack_gqa:
+        spec += ",pack_gqa=1"
+    if split_kv:
+        spec += ",split_kv=1"
+    return spec
+
+
+def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0):
+    """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
+    > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
+    _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
+    one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head."""
+    if num_splits is None or num_splits <= 0:
+        most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
+        max_splits = most if most > 1 else 0
+    else:
+        max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
+    spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0)
+    return spec, max_splits
+
+
+def rows_strides(shape, strides):
+    """(row, head) element strides of q [batch, seqlen_q, heads, d] read as rows [batch * seqlen_q, heads, d], or
+    None where batch and seqlen_q do not merge into one row stride (the rows are then a copy)."""
+    b, s = shape[0], shape[1]
+    if s == 1:
+        return strides[0], strides[2]
+    if b == 1 or strides[0] == s * strides[1]:
+        return strides[1], strides[2]
+    return None
+
+
+def launch_args(q_ptr, kv_ptr, out_ptr, lse_ptr, cu_ptr, seqused_ptr, table_ptr, batch, seqlen_q, heads_q, head_dim,
+                q_rows, k_cache_shape, k_cache_strides, table_columns, table_stride, head_dim_v, softmax_scale):
+    """The flashjit_attention_args_t of a launch: K and V both the latent cache (one pointer, one set of strides),
+    O packed rows [batch * seqlen_q, heads_q, head_dim_v] (contiguous), LSE [heads_q, batch * seqlen_q]. No split
+    fields (max_splits, the workspace: the caller's)."""
+    num_pages, page_size, heads_kv = k_cache_shape[0], k_cache_shape[1], k_cache_shape[2]
+    kv = _capi.Strides(*k_cache_strides[:3])
+    args = _capi.new_args()
+    args.q = q_ptr
+    args.k = args.v = kv_ptr
+    args.o, args.lse = out_ptr, lse_ptr
+    args.batch, args.seqlen_q, args.seqlen_k = batch, seqlen_q, table_columns * page_size
+    args.heads_q, args.heads_kv, args.head_dim = heads_q, heads_kv, head_dim
+    args.q_strides = _capi.Strides(q_rows[0], q_rows[0], q_rows[1])
+    args.k_strides = args.v_strides = kv
+    o_row = heads_q * head_dim_v
+    args.o_strides = _capi.Strides(o_row, o_row, head_dim_v)
+    args.softmax_scale = softmax_scale
+    args.cu_seqlens_q, args.seqused_k, args.block_table = cu_ptr, seqused_ptr, table_ptr
+    args.block_table_batch_stride, args.page_size, args.num_pages = table_stride, page_size, num_pages
+    args.total_q = batch * seqlen_q
+    return args
+
+
+# ---- the runtime: torch and the torch backend's devices (replaced by the CPU tests' stand-in) -----------------
+class _TorchRuntime:
+    """What a launch needs of torch: the device (the torch backend's: its flashjit context, loaded kernels, SM
+    count, split workspaces), tensors, the current stream, the launch."""
+
+    def __init__(self):
+        import torch
+        from . import _torch_backend
+        self.torch, self.tb = torch, _torch_backend
+        self.cu = {}        # (device, batch, seqlen_q) -> int32 [batch + 1]
+        self.metadata = {}  # (device, batch) -> get_mla_metadata's placeholders
+
+    def compiling(self):
+        return self.torch.compiler.is_compiling()
+
+    def capturing(self):
+        return self.torch.cuda.is_current_stream_capturing()
+
+    def device(self, index):
+        return self.tb.device(index)
+
+    def kernel(self, dev, spec):
+        return dev.kernel(spec)  # fetched on the first call for the spec, never inside a capture (it raises)
+
+    def empty(self, shape, dtype, like):
+        return self.torch.empty(shape, dtype=dtype, device=like.device)
+
+    def empty_lse(self, shape, strides, like):
+        return self.torch.empty_strided(shape, strides, dtype=self.torch.float32, device=like.device)
+
+    def cu_seqlens(self, batch, seqlen_q, device):
+        """int32 [batch + 1] = 0, seqlen_q, 2 seqlen_q, ...: made once per device and shape outside captures
+        (inside one, a fresh one the graph owns)."""
+        if self.capturing():
+            return self.torch.arange(batch + 1, dtype=self.torch.int32, device=device) * seqlen_q
+        key = (device, batch, seqlen_q)
+        t = self.cu.get(key)
+        if t is None:
+            if len(self.cu) > _MAX_PLANS:
+                self.cu.clear()
+            t = self.cu[key] = self.torch.arange(batch + 1, dtype=self.torch.int32, device=device) * seqlen_q
+        return t
+
+    def placeholders(self, cache_seqlens):
+        """get_mla_metadata's (tile_scheduler_metadata int32 [0, 8], num_splits int32 [batch + 1] zeros) on
+        cache_seqlens' device: made once per device and batch outside captures."""
+        torch = self.torch
+        device, batch = cache_seqlens.device, cache_seqlens.shape[0]
+
+        def make():
+            return (torch.zeros((0, METADATA_COLUMNS), dtype=torch.int32, device=device),
+                    torch.zeros((batch + 1,), dtype=torch.int32, device=device))
+        if self.capturing():
+            return make()
+        key = (device, batch)
+        made = self.metadata.get(key)
+        if made is None:
+            if len(self.metadata) > _MAX_PLANS:
+                self.metadata.clear()
+            made = self.metadata[key] = make()
+        return made
+
+    def stream(self, index):
+        return self.tb._raw_stream(index)
+
+    def workspace(self, dev, spec, max_splits, args, total_q, heads_q, batch, seqlen_q, stream):
+        """(pointer, bytes) of the launch's split workspace: the torch backend's, per stream (or, for a kernel
+        whose workspace keeps counters, per stream and layout), from the graph's pool inside a capture."""
+        tb = self.tb
+        layout = tb._workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q)
+        return tb._workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout)
+
+    def launch(self, dev, handle, args, stream):
+        return dev.lib.forward(handle, ctypes.byref(args), stream)
+
+
+_runtime = None
+
+
+def _rt(fn):
+    global _runtime
+    if _runtime is None:
+        try:
+            _runtime = _TorchRuntime()
+        except ImportError as e:
+            raise RuntimeError(f"flashjit.{fn} needs PyTorch (2.x, CUDA build), which did not import here "
+                               f"({type(e).__name__}: {e})") from None
+    return _runtime
+
+
+# ---- errors ------------------------------------------------------------------------------------------
+def _fail(fn, name, what, exc=ValueError):
+    raise exc(f"flashjit.{fn}: {name}: {what}")
+
+
+def _lacks(fn, name, value, what):
+    shape = getattr(value, "shape", None)
+    shown = f"<tensor of shape {tuple(shape)}>" if shape is not None else repr(value)
+    raise NotImplementedError(f"flashjit.{fn}: {name}={shown} is not supported ({what}); flashjit runs FlashMLA's "
+                              "dense decode with a 16-bit latent cache")
+
+
+def _python_name(field):
+    """The argument a C field stands for: "args.q_strides.row" -> "q (its row stride)"."""
+    name = field[5:] if field.startswith("args.") else field
+    base, _, part = name.partition(".")
+    base = base.split("[")[0]
+    if base.endswith("_strides"):
+        base = base[:-len("_strides")]
+        return f"{_FIELD_NAMES.get(base, base)} (its {part or 'strides'} stride)"
+    return _FIELD_NAMES.get(base, name)
+
+
+def _library_error(lib, status, spec):
+    """The library's last error on this thread, naming the argument: "flashjit.flash_mla_with_kvcache: q: ..."."""
+    message = lib.lib.flashjit_last_error_message().decode()
+    field = lib.lib.flashjit_last_error_field().decode()
+    status_name = lib.lib.flashjit_status_string(status).decode()
+    if field and message.startswith(field + ": "):
+        message = message[len(field) + 2:]
+    where = f"{_python_name(field)}: " if field else ""
+    return FlashjitError(f"flashjit.flash_mla_with_kvcache: {where}{message} [attention_forward({spec}): "
+                         f"{status_name}]", status=status_name, field=field)
+
+
+# ---- get_mla_metadata ----------------------------------------------------------------------------------------
+class MlaScheduleMeta:
+    """get_mla_metadata's first value where it is called without cache_seqlens (FlashMLA's FlashMLASchedMeta
+    form, whose get_mla_metadata takes no arguments): a placeholder flash_mla_with_kvcache accepts. Its fields are
+    FlashMLASchedMeta's, for callers that read or set them; flashjit reads none."""
+
+    def __init__(self):
+        self.have_initialized = False
+        self.config = None
+        self.tile_scheduler_metadata = None
+        self.num_splits = None
+
+    def __repr__(self):
+        return "MlaScheduleMeta(flashjit schedules each launch itself)"
+
+
+# FlashMLA's get_mla_metadata arguments, by position, across its versions (the first one named the second
+# num_heads_per_head_k; later ones num_q_tokens_per_head_k and added the last three).
+_METADATA_ARGS = ("cache_seqlens", "num_q_tokens_per_head_k", "num_heads_k", "num_heads_q", "is_fp8_kvcache", "topk")
+_METADATA_ALIASES = {"num_heads_per_head_k": "num_q_tokens_per_head_k"}
+
+
+def get_mla_metadata(*args, **kwargs):
+    """FlashMLA's get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k (or num_heads_per_head_k), num_heads_k,
+    num_heads_q=None, is_fp8_kvcache=False, topk=None) -> (tile_scheduler_metadata, num_splits).
+
+    flashjit needs no per-step schedule: each launch's split count comes from its upper bounds and the SM count,
+    each sequence's split size from its length on the device. So nothing is computed here and nothing is
+    synchronised. With cache_seqlens (int32 [batch]) the values are placeholders shaped like FlashMLA's first
+    interface's, for engines that copy them into CUDA graph buffers: tile_scheduler_metadata int32 [0, 8] and
+    num_splits int32 [batch + 1] of zeros on cache_seqlens' device (made once per device and batch, outside
+    captures). Without arguments (FlashMLA's current form) it returns (MlaScheduleMeta(), None).
+    flash_mla_with_kvcache accepts these values, any others, or None, and reads none of them. An FP8 cache
+    (is_fp8_kvcache) and sparse attention (topk) raise NotImplementedError, as do several latent heads
+    (num_heads_k > 1)."""
+    fn = "get_mla_metadata"
+    if len(args) > len(_METADATA_ARGS):
+        raise TypeError(f"flashjit.{fn}: takes at most {len(_METADATA_ARGS)} positional arguments "
+                        f"({', '.join(_METADATA_ARGS)}), got {len(args)}")
+    given = dict(zip(_METADATA_ARGS, args))
+    for name, value in kwargs.items():
+        canonical = _METADATA_ALIASES.get(name, name)
+        if canonical not in _METADATA_ARGS:
+            raise TypeError(f"flashjit.{fn}: unexpected keyword argument '{name}'")
+        if canonical in given:
+            raise TypeError(f"flashjit.{fn}: got multiple values for argument '{name}'")
+        given[canonical] = value
+    if given.get("is_fp8_kvcache"):
+        _lacks(fn, "is_fp8_kvcache", given["is_fp8_kvcache"], "FlashMLA's FP8 latent cache")
+    if given.get("topk") is not None:
+        _lacks(fn, "topk", given["topk"], "sparse attention")
+    heads_k = given.get("num_heads_k")
+    if heads_k is not None and heads_k != 1:
+        _lacks(fn, "num_heads_k", heads_k, "more than one latent head")
+    tokens = given.get("num_q_tokens_per_head_k")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        _fail(fn, "num_q_tokens_per_head_k", f"{tokens!r}; expected an int >= 1 (seqlen_q x heads_q / heads_k)")
+    lens = given.get("cache_seqlens")
+    if lens is None:
+        return MlaScheduleMeta(), None
+    if not hasattr(lens, "shape") or not hasattr(lens, "device"):
+        _fail(fn, "cache_seqlens", f"expected an int32 torch.Tensor [batch], got {type(lens).__name__}", TypeError)
+    if str(lens.dtype) != _INT32:
+        _fail(fn, "cache_seqlens", f"dtype {lens.dtype}; expected torch.int32", TypeError)
+    if len(lens.shape) != 1:
+        _fail(fn, "cache_seqlens", f"expected 1 dimension [batch], got shape {tuple(lens.shape)}")
+    return _rt(fn).placeholders(lens)
+
+
+def flash_mla_sparse_fwd(*args, **kwargs):
+    """FlashMLA's sparse prefill: not supported by flashjit (NotImplementedError)."""
+    raise NotImplementedError("flashjit.flash_mla_sparse_fwd is not supported (sparse attention: flashjit runs "
+                              "FlashMLA's dense decode, flash_mla_with_kvcache without indices)")
+
+
+# ---- flash_mla_with_kvcache ------------------------------------------------------------------------------------
+_plans = {}
+_ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
+_PACK_IO = struct.Struct("<QQQQQ").pack_into      # q, k, v, o, lse at offset 8
+_PACK_ENGINE = struct.Struct("<QQQQ").pack_into  # cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
+_ENGINE_AT = _capi.AttentionArgs.cu_seqlens_q.offset
+assert _capi.AttentionArgs.q.offset == 8 and _capi.AttentionArgs.lse.offset == 40
+
+
+class _MlaPlan:
+    """A checked call's launch (the fast path of later calls with the same shapes, strides, dtypes, devices and
+    scalar arguments): the kernel, its argument bytes without pointers, the shapes of out and LSE, the query
+    offsets tensor it points to."""
+    __slots__ = ("dev", "handle", "spec", "template", "max_splits", "index", "cu", "out_shape", "lse_shape",
+                 "lse_strides", "bounds")
+
+    def __init__(self, dev, handle, spec, template, max_splits, index, cu, out_shape, lse_shape, lse_strides, bounds):
+        self.dev, self.handle, self.spec, self.template = dev, handle, spec, template
+        self.max_splits, self.index, self.cu = max_splits, index, cu
+        self.out_shape, self.lse_shape, self.lse_strides, self.bounds = out_shape, lse_shape, lse_strides, bounds
+
+    def __call__(self, rt, q, k_cache, block_table, cache_seqlens):
+        out = rt.empty(self.out_shape, q.dtype, q)
+        lse = rt.empty_lse(self.lse_shape, self.lse_strides, q)
+        args = _ARGS_FROM(self.template)
+        kv = k_cache.data_ptr()
+        _PACK_IO(args, 8, q.data_ptr(), kv, kv, out.data_ptr(), lse.data_ptr())
+        _PACK_ENGINE(args, _ENGINE_AT, self.cu.data_ptr(), 0, cache_seqlens.data_ptr(), block_table.data_ptr())
+        _launch(rt, self.dev, self.handle, self.spec, args, self.max_splits, self.index, *self.bounds)
+        return out, lse
+
+
+def _launch(rt, dev, handle, spec, args, max_splits, index, total_q, heads_q, batch, seqlen_q):
+    stream = rt.stream(index)
+    if max_splits:
+        args.workspace, args.workspace_bytes = rt.workspace(dev, spec, max_splits, args, total_q, heads_q, batch,
+                                                            seqlen_q, stream)
+    status = rt.launch(dev, handle, args, stream)
+    if status != 0:
+        raise _library_error(dev.lib, status, spec)
+
+
+def _splits_hint(num_splits):
+    """num_splits as flashjit reads it: a Python int is a hint (1 never splits, n > 1 caps, 0 chooses); FlashMLA's
+    values (its tensor, None) leave the choice to flashjit."""
+    return num_splits if isinstance(num_splits, int) and not isinstance(num_splits, bool) else 0
+
+
+def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata=None,
+                           num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None,
+                           attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
+                           extra_topk_length=None):
+    """FlashMLA's flash_mla_with_kvcache, dense decode: q [batch, seqlen_q, heads_q, 576] (bf16 or fp16), k_cache
+    [num_blocks, page_block_size, 1, 576] of q's dtype (the latent cache; V is its first head_dim_v = 512 columns),
+    block_table int32 [batch, max_blocks], cache_seqlens int32 [batch]. Returns (out [batch, seqlen_q, heads_q,
+    512] of q's dtype, softmax_lse float32 [batch, heads_q, seqlen_q], natural log; strides (seqlen_q, batch x
+    seqlen_q, 1): no copy, see the module's notes). causal: bottom-right aligned per sequence (MTP's seqlen_q > 1).
+    softmax_scale None: 1 / sqrt(576). tile_scheduler_metadata and num_splits: accepted, not read (flashjit
+    schedules itself); a Python int num_splits is flashjit's split hint (1 never splits, n > 1 at most n splits).
+    FP8 caches, sparse attention and attn_sink raise NotImplementedError naming the argument."""
+    fn = "flash_mla_with_kvcache"
+    if is_fp8_kvcache:
+        _lacks(fn, "is_fp8_kvcache", is_fp8_kvcache, "FlashMLA's FP8 latent cache (656 bytes a token)")
+    for name, value, what in (("indices", indices, "sparse attention"), ("topk_length", topk_length, "sparse attention"),
+                              ("extra_k_cache", extra_k_cache, "sparse attention's extra cache"),
+                              ("extra_indices_in_kvcache", extra_indices_in_kvcache, "sparse attention's extra cache"),
+                              ("extra_topk_length", extra_topk_length, "sparse attention's extra cache"),
+                              ("attn_sink", attn_sink, "attention sinks (FlashMLA's sparse decode)")):
+        if value is not None:
+            _lacks(fn, name, value, what)
+    splits = _splits_hint(num_splits)
+    rt = _rt(fn)
+    if rt.compiling():
+        raise NotImplementedError(f"flashjit.{fn} is not traceable by torch.compile yet; call it outside the compiled "
+                                  "region (torch.compiler.disable) or from an opaque custom op")
+    try:
+        key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
+               block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
+               cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
+               head_dim_v, softmax_scale, bool(causal), splits)
+        plan = _plans.get(key)
+    except (AttributeError, TypeError):  # an argument that is not a tensor (or a scale that is not hashable): the
+        key = plan = None               # checks below name it
+    if plan is not None:
+        return plan(rt, q, k_cache, block_table, cache_seqlens)
+    return _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal,
+                         splits)
+
+
+def _check_tensor(fn, name, t, dims, layout):
+    if not (hasattr(t, "shape") and hasattr(t, "stride") and hasattr(t, "dtype")):
+        _fail(fn, name, f"expected a torch.Tensor {layout}, got {type(t).__name__}", TypeError)
+    if len(t.shape) != dims:
+        _fail(fn, name, f"expected {dims} dimensions {layout}, got shape {tuple(t.shape)}")
+    if dims and t.shape[-1] > 1 and t.stride()[-1] != 1:
+        _fail(fn, name, f"the last dimension must be contiguous (stride 1); strides {tuple(t.stride())}")
+
+
+def _check_metadata(fn, name, t, dims, layout, where, batch):
+    if t is None:
+        _fail(fn, name, f"is required (int32 {layout}); FlashMLA takes None only with indices (sparse attention)")
+    _check_tensor(fn, name, t, dims, layout)
+    if str(t.dtype) != _INT32:
+        _fail(fn, name, f"dtype {t.dtype}; expected torch.int32", TypeError)
+    if t.device != where:
+        _fail(fn, name, f"is on {t.device}; expected {where} (where q is)")
+    if t.shape[0] != batch:
+        _fail(fn, name, f"has {t.shape[0]} rows; expected q's batch {batch}")
+
+
+def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, splits):
+    _check_tensor(fn, "q", q, 4, "[batch, seqlen_q, heads_q, head_dim]")
+    _check_tensor(fn, "k_cache", k_cache, 4, "[num_blocks, page_block_size, 1, head_dim]")
+    qd, kd = str(q.dtype), str(k_cache.dtype)
+    if qd not in _DTYPES:
+        _fail(fn, "q", f"dtype {qd} is not supported; FlashMLA's dense decode takes torch.bfloat16 or "
+                       "torch.float16", TypeError)
+    if kd != qd:
+        if "float8" in kd or "uint8" in kd or "int8" in kd:
+            _lacks(fn, "k_cache", k_cache, f"an FP8 latent cache ({kd}) under a {qd} q")
+        _fail(fn, "k_cache", f"dtype {kd} differs from q's {qd}", TypeError)
+    if not getattr(q, "is_cuda", False):
+        _fail(fn, "q", f"is on {q.device}; flashjit runs on CUDA devices")
+    where = q.device
+    if k_cache.device != where:
+        _fail(fn, "k_cache", f"is on {k_cache.device}, q on {where}")
+    batch, seqlen_q, heads_q, head_dim = q.shape
+    num_blocks, page_size, heads_kv, head_dim_k = k_cache.shape
+    if head_dim not in MLA_HEAD_DIMS:
+        _fail(fn, "q", f"head dim {head_dim}; FlashMLA's decode takes {MLA_HEAD_DIMS[0]} (512 latent + 64 rotary) or "
+                       f"{MLA_HEAD_DIMS[1]}")
+    if head_dim_k != head_dim:
+        _fail(fn, "k_cache", f"head dim {head_dim_k} differs from q's {head_dim} (K is the whole latent cache row)")
+    if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, int) or head_dim_v != MLA_HEAD_DIM_V:
+        _fail(fn, "head_dim_v", f"{head_dim_v!r}; FlashMLA's decode takes {MLA_HEAD_DIM_V} only (V is the latent "
+                                f"cache's first {MLA_HEAD_DIM_V} columns)")
+    if heads_kv != 1:
+        _lacks(fn, "k_cache", k_cache, f"{heads_kv} latent heads (k_cache.shape[2]); flashjit's MLA decode takes one")
+    if page_size < 1 or num_blocks < 1:
+        _fail(fn, "k_cache", f"shape {tuple(k_cache.shape)}: no pages")
+    _check_metadata(fn, "block_table", block_table, 2, "[batch, max_num_blocks_per_seq]", where, batch)
+    _check_metadata(fn, "cache_seqlens", cache_seqlens, 1, "[batch]", where, batch)
+    if softmax_scale is None:
+        scale = head_dim ** -0.5
+    else:
+        try:
+            scale = float(softmax_scale)
+        except (TypeError, ValueError):
+            scale = float("nan")
+        if not (math.isfinite(scale) and scale > 0):
+            _fail(fn, "softmax_scale", f"{softmax_scale!r}; expected a finite float > 0 (None: 1 / sqrt({head_dim}))")
+    out_shape = (batch, seqlen_q, heads_q, head_dim_v)
+    total_q = batch * seqlen_q
+    lse_shape, lse_strides = (batch, heads_q, seqlen_q), (seqlen_q, total_q, 1)
+    if total_q == 0 or heads_q == 0:  # nothing to launch (FlashMLA refuses batch 0; empty results here)
+        return rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)
+    table_columns = block_table.shape[1]
+    if table_columns == 0:  # no key for any sequence: O = 0, LSE = -inf, no launch
+        out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)
+        out.zero_()
+        lse.fill_(float("-inf"))
+        return out, lse
+    q_rows = rows_strides(q.shape, q.stride())
+    if q_rows is None:  # [batch, seqlen_q] do not merge into one row stride: the rows are a copy
+        q = q.contiguous()
+        q_rows, key = rows_strides(q.shape, q.stride()), None
+    index = q.get_device()
+    dev = rt.device(index)
+    spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
+                                heads_kv, splits)
+    handle = rt.kernel(dev, spec)
+    cu = rt.cu_seqlens(batch, seqlen_q, where)
+    out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)
+    kv = k_cache.data_ptr()
+    args = launch_args(q.data_ptr(), kv, out.data_ptr(), lse.data_ptr(), cu.data_ptr(), cache_seqlens.data_ptr(),
+                       block_table.data_ptr(), batch, seqlen_q, heads_q, head_dim, q_rows, k_cache.shape,
+                       k_cache.stride(), table_columns, block_table.stride()[0], head_dim_v, scale)
+    args.max_splits = max_splits
+    bounds = (total_q, heads_q, batch, seqlen_q)
+    template = bytes(args)
+    _launch(rt, dev, handle, spec, args, max_splits, index, *bounds)
+    if key is not None and not rt.capturing():  # a checked call: later calls like it take the fast path
+        if len(_plans) > _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = _MlaPlan(dev, handle, spec, template, max_splits, index, cu, out_shape, lse_shape, lse_strides,
+                               bounds)
+    return out, lse

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""GPU tests of flashjit.flash_mla, FlashMLA's interface (get_mla_metadata, flash_mla_with_kvcache), on a Hopper
+GPU with torch: absorbed MLA decode against attention in float64 on the latent cache (K = its 576 columns, V =
+its first 512), heads 16/32/64/128, 1-4 queries a sequence (MTP, causal bottom-right), pages of 64, 16 and 1,
+split counts from none to 128, bf16 and fp16, head dim 512; cache slots past each length, spare pages and the
+allocator's free memory poisoned with NaN; rows that see no key; the fast path; FlashMLA's metadata values
+accepted and not read; a CUDA graph captured once and replayed after cache_seqlens, the block table and the
+data change; the errors naming their argument.
+
+  python3 python/tests/test_mla_gpu.py --lib build/libflashjit.so    # these cases alone (test_gpu.py's runner)
+  python3 python/tests/test_gpu.py --lib build/libflashjit.so        # every case, these included (-k flash_mla)
+
+The cases run on test_gpu.py's runner (its torch, flashjit, report and table): test_gpu.py lists them with its
+own (cases(), at the end of its CASES)."""
+import math
+import os
+import random
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+D, DV = 576, 512
+base = None  # test_gpu's module: torch, flashjit, report, O_BOUND, LSE_BOUND (set by cases())
+
+
+# ---- inputs and the reference ------------------------------------------------------------------------
+class Latent:
+    """A paged latent cache for sequences of the given key counts: pool [pages, page_size, 1, d] with NaN in every
+    slot past a sequence's length and in the spare pages (no output may read them), a shuffled int32 block table
+    [batch, max_blocks] (unused entries -1), cache_seqlens int32 [batch]."""
+
+    def __init__(self, gen, rng, keys, page_size, dtype, d=D, max_blocks=None, spare=3):
+        torch = base.torch
+        self.page_size, self.keys, self.d = page_size, list(keys), d
+        need = [-(-sk // page_size) for sk in keys]
+        self.max_blocks = max_blocks or max(max(need), 1)
+        total = sum(need) + spare
+        self.pool = torch.full((total, page_size, 1, d), float("nan"), dtype=dtype, device="cuda")
+        pages = list(range(total))
+        rng.shuffle(pages)
+        table = [[-1] * self.max_blocks for _ in keys]
+        for b, (n, sk) in enumerate(zip(need, keys)):
+            for i in range(n):
+                table[b][i] = p = pages.pop()
+                used = min(page_size, sk - i * page_size)
+                self.pool[p, :used] = rand(gen, used, 1, d, dtype=dtype)
+        self.table_host = table
+        self.table = torch.tensor(table, dtype=torch.int32, device="cuda")
+        self.lens = torch.tensor(self.keys, dtype=torch.int32, device="cuda")
+
+    def seq(self, b):
+        """Sequence b's latent rows through the table: [keys, d]."""
+        torch = base.torch
+        n = -(-self.keys[b] // self.page_size)
+        pages = torch.tensor(self.table_host[b][:n], dtype=torch.long, device="cuda")
+        return self.pool[pages].reshape(-1, self.d)[:self.keys[b]]
+
+
+def rand(gen, *shape, dtype):
+    torch = base.torch
+    return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+
+
+def reference(q, kv, causal, scale, dv=DV):
+    """One sequence, q [sq, hq, d], the latent rows kv [sk, d]: (O [sq, hq, dv], LSE [hq, sq]) in float64 with K =
+    kv, V = kv[:, :dv]; query i sees keys j <= i + sk - sq when causal (FlashMLA's rule); a row that sees no key has
+    O = 0 and LSE = -inf."""
+    torch = base.torch
+    sq, hq, _ = q.shape
+    sk = kv.shape[0]
+    o = torch.zeros(sq, hq, dv, dtype=torch.float64, device=q.device)
+    lse = torch.full((hq, sq), float("-inf"), dtype=torch.float64, device=q.device)
+    if sq == 0 or sk == 0:
+        return o, lse
+    k = kv.double()
+    s = torch.einsum("qhd,kd->hqk", q.double(), k) * scale
+    if causal:
+        i = torch.arange(sq, device=q.device).view(-1, 1)
+        j = torch.arange(sk, device=q.device).view(1, -1)
+        s = s.masked_fill(~(j <= i + (sk - sq)), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.nan_to_num(torch.exp(s - lse.unsqueeze(-1)), nan=0.0)
+    return torch.einsum("hqk,kv->qhv", p, k[:, :dv]), lse
+
+
+class MlaErrors:
+    """O's relative L2 error against float64 over the sequences added, the LSE's largest relative error, NaN seen,
+    and rows that see no key but do not have O = 0 and LSE = -inf exactly."""
+
+    def __init__(self, dtype_name):
+        self.bound = base.O_BOUND[dtype_name]
+        self.d2 = self.r2 = self.lse = 0.0
+        self.nan, self.empty_rows_wrong, self.empty_rows = False, 0, 0
+
+    def add(self, o, lse, q, kv, causal, scale):
+        """o [sq, hq, dv], lse [hq, sq] of one sequence."""
+        torch = base.torch
+        ref_o, ref_lse = reference(q, kv, causal, scale, o.shape[-1])
+        od, got = o.double(), lse.double()
+        self.nan |= bool(torch.isnan(od).any()) or bool(torch.isnan(got).any())
+        self.d2 += float(((od - ref_o) ** 2).sum())
+        self.r2 += float((ref_o ** 2).sum())
+        finite = torch.isfinite(ref_lse)
+        err = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0),
+                          torch.where(got == float("-inf"), 0.0, float("inf")))
+        self.lse = max(self.lse, float(err.max())) if err.numel() else self.lse
+        empty = ~finite  # [hq, sq]: rows that see no key
+        self.empty_rows += int(empty.sum())
+        if bool(empty.any()):
+            rows_o = od.transpose(0, 1)[empty]  # [rows, dv]
+            self.empty_rows_wrong += int((rows_o != 0).any(-1).sum()) + int((got[empty] != float("-inf")).sum())
+
+    def result(self):
+        ours = math.sqrt(self.d2) / (math.sqrt(self.r2) or 1.0)
+        ok = (not self.nan and ours <= self.bound and self.lse <= base.LSE_BOUND and not self.empty_rows_wrong)
+        detail = f"O err {ours:.2e}  LSE err {self.lse:.2e}"
+        if self.empty_rows:
+            detail += f"  rows without keys {self.empty_rows} ({self.empty_rows_wrong} wrong)"
+        return ok, detail + ("  NaN" if self.nan else "")
+
+
+def poison_allocator():
+    """Frees blocks full of NaN into torch's caching allocator (a large one and a small one), so that outputs the
+    next call allocates likely start as NaN: a row the kernel does not write shows."""
+    torch = base.torch
+    big = torch.full((32 << 20,), float("nan"), dtype=torch.float32, device="cuda")
+    small = torch.full((200 << 10,), float("nan"), dtype=torch.float32, device="cuda")
+    del big, small
+
+
+def check(name, dtype_name, q, cache, out, lse, causal, scale):
+    torch = base.torch
+    torch.cuda.synchronize()
+    batch, sq, hq, _ = q.shape
+    shapes_ok = (tuple(out.shape) == (batch, sq, hq, DV) and out.dtype == q.dtype and tuple(lse.shape) == (batch, hq, sq)
+                 and lse.dtype == torch.float32)
+    errs = MlaErrors(dtype_name)
+    for b in range(batch):
+        errs.add(out[b], lse[b], q[b], cache.seq(b), causal, scale)
+    ok, detail = errs.result()
+    base.report(name, ok and shapes_ok, detail + ("" if shapes_ok else f"  shapes {tuple(out.shape)} {tuple(lse.shape)}"))
+
+
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+KEYS = [4097, 1, 63, 64, 65, 2000]  # around page boundaries, one long
+
+
+def case_decode(heads, seqlen_q, page=64, dtype_name="bf16", num_splits=None, causal=True, keys=KEYS, scale=None,
+                d=D, seed=0, label=""):
+    torch, flashjit = base.torch, base.flashjit
+    dtype = getattr(torch, DTYPES[dtype_name])
+    seed = seed or 1000 + heads * 10 + seqlen_q + page
+    gen, rng = torch.Generator(device="cuda").manual_seed(seed), random.Random(seed)
+    cache = Latent(gen, rng, keys, page, dtype, d)
+    q = rand(gen, len(keys), seqlen_q, heads, d, dtype=dtype)
+    meta, splits = flashjit.get_mla_metadata(cache.lens, seqlen_q * heads, 1)
+    poison_allocator()
+    out, lse = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, meta,
+                                               splits if num_splits is None else num_splits, softmax_scale=scale,
+                                               causal=causal)
+    name = (f"flash_mla: {dtype_name} h{heads} s_q {seqlen_q} page {page}"
+            f"{'' if num_splits is None else f' splits {num_splits}'}{'' if causal else ' non-causal'}{label}")
+    check(name, dtype_name, q, cache, out, lse, causal, d ** -0.5 if scale is None else scale)
+
+
+def case_rows_without_keys():
+    """cache_seqlens 0, and causal queries before the first key (4 queries, 2 keys): O = 0, LSE = -inf (FlashMLA
+    writes +inf there; flashjit's -inf is what merging states expects)."""
+    case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys")
+
+
+def case_metadata_values():
+    """FlashMLA's metadata in each form, or none: the same launch, bitwise."""
+    torch, flashjit = base.torch, base.flashjit
+    gen, rng = torch.Generator(device="cuda").manual_seed(81), random.Random(81)
+    cache = Latent(gen, rng, KEYS, 64, torch.bfloat16)
+    q = rand(gen, len(KEYS), 1, 32, D, dtype=torch.bfloat16)
+    meta, splits = flashjit.get_mla_metadata(cache.lens, 32, 1)
+    shapes_ok = (tuple(meta.shape) == (0, 8) and meta.dtype == torch.int32 and tuple(splits.shape) == (len(KEYS) + 1,)
+                 and splits.dtype == torch.int32)
+    runs = [flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, m, s)
+            for m, s in ((meta, splits), (None, None), flashjit.get_mla_metadata())]
+    same = all(torch.equal(o, runs[0][0]) and torch.equal(lse, runs[0][1]) for o, lse in runs[1:])
+    base.report("flash_mla: metadata values accepted, not read", shapes_ok and same,
+                f"metadata {tuple(meta.shape)}, num_splits {tuple(splits.shape)}; same results: {same}")
+
+
+def case_fast_path():
+    """A second call with the same shapes takes the fast path: the same result bitwise; new tensors read right."""
+    torch, flashjit = base.torch, base.flashjit
+    gen, rng = torch.Generator(device="cuda").manual_seed(82), random.Random(82)
+    cache = Latent(gen, rng, KEYS, 64, torch.bfloat16)
+    q = rand(gen, len(KEYS), 2, 64, D, dtype=torch.bfloat16)
+    first = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, None, None, causal=True)
+    again = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, None, None, causal=True)
+    same = torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    q2 = rand(gen, *q.shape, dtype=q.dtype)
+    poison_allocator()
+    out, lse = flashjit.flash_mla_with_kvcache(q2, cache.pool, cache.table, cache.lens, DV, None, None, causal=True)
+    if not same:
+        base.report("flash_mla: fast path", False, "the same call twice differs")
+        return
+    check("flash_mla: fast path, new q", "bf16", q2, cache, out, lse, True, D ** -0.5)
+
+
+def case_strided_q():
+    """q sliced from larger buffers: one query with a batch stride of its own (read in place), two queries whose
+    batch and seqlen do not merge (read through a copy)."""
+    torch, flashjit = base.torch, base.flashjit
+    gen, rng = torch.Generator(device="cuda").manual_seed(83), random.Random(83)
+    cache = Latent(gen, rng, KEYS, 64, torch.bfloat16)
+    for sq, room in ((1, 3), (2, 4)):
+        buf = rand(gen, len(KEYS), room, 16, D, dtype=torch.bfloat16)
+        q = buf[:, :sq]
+        out, lse = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, None, None, causal=True)
+        check(f"flash_mla: q a slice [:, :{sq}] of [b, {room}, h, d]", "bf16", q, cache, out, lse, True, D ** -0.5)
+
+
+def case_graph_replay():
+    """An engine's MTP decode step (2 queries, causal, split-KV): one CUDA graph captured once after an eager call,
+    replayed after cache_seqlens, the block table and the data change in place (lengths growing, a sequence going
+    idle at 0, one jumping)."""
+    torch, flashjit = base.torch, base.flashjit
+    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
+    heads, sq, ps, batch, max_k = 16, 2, 64, 6, 4096
+    gen, rng = torch.Generator(device="cuda").manual_seed(84), random.Random(84)
+    max_blocks = max_k // ps
+    pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.bfloat16, device="cuda")
+    table = torch.full((batch, max_blocks), -1, dtype=torch.int32, device="cuda")
+    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    q = torch.empty(batch, sq, heads, D, dtype=torch.bfloat16, device="cuda")
+
+    def load(keys):
+        pages = list(range(pool.shape[0]))
+        rng.shuffle(pages)
+        host = [[-1] * max_blocks for _ in keys]
+        for b, sk in enumerate(keys):
+            for i in range(-(-sk // ps)):
+                host[b][i] = pages.pop()
+        with torch.no_grad():
+            table.copy_(torch.tensor(host, dtype=torch.int32))
+            lens.copy_(torch.tensor(keys, dtype=torch.int32))
+            q.copy_(rand(gen, *q.shape, dtype=q.dtype))
+            pool.copy_(rand(gen, *pool.shape, dtype=pool.dtype))
+        cache = Latent.__new__(Latent)
+        cache.page_size, cache.keys, cache.d, cache.table_host, cache.pool = ps, list(keys), D, host, pool
+        return cache
+
+    meta, splits = flashjit.get_mla_metadata(lens, sq * heads, 1)
+
+    def step():
+        return flashjit.flash_mla_with_kvcache(q, pool, table, lens, DV, meta, splits, causal=True)
+
+    load(steps[0])
+    step()  # the kernel is fetched here, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for i, keys in enumerate(steps):
+        cache = load(keys)
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        graph.replay()
+        check(f"flash_mla: CUDA graph replay {i}: new cache_seqlens/table/data", "bf16", q, cache, out, lse, True,
+              D ** -0.5)
+
+
+def case_wrong_inputs():
+    """What flashjit does not take raises, naming the argument; nothing is launched."""
+    torch, flashjit = base.torch, base.flashjit
+    gen, rng = torch.Generator(device="cuda").manual_seed(85), random.Random(85)
+    cache = Latent(gen, rng, [100, 7], 64, torch.bfloat16)
+    q = rand(gen, 2, 1, 16, D, dtype=torch.bfloat16)
+    fn = flashjit.flash_mla_with_kvcache
+    cases = [
+        ("FP8 cache", NotImplementedError, "is_fp8_kvcache", lambda: fn(q, cache.pool, cache.table, cache.lens, DV,
+                                                                        None, None, is_fp8_kvcache=True)),
+        ("float8 k_cache", NotImplementedError, "k_cache", lambda: fn(q, cache.pool.to(torch.float8_e4m3fn), cache.table,
+                                                                      cache.lens, DV, None, None)),
+        ("sparse indices", NotImplementedError, "indices", lambda: fn(q, cache.pool, None, None, DV, None, None,
+                                                                      indices=torch.zeros(2, 1, 64, dtype=torch.int32,
+                                                                                          device="cuda"))),
+        ("head_dim_v 256", ValueError, "head_dim_v", lambda: fn(q, cache.pool, cache.table, cache.lens, 256, None, None)),
+        ("two latent heads", NotImplementedError, "k_cache", lambda: fn(
+            q, cache.pool.expand(-1, -1, 2, -1), cache.table, cache.lens, DV, None, None)),
+        ("int64 cache_seqlens", TypeError, "cache_seqlens", lambda: fn(q, cache.pool, cache.table, cache.lens.long(), DV,
+                                                                       None, None)),
+        ("fp16 k_cache under bf16 q", TypeError, "k_cache", lambda: fn(q, cache.pool.half(), cache.table, cache.lens, DV,
+                                                                       None, None)),
+        ("metadata fp8", NotImplementedError, "is_fp8_kvcache", lambda: flashjit.get_mla_metadata(
+            cache.lens, 16, 1, is_fp8_kvcache=True)),
+    ]
+    for label, exc, name, call in cases:
+        try:
+            call()
+            base.report(f"flash_mla error: {label}", False, "no error")
+        except exc as e:
+            base.report(f"flash_mla error: {label}", f" {name}" in str(e) or f": {name}" in str(e), str(e)[:90])
+        except Exception as e:  # noqa: BLE001 - another exception is a failure of this case
+            base.report(f"flash_mla error: {label}", False, f"{type(e).__name__}: {e}"[:120])
+
+
+def cases(runner):
+    """The cases as (key, function) for test_gpu.py's runner (runner: its module)."""
+    global base
+    base = runner
+    out = []
+    for heads in (16, 32, 64, 128):
+        for sq in (1, 2, 3, 4):
+            out.append((f"flash_mla h{heads} s_q {sq}", lambda h=heads, s=sq: case_decode(h, s)))
+    out += [
+        ("flash_mla page 16", lambda: case_decode(64, 2, page=16)),
+        ("flash_mla page 1", lambda: case_decode(32, 1, page=1, keys=[300, 1, 77, 0, 129])),
+        ("flash_mla no split", lambda: case_decode(128, 1, num_splits=1)),
+        ("flash_mla 2 splits", lambda: case_decode(32, 2, num_splits=2, keys=[8000, 3, 5000])),
+        ("flash_mla 7 splits", lambda: case_decode(32, 1, num_splits=7, keys=[8000, 3, 5000])),
+        ("flash_mla 128 splits", lambda: case_decode(16, 1, num_splits=128, keys=[16000, 129])),
+        ("flash_mla fp16", lambda: case_decode(128, 1, dtype_name="fp16")),
+        ("flash_mla fp16 s_q 3", lambda: case_decode(64, 3, dtype_name="fp16")),
+        ("flash_mla non-causal s_q 2", lambda: case_decode(32, 2, causal=False)),
+        ("flash_mla softmax_scale", lambda: case_decode(128, 2, scale=0.1352, label=", softmax_scale 0.1352")),
+        ("flash_mla head dim 512", lambda: case_decode(16, 1, d=512, label=", head dim 512 (V = K)")),
+        ("flash_mla rows without keys", case_rows_without_keys),
+        ("flash_mla metadata", case_metadata_values),
+        ("flash_mla fast path", case_fast_path),
+        ("flash_mla strided q", case_strided_q),
+        ("flash_mla graph", case_graph_replay),
+        ("flash_mla wrong inputs", case_wrong_inputs),
+    ]
+    return out
+
+
+def main():
+    """test_gpu.py's runner with these cases only."""
+    sys.path.insert(0, HERE)
+    import test_gpu
+    test_gpu.CASES[:] = [(key, case) for key, case in test_gpu.CASES if key.startswith("flash_mla")]
+    return test_gpu.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
