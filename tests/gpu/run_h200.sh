@@ -69,7 +69,7 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-python)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
-    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_PYTHON:=1}" ;;
+    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_PYTHON:=1}" "${FLASHJIT_PYTHON_TIMEOUT:=320}" ;;
   regress)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}"
@@ -542,7 +542,7 @@ fi
 if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
   FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout "${FLASHJIT_PYTHON_TIMEOUT:-300}" python3 python/tests/test_gpu.py --lib "$LIB" >"$OUT/python_gpu.txt" 2>&1 &&
     row "python/tests/test_gpu.py" pass "$(tail -2 "$OUT/python_gpu.txt" | head -1 | cut -c1-60)" || row "python/tests/test_gpu.py" FAIL "$(grep -m1 ^FAIL "$OUT/python_gpu.txt" | cut -c1-80)"
-  timeout "${FLASHJIT_PYTHON_TIMEOUT:-300}" bash python/tests/wheel_check.sh "${BIN:-build-gpu}" --gpu >"$OUT/python_wheel_gpu.txt" 2>&1 &&
+  timeout "${FLASHJIT_PYTHON_WHEEL_TIMEOUT:-150}" bash python/tests/wheel_check.sh "${BIN:-build-gpu}" --gpu >"$OUT/python_wheel_gpu.txt" 2>&1 &&
     row "python/tests/wheel_check.sh --gpu" pass "" || row "python/tests/wheel_check.sh --gpu" FAIL "$(tail -1 "$OUT/python_wheel_gpu.txt" | cut -c1-80)"
   PYTHONUNBUFFERED=1 timeout 120 python3 examples/python/paged_decode_loop.py --lib "$LIB" >"$OUT/python_decode_loop.txt" 2>&1 &&
     row "examples/python/paged_decode_loop.py" pass "" || row "examples/python/paged_decode_loop.py" FAIL "$(tail -1 "$OUT/python_decode_loop.txt" | cut -c1-80)"
