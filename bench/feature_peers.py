@@ -57,7 +57,6 @@ taken that long, the peers of the remaining cells are skipped (flashjit still ru
 keeps to its time. FEATURE_PEERS_TRACEBACK=1 prints a failing peer's traceback.
 """
 import argparse
-import fnmatch
 import functools
 import inspect
 import json
@@ -69,8 +68,10 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
-from attention_ctypes import (FLAG_PDL, LSE_BOUND, O_BOUND, ErrorSum, Flashjit, default_lib,  # noqa: E402
-                              dense_args, engine_args, float32, reference_rows)
+from attention_ctypes import (FLAG_PDL, Flashjit, default_lib, dense_args, engine_args, float32,  # noqa: E402
+                              reference_rows)
+from peer_common import (checks_text, compile_specs, compare_bf16, fmt, i32, klabel, print_check_line,  # noqa: E402
+                         ratio, sample_rows, select_cells, short, time_events, time_graph)
 
 torch = None  # imported in main: --help and --dry-run work without it
 
@@ -100,10 +101,6 @@ SMOKE = dict(  # every path at a small size; the decode length does not fill its
 
 
 # ---- cells (no torch) ----------------------------------------------------------------------------------------
-def klabel(n):
-    return f"{n // K1}k" if n % K1 == 0 else str(n)
-
-
 def visible_pairs(sq, sk, left=-1):
     """(query, key) pairs a causal mask with a window of left + 1 keys (left -1: none) lets through; row i at
     p = i + sk - sq sees max(0, p - left) <= j <= min(sk - 1, p)."""
@@ -159,13 +156,6 @@ def make_cells(cfg):
     for feature, (d, b, s, hq, hkv) in shapes:
         cells.append(new_cell(f"costs/{feature}/d{d}", "costs", "prefill", b, s, s, hq, hkv, d, feature=feature,
                               goal=COST_GOALS[(feature, d)]))
-    return cells
-
-
-def select_cells(cells, cases, patterns):
-    cells = [c for c in cells if c["case"] in cases]
-    if patterns:
-        cells = [c for c in cells if any(fnmatch.fnmatchcase(c["id"], p) or p == c["case"] for p in patterns)]
     return cells
 
 
@@ -228,75 +218,13 @@ def print_cells(cells, extra, peers):
 
 
 # ---- helpers (torch) -------------------------------------------------------------------------------------------
-def short(e, n=300):
-    return f"{type(e).__name__}: {e}".replace("\n", " ")[:n]
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def i32(values):
-    return torch.tensor(values, device="cuda", dtype=torch.int32)
-
-
 def randn(*shape, gen):
     return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
-
-
-def sample_rows(sq, n, rng):
-    """n query rows of a sequence of sq: the first, the middle, the last and random others (all when sq <= n)."""
-    if sq <= n:
-        return list(range(sq))
-    return sorted({0, sq // 2, sq - 1} | set(rng.sample(range(sq), n - 3)))
 
 
 def mpt_slopes(hq):
     """ALiBi slopes 2^(-8 (h + 1) / H) (MPT, Bloom at a power of two heads; cuDNN's get_alibi_slope there)."""
     return torch.tensor([2.0 ** (-8.0 * (h + 1) / hq) for h in range(hq)], device="cuda", dtype=torch.float32)
-
-
-def time_graph(fn, reps, per_graph):
-    """ms a call in the replay of a CUDA graph of per_graph calls, median of reps replays."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # first-call work outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    del g
-    return median(times)
-
-
-def time_events(fn, reps, per_graph):
-    """ms a call: CUDA events around per_graph calls launched back to back, median of reps."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(per_graph):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    return median(times)
 
 
 def paged_copy(k, v, page, gen):
@@ -517,22 +445,11 @@ class Bench:
     def scale_of(d):
         return float32(1.0 / math.sqrt(d))
 
-    @staticmethod
-    def compare(samples, get, with_lse):
-        errs = ErrorSum()
-        for i, rows, ref_o, ref_lse in samples:
-            o, lse = get(i, rows)
-            errs.add(o, lse if with_lse else None, ref_o, ref_lse)
-        return {"o_err": errs.o, "lse_err": errs.lse if with_lse else None, "rows": errs.rows,
-                "sequences": len(samples), "nan_rows": errs.nan_rows, "reference": "float64",
-                "ok": errs.passed(O_BOUND["bf16"], LSE_BOUND if with_lse else None)}
+    compare = staticmethod(compare_bf16)
 
     @staticmethod
     def print_check(name, chk):
-        lse = f"  LSE err {chk['lse_err']:.2e}" if chk["lse_err"] is not None else ""
-        nan = f"  unwritten rows {chk['nan_rows']}" if chk["nan_rows"] else ""
-        print(f"    check {name:<28} O err {chk['o_err']:.2e}{lse}{nan}  ({chk['rows']} rows of {chk['sequences']} "
-              f"sequences)  {'ok' if chk['ok'] else 'FAIL'}", flush=True)
+        print_check_line(name, chk, 28)
 
     # -- timing --
     def time(self, fn, flops, kv_bytes=None, events_ok=False):
@@ -717,20 +634,6 @@ class Dense:
         self.bench.ours(row, name, spec, a_check, a_time, keep, self.poison, self.get, samples, flops)
 
 
-def ratio(row, key, a, b, field="tflops", invert=False):
-    """a's figure over b's (field tflops: higher is better; us with invert: b's time over a's); None where either
-    is missing or failed its check (then kept as key_raw)."""
-    x, y = row["impls"].get(a, {}).get(field), row["impls"].get(b, {}).get(field)
-    value = None
-    if x and y:
-        value = round(y / x, 3) if invert else round(x / y, 3)
-        if any(row["checks"].get(n, {}).get("ok") is False for n in (a, b)):
-            row["ratios"][key + "_raw"] = value
-            value = None
-    row["ratios"][key] = value
-    return value
-
-
 def run_window(bench, c, specs):
     row = new_row(c)
     t = Dense(bench, c)
@@ -902,26 +805,6 @@ RUNNERS = {("window", "prefill"): run_window, ("gptoss", "prefill"): run_gptoss_
 
 
 # ---- the summary ---------------------------------------------------------------------------------------------------------
-def fmt(x, spec=".1f", width=7):
-    """x right-aligned in width with spec (a leading + asks for the sign), '-' for a missing figure."""
-    if not isinstance(x, (int, float)):
-        return f"{'-':>{width}}"
-    sign = "+" if spec.startswith("+") else ""
-    return format(x, f"{sign}{width}{spec.lstrip('+')}")
-
-
-def checks_text(row):
-    marks = []
-    for n, c in row["checks"].items():
-        marks.append(f"{n}:{'ok' if c['ok'] else 'FAIL'}")
-    for n, p in row["impls"].items():
-        if "error" in p:
-            marks.append(f"{n}:error")
-        elif "skipped" in p:
-            marks.append(f"{n}:skipped")
-    return " ".join(marks)
-
-
 def verdict(what, value, goal, higher=True, unit="", scale=1.0):
     if value is None:
         return f"  {what}: no figure (target {'>=' if higher else '<='} {goal * scale:g}{unit})"
@@ -1052,21 +935,7 @@ def main(argv=None):
     print(f"flashjit {version // 10000}.{version // 100 % 100}.{version % 100} from {lib} on {torch.cuda.get_device_name()} "
           f"(torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}); reps {opts.reps}, per graph "
           f"{opts.per_graph}, peers {','.join(opts.peers) or 'none'}{', smoke' if opts.smoke else ''}", flush=True)
-    specs = {}
-    for c in cells:
-        specs.update({s: None for s in cell_specs(c, opts.spec_extra).values()})
-    t0 = time.time()
-    try:  # compile every kernel in parallel first (a no-op for those in the cache)
-        fj.prewarm(list(specs))
-        print(f"prewarm: {len(specs)} specs ({time.time() - t0:.1f} s)", flush=True)
-    except Exception as e:  # noqa: BLE001 -- each spec that failed fails again, by name, in its cell
-        print(f"prewarm: {short(e, 600)} ({time.time() - t0:.1f} s)", flush=True)
-    for spec in specs:
-        try:
-            specs[spec] = fj.kernel(spec)[1]
-        except Exception as e:  # noqa: BLE001
-            specs[spec] = "FAILED " + short(e)
-            print(f"kernel {spec}: FAILED {short(e)}", flush=True)
+    specs = compile_specs(fj, {s: None for c in cells for s in cell_specs(c, opts.spec_extra).values()})
 
     bench = Bench(fj, opts, cfg)
     rows = []

@@ -78,7 +78,6 @@ skipped (flashjit still runs and is checked), so a run keeps to its time. FP8_PE
 peer's traceback.
 """
 import argparse
-import fnmatch
 import json
 import math
 import os
@@ -90,6 +89,8 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
 from attention_ctypes import (E4M3_MAX, FLAG_PDL, FP8_O_BOUND, LSE_BOUND, O_BOUND, ErrorSum, Flashjit,  # noqa: E402
                               default_lib, dense_args, dequantize, engine_args, float32, quantize_e4m3, reference_rows)
+from peer_common import (checks_text, compile_specs, i32, klabel, ratio, sample_rows, select_cells,  # noqa: E402
+                         short, time_events, time_graph)
 
 torch = None  # imported in main: --help and --dry-run work without it
 
@@ -121,10 +122,6 @@ SMOKE = dict(  # every path at a small size (no cell reaches 256 MB: the decode 
 
 
 # ---- cells (no torch) ----------------------------------------------------------------------------------------
-def klabel(n):
-    return f"{n // K1}k" if n % K1 == 0 else str(n)
-
-
 def parse_length(text):
     text = text.strip().lower()
     return int(text[:-1]) * K1 if text.endswith("k") else int(text)
@@ -167,13 +164,6 @@ def make_cells(cfg, seqlens=None):
     cells.append(new_cell(f"fp8_cache_chunked/d{ch['d']}/h{ch['hq']}-{ch['hkv']}/b{ch['b']}/q{klabel(ch['sq'])}/"
                           f"k{klabel(ch['sk'])}/p{ch['page']}", "fp8_cache_chunked", ch["b"], ch["sq"], ch["sk"], ch["hq"],
                           ch["hkv"], ch["d"], True, page=ch["page"]))
-    return cells
-
-
-def select_cells(cells, cases, patterns):
-    cells = [c for c in cells if c["case"] in cases]
-    if patterns:
-        cells = [c for c in cells if any(fnmatch.fnmatchcase(c["id"], p) or p == c["case"] for p in patterns)]
     return cells
 
 
@@ -223,68 +213,6 @@ def print_cells(cells, extra, peers):
 
 
 # ---- helpers (torch) -------------------------------------------------------------------------------------------
-def short(e, n=300):
-    return f"{type(e).__name__}: {e}".replace("\n", " ")[:n]
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def i32(values):
-    return torch.tensor(values, device="cuda", dtype=torch.int32)
-
-
-def sample_rows(sq, n, rng):
-    """n query rows of a sequence of sq: the first, the middle, the last and random others (all when sq <= n)."""
-    if sq <= n:
-        return list(range(sq))
-    return sorted({0, sq // 2, sq - 1} | set(rng.sample(range(sq), n - 3)))
-
-
-def time_graph(fn, reps, per_graph):
-    """ms a call in the replay of a CUDA graph of per_graph calls, median of reps replays."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # first-call work outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    del g
-    return median(times)
-
-
-def time_events(fn, reps, per_graph):
-    """ms a call: CUDA events around per_graph calls launched back to back, median of reps."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(per_graph):
-            fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    return median(times)
-
-
 def poison_e4m3(t):
     t.view(torch.uint8).fill_(0x7F)  # e4m3fn's NaN code
 
@@ -531,20 +459,6 @@ class Bench:
                 torch.cuda.synchronize()
 
 
-def ratio(row, key, a, b, field="tflops", invert=False):
-    """a's figure over b's (field tflops: higher is better; us with invert: b's time over a's); None where either
-    is missing or failed its check (then kept as key_raw)."""
-    x, y = row["impls"].get(a, {}).get(field), row["impls"].get(b, {}).get(field)
-    value = None
-    if x and y:
-        value = round(y / x, 3) if invert else round(x / y, 3)
-        if any(row["checks"].get(n, {}).get("ok") is False for n in (a, b)):
-            row["ratios"][key + "_raw"] = value
-            value = None
-    row["ratios"][key] = value
-    return value
-
-
 # ---- fp8_prefill -------------------------------------------------------------------------------------------------
 def cudnn_fp8_builds(bench, q8, k8, v8, descales, scale, causal, v_amax):
     """cuDNN FP8 with amax_s and amax_o outputs, then amax_s virtual, then both virtual."""
@@ -699,16 +613,6 @@ def fmt(x, spec=".1f", width=7):
     if not isinstance(x, (int, float)):
         return f"{'-':>{width}}"
     return format(x, f"{width}{spec}")
-
-
-def checks_text(row):
-    marks = [f"{n}:{'ok' if c['ok'] else 'FAIL'}" for n, c in row["checks"].items()]
-    for n, p in row["impls"].items():
-        if "error" in p:
-            marks.append(f"{n}:error")
-        elif "skipped" in p:
-            marks.append(f"{n}:skipped")
-    return " ".join(marks)
 
 
 def verdict(what, value, goal, higher=True, shown=None):
@@ -901,21 +805,7 @@ def main(argv=None):
     print(f"flashjit {version // 10000}.{version // 100 % 100}.{version % 100} from {lib} on {torch.cuda.get_device_name()} "
           f"(torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}); reps {opts.reps}, per graph "
           f"{opts.per_graph}, peers {','.join(opts.peers) or 'none'}{', smoke' if opts.smoke else ''}", flush=True)
-    specs = {}
-    for c in cells:
-        specs.update({s: None for s in cell_specs(c, opts.spec_extra).values()})
-    t0 = time.time()
-    try:  # compile every kernel in parallel first (a no-op for those in the cache)
-        fj.prewarm(list(specs))
-        print(f"prewarm: {len(specs)} specs ({time.time() - t0:.1f} s)", flush=True)
-    except Exception as e:  # noqa: BLE001 -- each spec that failed fails again, by name, in its cell
-        print(f"prewarm: {short(e, 600)} ({time.time() - t0:.1f} s)", flush=True)
-    for spec in specs:
-        try:
-            specs[spec] = fj.kernel(spec)[1]
-        except Exception as e:  # noqa: BLE001
-            specs[spec] = "FAILED " + short(e)
-            print(f"kernel {spec}: FAILED {short(e)}", flush=True)
+    specs = compile_specs(fj, {s: None for c in cells for s in cell_specs(c, opts.spec_extra).values()})
 
     bench = Bench(fj, opts, cfg)
     rows = []
