@@ -63,8 +63,9 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
-from attention_ctypes import (FLAG_PDL, LSE_BOUND, O_BOUND, ErrorSum, Flashjit, default_lib,  # noqa: E402
+from attention_ctypes import (FLAG_PDL, Flashjit, default_lib,  # noqa: E402
                               engine_args, float32, reference_rows)
+from peer_common import compare_bf16, i32, klabel, median, print_check_line, short  # noqa: E402
 
 torch = None  # imported in main: --help and --dry-run work without it
 F = None
@@ -99,10 +100,6 @@ SMOKE = dict(  # lengths that do not divide into pages or splits
 
 
 # ---- cells (no torch) --------------------------------------------------------------------------------------
-def klabel(sk):
-    return f"{sk // K1}k" if sk % K1 == 0 else str(sk)
-
-
 def round_up(x, m):
     return -(-x // m) * m
 
@@ -229,18 +226,6 @@ def print_cells(cells, max_splits, per_graph, rotate_mb, split=True):
 
 
 # ---- helpers (torch) ---------------------------------------------------------------------------------------
-def short(e, n=300):
-    return f"{type(e).__name__}: {e}".replace("\n", " ")[:n]
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def i32(values):
-    return torch.tensor(values, device="cuda", dtype=torch.int32)
-
-
 def time_graph(calls, reps, after=None):
     """ms a call: a CUDA graph of the calls (each run once outside it first), replayed reps times, median.
     after(graph), if given, runs before the graph goes (a check of what a replay writes)."""
@@ -463,22 +448,11 @@ class Bench:
         torch.cuda.synchronize()
         return out
 
-    @staticmethod
-    def compare(samples, get, with_lse):
-        errs = ErrorSum()
-        for i, rows, ref_o, ref_lse in samples:
-            o, lse = get(i, rows)
-            errs.add(o, lse if with_lse else None, ref_o, ref_lse)
-        return {"o_err": errs.o, "lse_err": errs.lse if with_lse else None, "rows": errs.rows,
-                "sequences": len(samples), "nan_rows": errs.nan_rows, "reference": "float64",
-                "ok": errs.passed(O_BOUND["bf16"], LSE_BOUND if with_lse else None)}
+    compare = staticmethod(compare_bf16)
 
     @staticmethod
     def print_check(name, chk):
-        lse = f"  LSE err {chk['lse_err']:.2e}" if chk["lse_err"] is not None else ""
-        nan = f"  unwritten rows {chk['nan_rows']}" if chk["nan_rows"] else ""
-        print(f"    check {name:<26} O err {chk['o_err']:.2e}{lse}{nan}  ({chk['rows']} rows of {chk['sequences']} "
-              f"sequences)  {'ok' if chk['ok'] else 'FAIL'}", flush=True)
+        print_check_line(name, chk, 26)
 
     def timing(self, ms, kv_bytes):
         tbps = kv_bytes / ms / 1e9

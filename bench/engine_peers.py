@@ -44,8 +44,9 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
-from attention_ctypes import (LSE_BOUND, O_BOUND, ErrorSum, Flashjit, dense_args, engine_args,  # noqa: E402
+from attention_ctypes import (Flashjit, dense_args, engine_args,  # noqa: E402
                               float32, reference_rows)
+from peer_common import compare_bf16, i32, median, print_check_line, sample_rows, short, time_graph  # noqa: E402
 
 torch = None  # imported in main: the module loads (and --help works) without it
 
@@ -105,13 +106,6 @@ def ragged_lengths(rng, total, lo, hi):
     return lengths
 
 
-def sample_rows(sq, n, rng):
-    """n query rows of a sequence of sq: the first, the middle, the last and random others (all when sq <= n)."""
-    if sq <= n:
-        return list(range(sq))
-    return sorted({0, sq // 2, sq - 1} | set(rng.sample(range(sq), n - 3)))
-
-
 def offsets(lengths):
     cu = [0]
     for n in lengths:
@@ -123,19 +117,7 @@ def randn(*shape):
     return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
 
 
-def i32(values):
-    return torch.tensor(values, device="cuda", dtype=torch.int32)
-
-
-def short(e, n=300):
-    return f"{type(e).__name__}: {e}".replace("\n", " ")[:n]
-
-
 # ---- timing ------------------------------------------------------------------------------------------
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
 def time_idle(fn, reps, warm=3):
     """ms of one call from an idle stream (events around the call: the host's launch cost included)."""
     for _ in range(warm):
@@ -149,32 +131,6 @@ def time_idle(fn, reps, warm=3):
         e.record()
         e.synchronize()
         times.append(s.elapsed_time(e))
-    return median(times)
-
-
-def time_graph(fn, reps, per_graph):
-    """ms a call in the replay of a CUDA graph of per_graph calls (kernel time)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # first-call work outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    del g
     return median(times)
 
 
@@ -339,22 +295,11 @@ class Bench:
         torch.cuda.synchronize()
         return out
 
-    @staticmethod
-    def compare(samples, get, with_lse):
-        errs = ErrorSum()
-        for b, rows, ref_o, ref_lse in samples:
-            o, lse = get(b, rows)
-            errs.add(o, lse if with_lse else None, ref_o, ref_lse)
-        return {"o_err": errs.o, "lse_err": errs.lse if with_lse else None, "rows": errs.rows,
-                "sequences": len(samples), "nan_rows": errs.nan_rows, "reference": "float64",
-                "ok": errs.passed(O_BOUND["bf16"], LSE_BOUND if with_lse else None)}
+    compare = staticmethod(compare_bf16)
 
     @staticmethod
     def print_check(name, chk):
-        lse = f"  LSE err {chk['lse_err']:.2e}" if chk["lse_err"] is not None else ""
-        nan = f"  unwritten rows {chk['nan_rows']}" if chk["nan_rows"] else ""
-        print(f"    check {name:<14} O err {chk['o_err']:.2e}{lse}{nan}  ({chk['rows']} rows of {chk['sequences']} "
-              f"sequences, float64 reference)  {'ok' if chk['ok'] else 'FAIL'}", flush=True)
+        print_check_line(name, chk, 14, ", float64 reference")
 
     def ours(self, row, name, spec, args_check, args_time, keep, poison, get, samples, kv_bytes=None):
         """A flashjit kernel: metadata checked, one launch with LSE on poisoned outputs against the reference,

@@ -32,6 +32,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 from attention_ctypes import O_BOUND, ErrorSum, Flashjit, engine_args, float32, reference_rows  # noqa: E402
+from peer_common import time_graph  # noqa: E402
 
 torch = None  # imported in main: --help and --dry-run work without it
 
@@ -51,36 +52,6 @@ def visible_pairs(s, causal):
 
 def useful_flops(batch, s, heads, causal):
     return 2.0 * (D + DV) * heads * batch * visible_pairs(s, causal)
-
-
-def median(values):
-    return sorted(values)[len(values) // 2]
-
-
-def time_graph(fn, reps, per_graph):
-    """ms a call in the replay of a CUDA graph of per_graph calls (kernel time)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # first-call work outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
-    del g
-    return median(times)
 
 
 def check_rows(o, q, k, v, batch, s, causal, scale, rows):
