@@ -8,6 +8,7 @@
 #include "config/length_choice.hpp"
 #include "runtime/engine.hpp"
 #include "source/render.hpp"
+#include "support/variant_compile.hpp"
 
 namespace flashjit {
 namespace {
@@ -22,27 +23,6 @@ CompileRequest request_for(const std::string& spec_text) {
 }
 
 // A spec parameter's test name: the spec text, every character but letters and digits as '_'.
-std::string spec_test_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-  return name;
-}
-
-// The feature variants' check: `spec` compiles for sm_90a without a spill or a stack frame, within
-// its register budget (and, where `symbol` is given, the cubin has that kernel); prints its
-// registers and compile time.
-void expect_compiles_without_spills(const std::string& spec, const char* symbol = nullptr) {
-  auto config = make_config(*parse_spec(spec));
-  ASSERT_TRUE(config) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << spec;
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << spec;
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  if (symbol != nullptr) EXPECT_NE(kernel->cubin.find(symbol), std::string::npos) << symbol;
-  std::printf("  %-72s %3d regs, %.0f ms\n", spec.c_str(), kernel->report.registers, kernel->compile_ms);
-}
-
 // The source as NVRTC reads it: the __CUDACC_RTC__ branches kept, the others (for nvcc, which
 // compiles what `flashjit source` prints) dropped, and the conditional lines themselves.
 std::string nvrtc_view(const std::string& source) {

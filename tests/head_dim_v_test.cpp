@@ -9,6 +9,7 @@
 #include "runtime/engine.hpp"
 #include "source/render.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/variant_compile.hpp"
 #include "verify/engine_check.hpp"
 #include "verify/reference.hpp"
 
@@ -233,16 +234,7 @@ TEST(HeadDimVCases, TheSpecsResolve) {
 
 class HeadDimVVariant : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(HeadDimVVariant, CompilesWithoutSpills) {
-  auto config = make_config(*parse_spec(GetParam()));
-  ASSERT_TRUE(config.ok()) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  std::printf("  %-80s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
-}
+TEST_P(HeadDimVVariant, CompilesWithoutSpills) { expect_compiles_without_spills(GetParam()); }
 
 // DeepSeek's 192/128 prefill through every path, and other pairs FlashAttention-3 takes (V at most
 // Q's head dim), with an FP8 cache and FP8 operands.
@@ -271,11 +263,7 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
                                            "dtype=bf16,head_dim=384,head_dim_v=384,causal=1"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 }  // namespace
 }  // namespace flashjit

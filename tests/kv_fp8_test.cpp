@@ -10,6 +10,7 @@
 #include "runtime/engine.hpp"
 #include "source/render.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/variant_compile.hpp"
 
 namespace flashjit {
 namespace {
@@ -81,16 +82,7 @@ TEST(KvFp8Config, StagingFitsBesideTheRingAndTheProducerGetsItsRegisters) {
 // softcap.
 class KvFp8Variant : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(KvFp8Variant, CompilesWithoutSpills) {
-  auto config = make_config(*parse_spec(GetParam()));
-  ASSERT_TRUE(config.ok()) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  std::printf("  %-80s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
-}
+TEST_P(KvFp8Variant, CompilesWithoutSpills) { expect_compiles_without_spills(GetParam()); }
 
 // The list tests/CMakeLists.txt hands check_sass.sh as well (KV_FP8_SASS_SPECS there).
 INSTANTIATE_TEST_SUITE_P(All, KvFp8Variant,
@@ -108,11 +100,7 @@ INSTANTIATE_TEST_SUITE_P(All, KvFp8Variant,
                                            "dtype=fp16,head_dim=256,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
                                            "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,window=1,sinks=1,kv_dtype=e4m3",
                                            "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,window=1,softcap=1,kv_dtype=e4m3"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 TEST(Fp8OperandSpec, DtypeE4m3TakesAnOutputTypeAndRoundTrips) {
   auto spec = parse_spec("dtype=e4m3,head_dim=128,causal=1");
@@ -174,16 +162,7 @@ TEST(Fp8OperandConfig, TilesHoldHalfTheBytesAndTheQBufferHoldsO) {
 // types, head dims 64-256, causal or not, with a window and sinks.
 class Fp8OperandVariant : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Fp8OperandVariant, CompilesWithoutSpills) {
-  auto config = make_config(*parse_spec(GetParam()));
-  ASSERT_TRUE(config.ok()) << config.error().message;
-  auto kernel = compile_with_nvrtc(make_compile_request(*config));
-  ASSERT_TRUE(kernel.ok()) << kernel.error().message << "\n" << kernel.error().log.substr(0, 4000);
-  EXPECT_EQ(kernel->report.spill_bytes(), 0) << GetParam();
-  EXPECT_EQ(kernel->report.stack_frame_bytes, 0) << GetParam();
-  EXPECT_TRUE(check_register_budget(*config, kernel->report.registers).ok()) << kernel->report.registers;
-  std::printf("  %-80s %3d regs, %.0f ms\n", GetParam().c_str(), kernel->report.registers, kernel->compile_ms);
-}
+TEST_P(Fp8OperandVariant, CompilesWithoutSpills) { expect_compiles_without_spills(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(All, Fp8OperandVariant,
                          ::testing::Values("dtype=e4m3,head_dim=64", "dtype=e4m3,head_dim=64,causal=1,out_dtype=fp16",
@@ -196,11 +175,7 @@ INSTANTIATE_TEST_SUITE_P(All, Fp8OperandVariant,
                                            "dtype=e4m3,head_dim=128,varlen=1,paged=1,pack_gqa=1,split_kv=1",
                                            "dtype=e4m3,head_dim=64,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline",
                                            "dtype=e4m3,head_dim=64,causal=1,varlen=1,paged=1,window=1,sinks=1"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) if (!isalnum((unsigned char)ch)) ch = '_';
-                           return name;
-                         });
+                         spec_test_name);
 
 }  // namespace
 }  // namespace flashjit
