@@ -12,17 +12,10 @@
 #include "launch/feature_args.hpp"
 #include "launch/tile_schedule.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/config_of.hpp"
 
 namespace flashjit {
 namespace {
-
-KernelConfig config_of(const std::string& text) {
-  auto spec = parse_spec(text);
-  EXPECT_TRUE(spec) << spec.error().message;
-  auto config = make_config(*spec);
-  EXPECT_TRUE(config) << config.error().message;
-  return *config;
-}
 
 std::string spec_error(const std::string& text) {
   auto spec = parse_spec(text);

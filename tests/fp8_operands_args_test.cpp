@@ -16,6 +16,7 @@
 #include "support/args_refusals.hpp"
 #include "verify/check.hpp"
 #include "verify/fp8_cache.hpp"
+#include "support/config_of.hpp"
 
 namespace flashjit {
 namespace {
@@ -24,14 +25,6 @@ const char* kFp8 = "dtype=e4m3,head_dim=128,causal=1";
 const char* kFp8Fp16 = "dtype=e4m3,head_dim=128,causal=1,out_dtype=fp16";
 const char* kCache = "dtype=bf16,head_dim=128,causal=1,kv_dtype=e4m3";
 const char* kPlain = "dtype=bf16,head_dim=128,causal=1";
-
-KernelConfig config_of(const char* text) {
-  auto spec = parse_spec(text);
-  EXPECT_TRUE(spec) << text << ": " << spec.error().message;
-  auto config = make_config(*spec);
-  EXPECT_TRUE(config) << text << ": " << config.error().message;
-  return *config;
-}
 
 // Core arguments valid for kFp8: e4m3 Q/K/V strides in bytes (one byte an element: the same
 // numbers as the element counts), O's in 16-bit elements, FlashAttention-3's [batch, heads_kv]

@@ -11,20 +11,13 @@
 #include "launch/attention_args.hpp"
 #include "spec/attention_spec.hpp"
 #include "support/args_refusals.hpp"
+#include "support/config_of.hpp"
 
 namespace flashjit {
 namespace {
 
 const char* kFp8 = "dtype=bf16,head_dim=128,causal=1,kv_dtype=e4m3";
 const char* kPlain = "dtype=bf16,head_dim=128,causal=1";
-
-KernelConfig config_of(const char* text) {
-  auto spec = parse_spec(text);
-  EXPECT_TRUE(spec) << text << ": " << spec.error().message;
-  auto config = make_config(*spec);
-  EXPECT_TRUE(config) << text << ": " << config.error().message;
-  return *config;
-}
 
 // Core arguments valid for kFp8: 16-bit Q/O strides in elements, e4m3 K/V strides in bytes
 // (one byte an element: the same numbers), per-KV-head scales.

@@ -15,6 +15,7 @@
 #include "launch/kernel_choice.hpp"
 #include "launch/tile_schedule.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/config_of.hpp"
 
 namespace flashjit {
 namespace {
@@ -109,14 +110,6 @@ struct Cell {
   const char* spec;
   int seqlen, batch, heads;
 };
-
-KernelConfig config_of(const char* text) {
-  auto spec = parse_spec(text);
-  EXPECT_TRUE(spec.ok()) << text;
-  auto config = make_config(*spec);
-  EXPECT_TRUE(config.ok()) << text;
-  return *config;
-}
 
 AttentionArgs args_of(int batch, int seqlen_q, int seqlen_k, int heads) {
   AttentionArgs a;
