@@ -462,17 +462,13 @@ FJ_DEVICE float kv_fp8_scale(const float* scale, const int64_t (&strides)[2], in
   return scale ? __ldg(scale + batch * strides[0] + kv_head * strides[1]) : 1.f;
 }
 
-// Block n of K (kIsV false) or V at ring position pos into its staging slot: each lane a 16-byte
-// piece of a row at a time.
-template <bool kIsV>
-FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
-  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+// Block n's rows of an e4m3 tensor (base, strides: batch or page, row, head) by cp.async, 16 bytes a
+// lane at a time, piece c of row r to dst_of(r, c); keys past the sequence zero-filled without a
+// read. The one address rule of the FP8 loads (contiguous, packed or paged).
+template <int kDim, typename DstOf>
+FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq, int n,
+                                 int kv_head, int lane, DstOf dst_of) {
   constexpr int kPieces = kDim / 16;
-  const int j = pos % kKvStagingSlots;
-  if (pos >= kKvStagingSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j), ((pos / kKvStagingSlots) & 1) ^ 1);
-  const unsigned char* base = kIsV ? p.v_fp8 : p.k_fp8;
-  const int64_t* strides = kIsV ? p.v_fp8_strides : p.k_fp8_strides;
-  const uint32_t dst = kIsV ? sm.staging_v(j) : sm.staging_k(j);
 #pragma unroll 1
   for (int u = lane; u < kBlockN * kPieces; u += kKvIssueThreads) {
     const int r = u / kPieces, c = u % kPieces;
@@ -489,8 +485,19 @@ FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, i
       }
       src += kv_head * strides[2] + c * 16;
     }
-    cp_async_16(dst + r * kDim + c * 16, src, inside ? 16u : 0u);
+    cp_async_16(dst_of(r, c), src, inside ? 16u : 0u);
   }
+}
+
+// Block n of K (kIsV false) or V at ring position pos into its staging slot (rows of kDim bytes).
+template <bool kIsV>
+FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
+  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+  const int j = pos % kKvStagingSlots;
+  if (pos >= kKvStagingSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j), ((pos / kKvStagingSlots) & 1) ^ 1);
+  const uint32_t dst = kIsV ? sm.staging_v(j) : sm.staging_k(j);
+  cp_async_fp8_rows<kDim>(p, kIsV ? p.v_fp8 : p.k_fp8, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
+                          [dst](int r, int c) { return dst + r * kDim + c * 16; });
   cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
 }
 
@@ -568,27 +575,11 @@ FJ_DEVICE int transposed_key(int position) {  // key at a position of a 16-key g
 
 // K block n into the ring slot of ring position pos (warp 0's lanes, 16 bytes a time).
 FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
-  constexpr int kPieces = kHeadDim / 16;
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
   const uint32_t tile = sm.k_stage(s);
-#pragma unroll 1
-  for (int u = lane; u < kBlockN * kPieces; u += kKvIssueThreads) {
-    const int r = u / kPieces, c = u % kPieces;
-    const int key = n * kBlockN + r;
-    const bool inside = key < seq.seqlen_k;
-    const unsigned char* src = p.k_fp8;
-    if (inside) {
-      if constexpr (kPaged) {
-        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-        src += page_of_key(p, seq, key) * p.k_fp8_strides[0] + at.row_in_page * p.k_fp8_strides[1];
-      } else {
-        src += seq.k_batch * p.k_fp8_strides[0] + (int64_t)(seq.k_row0 + key) * p.k_fp8_strides[1];
-      }
-      src += kv_head * p.k_fp8_strides[2] + c * 16;
-    }
-    cp_async_16(tile + swizzled_byte_offset(r, c * 16, kBlockN), src, inside ? 16u : 0u);
-  }
+  cp_async_fp8_rows<kHeadDim>(p, p.k_fp8, p.k_fp8_strides, seq, n, kv_head, lane,
+                              [tile](int r, int c) { return tile + swizzled_byte_offset(r, c * 16, kBlockN); });
   cp_async_arrive(sm.full_k(s));
 }
 
