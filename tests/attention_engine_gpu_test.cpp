@@ -600,6 +600,39 @@ TEST(AttentionEngineGpu, MergeOfTwoStatesMatchesFloat64) {
   std::printf("12 cases, %d failed\n", failed);
 }
 
+// A kernel's launch as one CUDA graph: captured at the first launch (its arguments then fixed, as
+// an engine's are) and replayed at every launch after; check_engine_attention's launch hook.
+class CapturedGraph {
+ public:
+  CapturedGraph(const GpuEnv& env, const TestKernel& kernel) : env_(env), kernel_(kernel) {}
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    if (exec_) env_.api->cuGraphExecDestroy(exec_);
+  }
+  Status launch(const AttentionArgs& args) {
+    const DriverApi& api = *env_.api;
+    if (exec_ == nullptr) {
+      auto params = make_kernel_params(api, kernel_.config, args, env_.sm_count);
+      if (!params) return params.take_error();
+      CUgraph graph = nullptr;
+      if (Status st = check(api, api.cuStreamBeginCapture(env_.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
+      Status launched = launch_attention_kernels(api, {kernel_.loaded->function(), kernel_.loaded->more(0)}, kernel_.config, args,
+                                                 *params, env_.stream, env_.sm_count, false);
+      if (Status st = check(api, api.cuStreamEndCapture(env_.stream, &graph), "end capture"); !st) return st;
+      if (!launched) return launched;
+      if (Status st = check(api, api.cuGraphInstantiate(&exec_, graph, 0), "instantiate"); !st) return st;
+      api.cuGraphDestroy(graph);
+    }
+    return check(api, api.cuGraphLaunch(exec_, env_.stream), "graph launch");
+  }
+
+ private:
+  const GpuEnv& env_;
+  const TestKernel& kernel_;
+  CUgraphExec exec_ = nullptr;
+};
+
 // One capture, replays after the lengths, the block table, the data and the active sequences
 // changed within the captured bounds: every replay is checked against its own reference.
 TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
@@ -627,23 +660,8 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
     EngineBuffers buffers(*env->api, bounds, capacity);
-    const DriverApi& api = *env->api;
-    CUgraphExec exec = nullptr;
-    auto replay = [&](const AttentionArgs& args) -> Status {
-      if (exec == nullptr) {  // the first step captures
-        auto params = make_kernel_params(api, kernel->config, args, env->sm_count);
-        if (!params) return params.take_error();
-        CUgraph graph = nullptr;
-        if (Status st = check(api, api.cuStreamBeginCapture(env->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capture"); !st) return st;
-        Status launched = launch_attention_kernels(api, {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, args,
-                                                   *params, env->stream, env->sm_count, false);
-        if (Status st = check(api, api.cuStreamEndCapture(env->stream, &graph), "end capture"); !st) return st;
-        if (!launched) return launched;
-        if (Status st = check(api, api.cuGraphInstantiate(&exec, graph, 0), "instantiate"); !st) return st;
-        api.cuGraphDestroy(graph);
-      }
-      return check(api, api.cuGraphLaunch(exec, env->stream), "graph launch");
-    };
+    CapturedGraph graph(*env, *kernel);
+    auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
     for (int step = 0; step < 6; ++step) {
       EngineProblem p = random_engine_problem(rng, 3 + int(rng() % 7), 400);  // fewer active sequences some steps
       if (decode_steps) {  // 0-4 queries against 0-3000 keys
@@ -660,7 +678,6 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
       EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
       report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
     }
-    if (exec) api.cuGraphExecDestroy(exec);
   }
 }
 
@@ -746,6 +763,98 @@ TEST(AttentionEngineGpu, HeadDimVSplitKvBothCombines) {
     cases.push_back({engine_spec(p, std::string(kDecode) + ",scheduler=dynamic"), p});
   }
   run_all(cases);
+}
+
+// Head dims above 256 through the engine's inputs (one consumer warpgroup, 32-key blocks; O's 512
+// columns in two parts): Gemma 4's global 512/512 and 384/384 ragged through packed, dense and
+// paged K/V (pages 16 and 64, NHD and HND), MLA's 576/512 with V K's first 512 columns (the same
+// memory) through every source, both dtypes, causal or not; Gemma's 512/512 decode with packed
+// heads and splits.
+TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
+  std::mt19937_64 shapes(44);
+  std::vector<EngineCase> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true}) {
+      for (auto [d, dv] : {std::pair{512, 512}, {384, 384}})
+        for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
+          EngineProblem p = ragged(shapes, bf16, d, causal, 8, 2, kv, d == 512 ? 64 : 16, 6, 500);
+          p.head_dim_v = dv;
+          p.head_major_pool = kv == KvSource::kPaged && !causal;
+          cases.push_back({engine_spec(p), p});
+        }
+      for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
+        EngineProblem p = ragged(shapes, bf16, 576, causal, 16, 1, kv, 64, 6, 500);
+        p.head_dim_v = 512;
+        p.v_is_k_prefix = true;
+        cases.push_back({engine_spec(p), p});
+      }
+    }
+  for (int queries : {1, 3}) {
+    EngineProblem p = decode_batch(shapes, true, 512, true, 16, 4, KvSource::kPaged, 64, 7, queries, 3000);
+    p.max_splits = 16;
+    cases.push_back({engine_spec(p, kDecode), p});
+    p.max_splits = 3;
+    cases.push_back({engine_spec(p, kDecode), p, 0});
+  }
+  run_all(cases);
+}
+
+// DeepSeek's absorbed MLA decode: one latent K/V head of 576 columns whose first 512 are V (the
+// same memory: no copy), 16-128 query heads packed into the tiles, 1-4 queries a sequence with the
+// causal mask, pages of 64, 16 and 1 (NaN in every slot no sequence reads), sequences of 0, 1,
+// 1024, 1025 and random keys to 3000, split counts 1 and 3 exactly and the launch's own, both
+// dtypes.
+TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) {
+  std::mt19937_64 shapes(45);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (int heads : {16, 32, 64, 128})
+    for (int queries : {1, 2, 4}) {
+      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
+      p.head_dim_v = 512;
+      p.v_is_k_prefix = true;
+      p.max_splits = 16;
+      cases.push_back({engine_spec(p, kDecode), p});
+      for (int splits : {1, 3}) {
+        p.max_splits = splits;
+        cases.push_back({engine_spec(p, kDecode), p, 0});
+      }
+      ++i;
+    }
+  run_all(cases);
+}
+
+// A decode step's graph replayed after the lengths and the block table change (FlashMLA's use:
+// one capture, every step's lengths new): 16 and 128 heads, 1-4 queries, 0-3000 keys, pages of
+// 64, split-KV with the combine.
+TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
+  FLASHJIT_REQUIRE_GPU(env);
+  auto rng = fresh_rng();
+  for (int heads : {16, 128}) {
+    EngineProblem bounds = decode_batch(rng, true, 576, true, heads, 1, KvSource::kPaged, 64, 8, 4, 3000);
+    bounds.head_dim_v = 512;
+    bounds.v_is_k_prefix = true;
+    bounds.max_splits = 8;
+    bounds.max_seqlen_q = 4, bounds.max_seqlen_k = 3000;
+    for (size_t b = 0; b < bounds.seqlen_q.size(); ++b) bounds.seqlen_q[b] = 4, bounds.seqlen_k[b] = 3000;  // room for every step
+    const std::string spec = engine_spec(bounds, kDecode);
+    std::string error;
+    auto kernel = get_test_kernel(spec, &error);
+    ASSERT_TRUE(kernel) << error;
+    EngineBuffers buffers(*env->api, bounds, capacity_for(bounds));
+    CapturedGraph graph(*env, *kernel);
+    auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
+    for (int step = 0; step < 5; ++step) {
+      EngineProblem p = bounds;
+      p.seqlen_q.resize(size_t(3 + int(rng() % 6)));  // fewer active sequences some steps
+      p.seqlen_k.resize(p.seqlen_q.size());
+      for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = 1 + int(rng() % 4), p.seqlen_k[b] = int(rng() % 3001);
+      p.max_seqlen_q = 0, p.max_seqlen_k = 0;
+      EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
+      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
+    }
+  }
 }
 
 }  // namespace

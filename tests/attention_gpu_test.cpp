@@ -516,5 +516,43 @@ TEST(AttentionGpu, HeadDimVRandomPairsAndShapes) {
   run_all(cases);
 }
 
+// Head dims above 256 (one consumer warpgroup, 32-key blocks, two stages; V's 384 and 512 columns
+// in two 256-column parts of O, each its own tile): Gemma 4's global 512/512, MLA's absorbed
+// 576/512 (V its own tensor here; MlaDecodeGpu reads it from K's rows), 384/384, 576/384,
+// 512/256, 400/256; both dtypes, causal or not, lengths around the 32-key blocks and the 64-row
+// query blocks, fully masked rows (causal, more queries than keys).
+TEST(LargeHeadDimGpu, EveryPairDtypeAndMask) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (auto [d, dv] : {std::pair{512, 512}, {576, 512}, {384, 384}, {576, 384}, {512, 256}, {400, 256}})
+        for (auto [sq, sk] : {std::pair{1, 1}, {31, 33}, {129, 129}, {1000, 700}, {700, 1000}, {1, 2049}, {300, 17}})
+          cases.push_back({spec_text_v(bf16, d, dv, causal), problem_v(bf16, d, dv, causal, sq, sk, 2, 4, 2)});
+  run_all(cases);
+}
+
+// The same kernels with GQA and MQA (16 query heads on 1 K/V head), every layout (packed QKV rows
+// hold Q's, K's and V's heads at their own widths), no LSE, and persistent grids of 1, 3 and one
+// CTA per tile (both O parts of a query block then on different CTAs).
+TEST(LargeHeadDimGpu, GroupedHeadsLayoutsAndGrids) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (auto [d, dv] : {std::pair{512, 512}, {576, 512}, {384, 384}})
+    for (bool causal : {false, true}) {
+      for (auto [hq, hkv] : {std::pair{8, 2}, {16, 1}})
+        cases.push_back({spec_text_v(true, d, dv, causal), problem_v(true, d, dv, causal, 300, 300, 2, hq, hkv)});
+      for (Layout layout : {Layout::kPackedQKV, Layout::kHeadMajor, Layout::kPadded})
+        cases.push_back({spec_text_v(true, d, dv, causal), problem_v(true, d, dv, causal, 257, 257, 2, 4, 2), layout});
+      cases.push_back({spec_text_v(false, d, dv, causal), problem_v(false, d, dv, causal, 200, 333, 2, 4, 4), Layout::kContiguous, false});
+      for (int ctas : {1, 3, 0}) {
+        Case c{spec_text_v(true, d, dv, causal), problem_v(true, d, dv, causal, 700, 450, 2, 4, 2)};
+        c.max_ctas = ctas;
+        cases.push_back(c);
+      }
+    }
+  run_all(cases);
+}
+
 }  // namespace
 }  // namespace flashjit::testing

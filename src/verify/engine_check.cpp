@@ -41,8 +41,8 @@ struct HostLayout {
   int64_t o_index(int b, int row, int h) const { return (int64_t(cu_q[b]) + row) * p.heads_q * p.v_dim() + int64_t(h) * p.v_dim(); }
   int64_t kv_index(int b, int key, int h) const { return pool_index(buffers.pool_strides, b, key, h); }
   int64_t v_index(int b, int key, int h) const { return pool_index(buffers.pool_v_strides, b, key, h); }
-  // K and V in one tensor: V's first element in K's buffer (one K page on); else -1.
-  int64_t v_in_k() const { return p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1; }
+  // V in K's buffer: V's first element there (one tensor: one K page on; K's prefix: 0); else -1.
+  int64_t v_in_k() const { return p.v_is_k_prefix ? 0 : p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1; }
 
  private:
   int64_t pool_index(const TensorStrides& s, int b, int key, int h) const {
@@ -123,7 +123,7 @@ Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k,
   };
   Fp8Codes out;
   out.k = convert(k, false, &k_outlier);
-  if (!p.kv_in_one_tensor) out.v = convert(v, true, nullptr);
+  if (!p.v_in_k_buffer()) out.v = convert(v, true, nullptr);
   if (f.operands) {  // Q's rows [total_q][heads_q][d]: each row's sequence, rows past the last sequence sequence 0's
     out.q.resize(q.size());
     const int64_t row_elems = int64_t(p.heads_q) * d;
@@ -258,6 +258,7 @@ std::string EngineProblem::describe() const {
   if (kv == KvSource::kPaged) {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
   }
+  if (v_is_k_prefix) text += " v=k-prefix";
   if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
                              (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
   return text + features.describe() + fp8.describe() + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
@@ -327,6 +328,11 @@ EngineLayout engine_layout(const EngineProblem& p, const EngineCapacity& cap) {
       break;
     }
   }
+  if (p.v_is_k_prefix) {  // V's rows are K's, read head_dim_v columns wide
+    l.v_strides = l.k_strides;
+    l.v_elems = 0;
+    l.v_in_k = 0;
+  }
   return l;
 }
 
@@ -388,7 +394,7 @@ static size_t merge_counter_room(const EngineProblem& p, const EngineCapacity& c
 EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const EngineCapacity& cap)
     : q(api, size_t(engine_layout(p, cap).q_elems) * kElem),
       k(api, size_t(engine_layout(p, cap).k_elems) * kElem),
-      v(api, p.kv_in_one_tensor ? 16 : size_t(engine_layout(p, cap).v_elems) * kElem),  // in one tensor: V is in k's buffer
+      v(api, p.v_in_k_buffer() ? 16 : size_t(engine_layout(p, cap).v_elems) * kElem),  // V in k's buffer
       o(api, size_t(engine_layout(p, cap).o_elems) * kElem),
       lse(api, size_t(p.heads_q) * cap.total_q * 4),
       cu_seqlens_q(api, size_t(cap.batch + 1) * 4),
@@ -422,7 +428,7 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   a.k = k.ptr();
   // The FP8 cache's elements are one byte: its strides (bytes) are the same numbers.
   const size_t kv_elem = p.fp8.on ? 1 : kElem;
-  a.v = p.kv_in_one_tensor ? k.ptr() + size_t(layout.v_in_k) * kv_elem : v.ptr();
+  a.v = p.v_in_k_buffer() ? k.ptr() + size_t(layout.v_in_k) * kv_elem : v.ptr();
   if (p.fp8.on) {
     a.fp8.k_scale = k_scale.ptr();
     a.fp8.v_scale = v_scale.ptr();
@@ -524,6 +530,10 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     result.error = "the problem's FP8 inputs differ from the spec's dtype and kv_dtype";
     return outcome;
   }
+  if (p.v_is_k_prefix && (p.kv_in_one_tensor || p.fp8.on || p.v_dim() > p.head_dim)) {
+    result.error = "V as K's prefix takes 16-bit K/V in their own tensor and head_dim_v at most head_dim";
+    return outcome;
+  }
   if (p.fp8.on && p.fp8.operands && p.fp8.out_bf16 != (config.spec.out_dtype == DType::kBf16)) {
     result.error = "the problem's FP8 output type differs from the spec's out_dtype";
     return outcome;
@@ -548,12 +558,12 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   if (p.fp8.on && p.fp8.operands) buffers.q.upload(codes.q.data(), codes.q.size());
   else buffers.q.upload(q.data(), buffers.q.bytes());
   const int64_t v_in_k = at.v_in_k();
-  if (p.kv_in_one_tensor) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer, one K page on
+  if (p.v_in_k_buffer()) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer (one K page on, or from its start)
   std::optional<Fp8SequenceReads> sequence_reads;  // scales per sequence: K and V read by code
   if (p.fp8.on && p.fp8.per_head && p.fp8.per_sequence) {
     Fp8SequenceReads& r = sequence_reads.emplace();
     r.k = &codes.k;
-    r.v = p.kv_in_one_tensor ? std::vector<unsigned char>(codes.k.begin() + v_in_k, codes.k.end()) : codes.v;
+    r.v = p.v_in_k_buffer() ? std::vector<unsigned char>(codes.k.begin() + v_in_k, codes.k.end()) : codes.v;
     r.heads_kv = p.heads_kv;
     r.table.resize(size_t(cap.batch) * p.heads_kv * 2 * 256);
     for (int b = 0; b < cap.batch; ++b)

@@ -37,6 +37,9 @@ struct EngineProblem {
   int page_size = 16;               // paged
   bool head_major_pool = false;     // paged: HND pools ([pages, heads, page_size, d])
   bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d]; each page K's then V's head_dim_v columns)
+  // V is K's first head_dim_v columns, the same memory (MLA's latent cache: V the latent part of
+  // each 576-column row); any KV source. Not with kv_in_one_tensor or the FP8 inputs.
+  bool v_is_k_prefix = false;
   int spare_q_rows = 3;             // rows of Q/O past the last sequence (must stay untouched)
   // Queries dense [batch, seqlen_q, heads, d] (a paged=1 spec without varlen): every sequence
   // has the same query count; LSE [batch, heads_q, seqlen_q].
@@ -72,6 +75,7 @@ struct EngineProblem {
   // fp8.out_bf16's type.
   Fp8Cache fp8;
   int v_dim() const { return head_dim_v ? head_dim_v : head_dim; }
+  bool v_in_k_buffer() const { return kv_in_one_tensor || v_is_k_prefix; }
   std::string describe() const;
 };
 
@@ -117,8 +121,8 @@ struct EngineLayout {
   TensorStrides q_strides, o_strides;  // the launch's (batch 0 unless dense_q)
   TensorStrides k_strides, v_strides;  // the launch's: batch the page stride (paged) or max keys' rows (dense), 0 packed
   int64_t page_stride = 0;             // paged: elements between pages (K's and V's alike)
-  int64_t k_elems = 0, v_elems = 0;    // each buffer's elements (v_elems 0 with K and V in one tensor)
-  int64_t v_in_k = -1;                 // K and V in one tensor: V's first element in K's buffer; else -1
+  int64_t k_elems = 0, v_elems = 0;    // each buffer's elements (v_elems 0 with V in K's buffer)
+  int64_t v_in_k = -1;                 // V in K's buffer (one tensor, or K's prefix): V's first element there; else -1
 };
 EngineLayout engine_layout(const EngineProblem& problem, const EngineCapacity& capacity);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and measurement of the H200 run, in parts that each end inside one 10-minute
 # command, the slowest last; a pass/fail table is printed last.
-#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-checks, gate-python: the gate in five commands (the case below)
+#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python: the gate in six commands (the case below)
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -20,7 +20,8 @@
 #                             prefill against a bf16 and an e4m3 cache, and the ratios against the targets
 #   FLASHJIT_PART=kvcache  6. the FP8 cache's decode and chunked-prefill cells against a bf16 cache (flashjit bench)
 #   FLASHJIT_PART=fp8      7. bench/fp8_peers.py: FP8 prefill against cuDNN's FP8 SDPA, the FP8 cache's bandwidth
-#   FLASHJIT_PART=mla      8. V narrower than Q (issue 40): 6g's mla_ cells, DeepSeek's 192/128 prefill (varlen,
+#   FLASHJIT_PART=mla      8. V narrower than Q and head dims above 256 (issue 40): 6g's mla_ cells (MLA's absorbed decode,
+#                             d512 prefill against d256, d512 decode), DeepSeek's 192/128 prefill (varlen,
 #                             causal and not, 8k and 16k; target >= 750 TFLOP/s non-causal), and bench/mla_peers.py
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
@@ -50,9 +51,10 @@ BIN=${1:-}
 
 # A part's defaults (each overridable from the environment).
 case "${FLASHJIT_PART:-}" in
-  # The gate in five commands (the GPU suites took more than one command's ten minutes): the dense
+  # The gate in six commands (the GPU suites took more than one command's ten minutes): the dense
   # kernels, API and driver with the default checks and sanitizers; the engine suites; the FP8
-  # suites; the features' and FP8 `flashjit check`s; the Python package. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
+  # suites; the head dims above 256 and MLA's absorbed decode; the features', FP8 and large head
+  # dims' `flashjit check`s; the Python package. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
   # shard i of n of a part's suites (a part that still runs out of time, in n commands).
   gate)
     : "${FLASHJIT_GPU_FILTER:=AttentionGpu*:AttentionReferenceGpu*:Api*Gpu*:GpuDriver*}" "${FLASHJIT_GPU_TIMEOUT:=420}"
@@ -66,6 +68,9 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-fp8)
     : "${FLASHJIT_GPU_FILTER:=AttentionKvFp8Gpu*:AttentionFp8Gpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
+    : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
+  gate-mla)
+    : "${FLASHJIT_GPU_FILTER:=LargeHeadDimGpu*:LargeHeadDimEngineGpu*:MlaDecodeGpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-python)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
@@ -94,12 +99,12 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_FP8_PEERS:=1}" "${FLASHJIT_FP8_PEERS_ARGS:=--budget-s 200}" "${FLASHJIT_FP8_PEERS_TIMEOUT:=330}" ;;
   mla)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
-    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^mla_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=240}"
+    : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^mla_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=270}"
     : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=300}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -203,6 +208,13 @@ dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1 --seqlens 1:700
 dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 16 --heads-q 32 --heads-kv 8
 dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline --seqlens 1:8192,1:4000,4:3000,1:100,0:5 --page-size 64 --heads-q 32 --heads-kv 8
 dtype=bf16,head_dim=320,head_dim_v=256,causal=1 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 8 --heads-kv 2
+dtype=bf16,head_dim=512,causal=1 --batch 2 --seqlen-q 700 --seqlen-k 1000 --heads-q 4 --heads-kv 2
+dtype=fp16,head_dim=512 --batch 1 --seqlen-q 333 --seqlen-k 777 --heads-q 4 --heads-kv 4
+dtype=bf16,head_dim=384,causal=1,varlen=1,paged=1 --seqlens 300:1000,1:77,0:5 --page-size 16 --heads-q 4 --heads-kv 2
+dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:300,3:2000 --page-size 64 --heads-q 16 --heads-kv 4
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 64 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:64,1:65 --page-size 1 --heads-q 128 --heads-kv 1
+dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:3000,4:1000 --page-size 16 --heads-q 16 --heads-kv 1
 CHECKS
 fi
 
@@ -355,13 +367,18 @@ fi
 # 4.8, else H100's 3.35 TB/s), chunked prefill e4m3 / bf16 TFLOP/s >= 0.9x.
 # V narrower than Q (mla_, the mla part; issue 40): DeepSeek's 192/128 prefill, varlen, 16 heads (MHA), causal
 # and not, 2 x 8k and 1 x 16k tokens, beside the square 192 and 128 kernels on the same lengths; target: the
-# non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head).
+# non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head). Head dims above 256:
+# MLA's absorbed decode (576/512, V the latent rows' first 512 columns: --v-in-k, TB/s counting the
+# latent cache once), 64 x 4k keys, page 64, 16 heads with 1 and 2 queries and 128 heads; Gemma 4's
+# d512 prefill beside d256 on the same shape, and its d512 decode of 8 x 32k keys.
 # FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
 # FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
 if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
   decode64=$(printf '1:8192,%.0s' $(seq 64)); decode64=${decode64%,}
   window64=$(printf '1:128,%.0s' $(seq 64)); window64=${window64%,}
   decode8x32k=$(printf '1:32768,%.0s' $(seq 8)); decode8x32k=${decode8x32k%,}
+  decode64x4k=$(printf '1:4096,%.0s' $(seq 64)); decode64x4k=${decode64x4k%,}
+  decode64x4k_q2=$(printf '2:4096,%.0s' $(seq 64)); decode64x4k_q2=${decode64x4k_q2%,}
   bench_start=$SECONDS ran_cells=" "
   while read -r name spec flags; do
     [ -n "$name" ] || continue
@@ -408,6 +425,12 @@ mla_prefill16k dtype=bf16,head_dim=192,head_dim_v=128,varlen=1 --seqlens 16384:1
 mla_prefill16k_causal dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1 --seqlens 16384:16384 --heads-q 16 --heads-kv 16
 mla_prefill8k_d192 dtype=bf16,head_dim=192,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
 mla_prefill8k_d128 dtype=bf16,head_dim=128,varlen=1 --seqlens 8192:8192,8192:8192 --heads-q 16 --heads-kv 16
+mla_decode64x4k_h16 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h16_q2 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
   kv_field() {  # cell field: the value, empty when the cell did not run or failed
@@ -439,6 +462,22 @@ BENCHES
     if [ -z "$tf" ]; then row "mla $cell: TFLOP/s (>= 750)" skip "the cell failed"; continue; fi
     row "mla $cell: TFLOP/s (>= 750)" "$(awk -v t="$tf" 'BEGIN{print (t >= 750 ? "met" : "miss")}')" \
       "$tf TF/s (causal $(kv_field "${cell}_causal" 12); square d192 $(kv_field mla_prefill8k_d192 12), d128 $(kv_field mla_prefill8k_d128 12))"
+  done
+  # Issue 40's large head dims: d512 prefill against d256's (>= 0.9x), MLA's absorbed decode (128 heads
+  # >= 600 TFLOP/s; 16 heads >= 90 % and Gemma's d512 decode >= 85 % of the read bandwidth, here against
+  # the HBM figure; bench/mla_peers.py's decode part against the bandwidth measured in its run).
+  t256=$(kv_field mla_prefill8k_d256 12) t512=$(kv_field mla_prefill8k_d512 12)
+  if [ -n "$t256" ] && [ -n "$t512" ]; then
+    ratio=$(awk -v a="$t512" -v b="$t256" 'BEGIN{printf "%.2f", a / b}')
+    row "mla d512 / d256 prefill TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($t512 against $t256 TF/s)"
+  fi
+  tf=$(kv_field mla_decode64x4k_h128 12)
+  [ -n "$tf" ] && row "mla absorbed decode 128 heads: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
+  for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode8x32k_d512:85; do
+    bw=$(kv_field "${cell%:*}" 13)
+    [ -n "$bw" ] || continue
+    frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
+    row "mla ${cell%:*}: read (>= ${cell#*:} %)" "$(awk -v f="$frac" -v t="${cell#*:}" 'BEGIN{print (f >= t ? "met" : "miss")}')" "$bw TB/s = $frac % of $hbm"
   done
 fi
 

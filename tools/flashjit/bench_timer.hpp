@@ -28,6 +28,7 @@ struct Cell {
   // page_size keys a page); checked against the float64 reference once, then timed.
   std::vector<int> engine_q, engine_k;
   int page_size = 16;
+  bool v_in_k = false;  // V is K's first head_dim_v columns (MLA's latent cache)
   // Masks and scores (spec keys window, chunk, softcap, sinks, alibi): the launch's values, the
   // sinks as bf16 with sinks_bf16, else float32; slopes [heads_q] or [batch][heads_q].
   AttentionFeatures features;

@@ -44,6 +44,8 @@ static cl::opt<std::string> BSeqlens("seqlens", cl::desc("varlen/paged specs: ea
                                                         "(default: --batch sequences of --seqlen-q:--seqlen-k)"),
                                      cl::value_desc("Q:K,..."), cl::cat(tool_category()), cl::sub(bench_command()));
 static cl::opt<int> BPageSize("page-size", cl::desc("paged specs: keys per page"), cl::init(16), cl::cat(tool_category()), cl::sub(bench_command()));
+static cl::opt<bool> BVInK("v-in-k", cl::desc("varlen/paged specs: V is K's first head_dim_v columns, the same memory (MLA's latent cache; TB/s counts K alone)"),
+                           cl::cat(tool_category()), cl::sub(bench_command()));
 static cl::opt<bool> BPdl("pdl", cl::desc("Launch with programmatic dependent launch (the C API's FLASHJIT_ATTENTION_FLAG_PDL)"),
                           cl::init(false), cl::cat(tool_category()), cl::sub(bench_command()));
 
@@ -144,14 +146,15 @@ double kv_bytes(const Cell& c) {
     keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
   const double element_bytes = c.spec.kv_fp8() || c.spec.fp8_operands() ? 1.0 : 2.0;
-  return element_bytes * c.heads_kv * keys * double(c.spec.head_dim + c.spec.effective_head_dim_v());
+  const int v_columns = c.v_in_k ? 0 : c.spec.effective_head_dim_v();  // V in K's rows: read with them
+  return element_bytes * c.heads_kv * keys * double(c.spec.head_dim + v_columns);
 }
 
 // The text row's last column: V's head dim where it is not Q's, the masks and scores, the FP8
 // cache (kv=e4m3 and its scales), the error.
 std::string row_note(const Cell& c, const std::string& error) {
   const int dv = c.spec.effective_head_dim_v();
-  std::string note = (dv != c.spec.head_dim ? " dv=" + std::to_string(dv) : std::string()) + c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "") +
+  std::string note = (dv != c.spec.head_dim ? " dv=" + std::to_string(dv) : std::string()) + (c.v_in_k ? " v=k-prefix" : "") + c.features.describe() + (c.spec.kv_fp8() ? " kv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "") +
                      (c.spec.fp8_operands() ? " qkv=e4m3" + Bench::fp8_of(c).describe().substr(5) : "");
   if (!error.empty()) note += " " + error;
   return note.empty() ? note : note.substr(1);
@@ -197,6 +200,9 @@ int run_bench() {
       return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
     }
     if (BPageSize.getNumOccurrences() > 0 && !c.spec.paged) return usage_error("--page-size needs a paged=1 spec");
+    if (BVInK && !c.engine()) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
+    if (BVInK && (c.spec.kv_fp8() || c.spec.fp8_operands())) return usage_error("--v-in-k needs 16-bit K and V (not kv_dtype=e4m3 or dtype=e4m3)");
+    c.v_in_k = BVInK;
     FeatureChoice features;
     if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
     c.features = features.features;
@@ -244,7 +250,7 @@ int run_bench() {
                                         {"tflops", tflops}, {"tflops_idle", tflops_idle}, {"kv_tbps", tbps},
                                         {"registers", t.registers}, {"floor_idle_ms", t.floor_idle_ms},
                                         {"floor_graph_ms", t.floor_graph_ms}, {"kernel_spec", t.kernel_spec},
-                                        {"long_kernel", t.long_kernel}, {"flops", flops(c)}, {"kv_bytes", kv_bytes(c)},
+                                        {"long_kernel", t.long_kernel}, {"flops", flops(c)}, {"kv_bytes", kv_bytes(c)}, {"v_in_k", c.v_in_k},
                                         {"features", features_json({c.features, c.sinks_bf16}, t.features)},
                                         {"kv_dtype", c.spec.kv_fp8() ? "e4m3" : dtype_name(c.spec.dtype)},
                                         {"fp8", fp8_json(Bench::fp8_of(c), t.fp8)}, {"error", t.error}});

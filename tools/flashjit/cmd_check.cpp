@@ -27,6 +27,8 @@ static cl::opt<std::string> Seqlens("seqlens", cl::desc("varlen/paged specs: eac
                                                        "(zero allowed); default: --batch sequences of --seqlen-q:--seqlen-k"),
                                     cl::value_desc("Q:K,..."), cl::cat(tool_category()), cl::sub(check_command()));
 static cl::opt<int> PageSize("page-size", cl::desc("paged specs: keys per page (any value from 1)"), cl::init(16), cl::cat(tool_category()), cl::sub(check_command()));
+static cl::opt<bool> VInK("v-in-k", cl::desc("varlen/paged specs: V is K's first head_dim_v columns, the same memory (MLA's latent cache)"),
+                          cl::cat(tool_category()), cl::sub(check_command()));
 
 namespace {
 
@@ -53,6 +55,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = PageSize;
+  p.v_is_k_prefix = VInK;
   if (config.spec.split_kv) p.max_splits = 16;  // the launch picks its count from the SMs, at most this
   p.dynamic_schedule = config.spec.dynamic_schedule;
   p.inline_combine = config.spec.inline_combine;
@@ -108,6 +111,8 @@ int run_check() {
     return usage_error("--seqlens needs a varlen=1 or paged=1 spec");
   }
   if (PageSize.getNumOccurrences() > 0 && !spec->paged) return usage_error("--page-size needs a paged=1 spec");
+  if (VInK && !(spec->varlen || spec->paged)) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
+  if (VInK && (spec->kv_fp8() || spec->fp8_operands())) return usage_error("--v-in-k needs 16-bit K and V (not kv_dtype=e4m3 or dtype=e4m3)");
   // The mask and score flags against the spec's keys, for the sequences checked.
   int sequences = Batch;
   if (spec->varlen || spec->paged) {
