@@ -65,7 +65,8 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
 from attention_ctypes import (FLAG_PDL, Flashjit, default_lib,  # noqa: E402
                               engine_args, float32, reference_rows)
-from peer_common import compare_bf16, i32, klabel, median, print_check_line, short  # noqa: E402
+from peer_common import (compare_bf16, i32, klabel, measure_bandwidth, median,  # noqa: E402
+                         print_check_line, short)
 
 torch = None  # imported in main: --help and --dry-run work without it
 F = None
@@ -256,22 +257,6 @@ def time_graph(calls, reps, after=None):
     extra = after(g) if after is not None else None
     del g
     return median(times), extra
-
-
-def measure_bandwidth(gb, reps):
-    """GB/s of torch.sum over a gb-GB bf16 tensor (a graph of 5 sums, median of reps replays)."""
-    n = int(gb * 1e9) // ELEM
-    held = [torch.empty(n, device="cuda", dtype=torch.bfloat16)]
-    held[0].normal_()
-
-    def read():
-        torch.sum(held[0])
-    ms, _ = time_graph([read] * 5, max(reps, 5))
-    nbytes = n * ELEM
-    held.clear()
-    torch.cuda.empty_cache()
-    return dict(gbps=round(nbytes / ms / 1e6, 1), bytes=nbytes, ms=round(ms, 4),
-                method="torch.sum over a bf16 tensor, CUDA graph of 5, median")
 
 
 def bottom_right_mask(sq, sk):

@@ -1,6 +1,7 @@
 """What the peers benchmarks (feature_peers.py, fp8_peers.py, mla_peers.py, engine_peers.py, decode_peers.py) share:
-cell ids and selection, CUDA-graph and CUDA-event timing, the float64 check of bf16 rows and its line, the table
-helpers, and the kernels' compilation before the cells run.
+cell ids and selection, CUDA-graph and CUDA-event timing, the device's read bandwidth (the figure decode cells'
+"% BW" is of), the float64 check of bf16 rows and its line, the table helpers, and the kernels' compilation
+before the cells run.
 
 The scripts put this folder on sys.path and import what they use by name. torch is imported inside the functions
 that need it, so the scripts' --help and --dry-run still work without it.
@@ -76,6 +77,24 @@ def time_graph(fn, reps, per_graph):
         times.append(s.elapsed_time(e) / per_graph)
     del g
     return median(times)
+
+
+def measure_bandwidth(gb, reps):
+    """GB/s of torch.sum over a gb-GB bf16 tensor (a graph of 5 sums, median of max(reps, 5) replays): the read
+    bandwidth measured in the same run as the decode cells, what their "% BW" is of (decode_peers.py, mla_peers.py)."""
+    import torch
+    n = int(gb * 1e9) // 2  # bf16 elements
+    held = [torch.empty(n, device="cuda", dtype=torch.bfloat16)]
+    held[0].normal_()
+
+    def read():
+        torch.sum(held[0])
+    ms = time_graph(read, max(reps, 5), 5)
+    nbytes = n * 2
+    held.clear()
+    torch.cuda.empty_cache()
+    return dict(gbps=round(nbytes / ms / 1e6, 1), bytes=nbytes, ms=round(ms, 4),
+                method="torch.sum over a bf16 tensor, CUDA graph of 5, median")
 
 
 def time_events(fn, reps, per_graph):

@@ -24,6 +24,9 @@
 #                             d512 prefill against d256, d512 decode), DeepSeek's 192/128 prefill (varlen,
 #                             causal and not, 8k and 16k; target >= 750 TFLOP/s non-causal), and bench/mla_peers.py
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
+#   FLASHJIT_PART=mla-decode 9. bench/mla_peers.py's large and decode parts: d512 prefill against d256 (>= 0.9x), d512
+#                             decode and MLA's absorbed decode through flashjit.flash_mla against the read bandwidth
+#                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -100,11 +103,14 @@ case "${FLASHJIT_PART:-}" in
   mla)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
     : "${FLASHJIT_FEATURE_BENCH:=1}" "${FLASHJIT_FEATURE_BENCH_CELLS:=^mla_}" "${FLASHJIT_FEATURE_BENCH_BUDGET_S:=270}"
-    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=300}" ;;
+    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts prefill}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=300}" ;;
+  mla-decode)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts large,decode}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=540}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla, mla-decode or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -568,9 +574,18 @@ if [ -f "$LIB" ] && [ "${FLASHJIT_MLA_PEERS:-0}" = 1 ] && [ -f bench/mla_peers.p
     --out "$OUT/mla.json" ${FLASHJIT_MLA_PEERS_ARGS:-} >"$OUT/mla_peers.txt" 2>&1 &&
     row "bench/mla_peers.py" pass "$(tail -1 "$OUT/mla_peers.txt" | cut -c1-90)" ||
     row "bench/mla_peers.py" FAIL "$({ grep -A1 '^flashjit failures' "$OUT/mla_peers.txt" || tail -1 "$OUT/mla_peers.txt"; } | tail -1 | cut -c1-90)"
-  sed -n '/^mla_prefill (TF\/s/,$p' "$OUT/mla_peers.txt" | head -40
-  while read -r cell ratio; do
-    row "mla $cell: flashjit / cuDNN (>= 1.0x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 1.0 ? "met" : "miss")}')" "${ratio}x"
+  sed -n '/^\(mla_prefill\|large\|mla_decode\) (/,/^$/p' "$OUT/mla_peers.txt" | head -60
+  # Each target line by its name: prefill cells flashjit / cuDNN, d512 / d256, % of the measured read
+  # bandwidth, TFLOP/s.
+  while read -r cell value; do
+    case $cell in
+      *_vs_d256*) what="flashjit d512 / d256 (>= 0.9x)" bar=0.9 unit=x ;;
+      large_decode_*_bw_pct) what="% of the read bandwidth (>= 85)" bar=85 unit=" %" ;;
+      *_bw_pct) what="% of the read bandwidth (>= 90)" bar=90 unit=" %" ;;
+      *_tflops) what="TFLOP/s (>= 600)" bar=600 unit=" TF/s" ;;
+      *) what="flashjit / cuDNN (>= 1.0x)" bar=1.0 unit=x ;;
+    esac
+    row "mla $cell: $what" "$(awk -v r="$value" -v b="$bar" 'BEGIN{print (r >= b ? "met" : "miss")}')" "${value}${unit}"
   done < <(sed -n 's/^target \([^ ]*\) \([0-9.]*\)$/\1 \2/p' "$OUT/mla_peers.txt")
   grep -q '^wrote ' "$OUT/mla_peers.txt" || tail -20 "$OUT/mla_peers.txt"
 fi
