@@ -400,47 +400,67 @@ FJ_DEVICE int lane_page_of(const Params& p, const SeqlenInfo& seq, int n) {
 
 // `rows` keys (one load's) at row r of the tile, from page `page`.
 // col0: the first column (V's for an O column part; else 0).
-template <int kChunks>
+// qv=1 (FlashAttention-3's split MLA form): chunk c of a Q or K tile comes from qv's or V's map
+// (`map`, columns from 0) for c < kQvChunks, else from q's or k's (`tail`, columns from 0 again);
+// K's tiles only (kKeys): V's are V's own columns. Without qv every chunk is `map`'s.
+template <bool kKeys>
+FJ_DEVICE const TmaDesc* chunk_map(const TmaDesc* map, const TmaDesc* tail, int c, int* col) {
+  if constexpr (kKeys && kQvChunks > 0) {
+    if (c >= kQvChunks) {
+      *col = (c - kQvChunks) * 64;
+      return tail;
+    }
+  }
+  return map;
+}
+
+template <int kChunks, bool kKeys>
 FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page,
                                int col0) {
   const int key = n * kBlockN + r;
   const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) tma_load_4d(tile + c * kBlockN * 128 + r * 128, map, full, col0 + c * 64, at.row_in_page, kv_head, page);
+  for (int c = 0; c < kChunks; ++c) {
+    int col = col0 + c * 64;
+    tma_load_4d(tile + c * kBlockN * 128 + r * 128, chunk_map<kKeys>(map, &p.k_tail, c, &col), full, col, at.row_in_page, kv_head, page);
+  }
 }
 
-template <int kChunks>
+template <int kChunks, bool kKeys>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq, int lane_page, int col0) {
   const int rows = p.kv_rows_per_load;
   if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
     const int r = producer_load(p) * rows;
-    if (r < kBlockN) load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, lane_page, col0);
+    if (r < kBlockN) load_paged_rows<kChunks, kKeys>(p, map, tile, full, n, r, kv_head, lane_page, col0);
     return;
   }
 #pragma unroll 1
   for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-    load_paged_rows<kChunks>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
+    load_paged_rows<kChunks, kKeys>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
   }
 }
 
-// One K or V tile [chunks][kBlockN][64] of block n into a ring slot. In a cluster, this CTA loads
-// its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects the whole tile.
-template <int kChunks>
+// One K or V tile [chunks][kBlockN][64] of block n into a ring slot (kKeys: K's, chunk_map's
+// split with qv=1). In a cluster, this CTA loads its share of the rows and multicasts it to both
+// CTAs; each CTA's full barrier expects the whole tile.
+template <int kChunks, bool kKeys>
 FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                          const SeqlenInfo& seq, uint32_t rank, int lane_page, int col0 = 0) {
   constexpr int kRows = kBlockN / kCluster;
   if (producer_leads()) mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
   if constexpr (kPaged) {
-    load_paged_tile<kChunks>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
+    load_paged_tile<kChunks, kKeys>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
     return;
   }
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
     const int row = seq.k_row0 + n * kBlockN + rank * kRows;
-    if (kCluster == 1) tma_load_4d(dst, map, full, col0 + c * 64, row, kv_head, seq.k_batch);
-    else tma_load_4d_multicast(dst, map, full, c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
+    int col = col0 + c * 64;
+    const TmaDesc* from = chunk_map<kKeys>(map, &p.k_tail, c, &col);
+    if (kCluster == 1) tma_load_4d(dst, from, full, col, row, kv_head, seq.k_batch);
+    else tma_load_4d_multicast(dst, from, full, c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
   }
 }
 
@@ -650,7 +670,7 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
   if constexpr (kStagingProducer) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
@@ -658,7 +678,7 @@ FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block,
   if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);
+  load_tile<kVChunks, false>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -698,11 +718,13 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   // heads x tokens_per_tile rows: the tile's rows come out query-major, as row_target reads them.
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
+    int col = c * kChunkColumns;
+    const TmaDesc* from = chunk_map<true>(&p.q, &p.q_tail, c, &col);  // qv=1: qv's chunks, then q's
     if constexpr (kPackGQA) {
-      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * kChunkColumns, tile.head * p.pack_heads,
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, from, sm.full_q(b), col, tile.head * p.pack_heads,
                   seq.q_row0 + tile.m_block * tokens_per_tile(p), seq.q_batch);
     } else {
-      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, &p.q, sm.full_q(b), c * kChunkColumns, seq.q_row0 + tile.m_block * kBlockM,
+      tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, from, sm.full_q(b), col, seq.q_row0 + tile.m_block * kBlockM,
                   tile.head, seq.q_batch);
     }
   }
@@ -1659,6 +1681,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     tma_prefetch_desc(&p.q);
     if (!kStagingProducer) { tma_prefetch_desc(&p.k); tma_prefetch_desc(&p.v); }  // read without maps there
     tma_prefetch_desc(&p.o);
+    if constexpr (kQvChunks > 0) { tma_prefetch_desc(&p.q_tail); tma_prefetch_desc(&p.k_tail); }
   }
   // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
   // barriers must be initialised before our multicasts reach them.

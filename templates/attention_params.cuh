@@ -90,6 +90,10 @@ struct Params {
   // v_scale, Q's here (same indexing; null: 1). O in out_dtype.
   const float* q_scale;
   int64_t q_scale_strides[2];
+  // qv=1 (FlashAttention-3's split MLA form): q and k maps over the two tensors' last head_dim -
+  // head_dim_v columns (the rotary part); the q and k maps above are then over qv and V. Last, so
+  // that no field before them moves.
+  TmaDesc q_tail, k_tail;
 };
 
 // flashjit_merge_states (split_combine.cuh; flashjit_merge_attention_states): two attention states

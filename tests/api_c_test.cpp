@@ -127,7 +127,7 @@ TEST(ApiC, EnumsAreFixedWidthAndStructLayoutsAreTheAbi) {
   EXPECT_EQ(sizeof(flashjit_status_t), 4u);
   EXPECT_EQ(sizeof(flashjit_compile_policy_t), 4u);
   EXPECT_EQ(sizeof(flashjit_cache_mode_t), 4u);
-  EXPECT_EQ(sizeof(flashjit_attention_args_t), 408u);  // 256, 280 (engine extents), 304 (decode), 336 (masks): appended fields only
+  EXPECT_EQ(sizeof(flashjit_attention_args_t), 440u);  // 256, 280 (engine extents), 304 (decode), 336 (masks), 408 (FP8): appended fields only
   EXPECT_EQ(offsetof(flashjit_attention_args_t, q_scale), 384u);
   EXPECT_EQ(offsetof(flashjit_attention_args_t, k_scale), 336u);
   EXPECT_EQ(offsetof(flashjit_attention_args_t, workspace), 280u);

@@ -229,3 +229,35 @@ TEST(ApiEngine, MetadataCheckNamesABadSinkOrSlope) {
   bf16_sinks[9] = 0x4040;
   EXPECT_EQ(flashjit_check_engine_metadata_host(spec, &a), FLASHJIT_SUCCESS) << message();
 }
+
+// FlashAttention-3's split MLA form (spec key qv=1, MLA SPLIT FORM): qv and its strides are
+// required with the key and refused without it, each by name; q and k take the rotary columns'
+// strides, qv and v the latent ones'.
+TEST(ApiEngine, SplitMlaFormNeedsQvAndNoOtherSpecTakesIt) {
+  const char* kSplit = "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,qv=1";
+  const char* kAbsorbed = "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1";
+  const Step step;
+  auto split_args = [&](const char* spec) {
+    flashjit_attention_args_t a = step.args(true);
+    a.heads_q = 16, a.heads_kv = 1;
+    const bool split = std::string(spec) == kSplit;
+    const int64_t qk_cols = split ? 64 : 576;
+    a.q_strides = flashjit_tensor_strides_t{0, 16 * qk_cols, qk_cols};
+    a.o_strides = flashjit_tensor_strides_t{0, 16 * 512, 512};
+    a.k_strides = flashjit_tensor_strides_t{Step::kPageSize * qk_cols, qk_cols, qk_cols};
+    a.v_strides = split ? flashjit_tensor_strides_t{Step::kPageSize * 512, 512, 512} : a.k_strides;  // absorbed: V K's first columns
+    if (split) a.qv = 0x60000, a.qv_strides = flashjit_tensor_strides_t{0, 16 * 512, 512};
+    return a;
+  };
+  flashjit_attention_args_t split = split_args(kSplit), absorbed = split_args(kAbsorbed);
+  EXPECT_EQ(flashjit_validate_attention_args(kSplit, &split), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(flashjit_validate_attention_args(kAbsorbed, &absorbed), FLASHJIT_SUCCESS) << message();
+  flashjit::expect_each_refused(split_args, {
+      {kSplit, "args.qv", "null device pointer", [](auto& a) { a.qv = 0; }},
+      {kSplit, "args.qv", "16-byte aligned", [](auto& a) { a.qv = 0x60008; }},
+      {kSplit, "args.qv_strides.row", "", [](auto& a) { a.qv_strides.row = 3; }},
+      {kAbsorbed, "args.qv", "qv=1", [](auto& a) { a.qv = 0x60000; }},
+      {kAbsorbed, "args.qv_strides", "qv=1", [](auto& a) { a.qv_strides.head = 512; }},
+      {kPaged, "args.qv", "qv=1", [](auto& a) { a.qv = 0x60000; }},
+  });
+}

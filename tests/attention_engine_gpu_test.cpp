@@ -857,5 +857,41 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
   }
 }
 
+// FlashAttention-3's split MLA form (qv=1): Q in q (64 rotary columns) and qv (512), the latent
+// cache in k (64) and V (512), scores q.k + qv.v, against the float64 reference of the 576-column
+// rows: 16-128 heads, 1-4 queries, pages of 64, 16 and 1, dense and packed caches, splits 1, 3 and
+// the launch's; and DeepSeek's prefill shape 192/128 split the same way (64 + 128), ragged.
+TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
+  std::mt19937_64 shapes(46);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (int heads : {16, 128})
+    for (int queries : {1, 2, 4}) {
+      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
+      p.head_dim_v = 512;
+      p.qv_split = true;
+      p.max_splits = 16;
+      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p});
+      p.max_splits = 3;
+      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p, 0});
+      ++i;
+    }
+  for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
+    EngineProblem p = decode_batch(shapes, true, 576, true, 32, 1, kv, 16, 5, 2, 2000);
+    p.head_dim_v = 512;
+    p.qv_split = true;
+    p.max_splits = 8;
+    cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p});
+  }
+  for (bool causal : {false, true}) {
+    EngineProblem p = ragged(shapes, true, 192, causal, 8, 2, KvSource::kPaged, 64, 6, 600);
+    p.head_dim_v = 128;
+    p.qv_split = true;
+    cases.push_back({engine_spec(p, "qv=1"), p});
+  }
+  run_all(cases);
+}
+
 }  // namespace
 }  // namespace flashjit::testing

@@ -65,6 +65,31 @@ TEST(HeadDimVSpec, AboveHeadDim256VStaysAtMost256OrComesInTwoParts) {
   EXPECT_NE(render_attention_source(*mla).find("constexpr int kOParts = 2;"), std::string::npos);
 }
 
+// qv=1 (FlashAttention-3's split MLA form): Q's and K's tiles loaded chunk by chunk from two
+// tensors each, so both parts are whole 64-column chunks; off by default (every earlier spec's text
+// and source unchanged but for the constant).
+TEST(HeadDimVSpec, SplitMlaFormTakesWholeChunks) {
+  auto mla = parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1");
+  ASSERT_TRUE(mla.ok()) << mla.error().message;
+  EXPECT_TRUE(mla->qv);
+  EXPECT_EQ(to_string(*mla), "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1");
+  auto config = make_config(*mla);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_NE(render_attention_source(*config).find("constexpr int kQvChunks = 8;"), std::string::npos);
+  auto plain = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->spec.qv);
+  EXPECT_EQ(to_string(plain->spec).find("qv"), std::string::npos);
+  EXPECT_NE(render_attention_source(*plain).find("constexpr int kQvChunks = 0;"), std::string::npos);
+  for (const char* bad : {"dtype=bf16,head_dim=96,qv=1", "dtype=bf16,head_dim=192,head_dim_v=120,qv=1",
+                          "dtype=bf16,head_dim=544,head_dim_v=512,qv=1", "dtype=bf16,head_dim=128,head_dim_v=128,qv=1",
+                          "dtype=bf16,head_dim=192,head_dim_v=128,kv_dtype=e4m3,qv=1", "dtype=e4m3,head_dim=192,head_dim_v=128,qv=1"}) {
+    auto refused = parse_spec(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().field, "qv") << bad << ": " << refused.error().message;
+  }
+}
+
 TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
   auto config = make_config(*parse_spec("dtype=bf16,head_dim=192,head_dim_v=128,causal=1"));
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -262,7 +287,13 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
-                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1"),
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1", "dtype=fp16,head_dim=576,head_dim_v=384",
+                                           // FlashAttention-3's split MLA form (qv=1): Q's and K's chunks from two tensors each
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,qv=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,qv=1",
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1"),
                          spec_test_name);
 
 }  // namespace

@@ -343,6 +343,18 @@ typedef struct flashjit_tensor_strides {
  *   v_scale are required, q_scale 0 means 1. Scores are q.k x q_descale x k_descale x softmax_scale;
  *   P is rounded to e4m3 for the P V GEMM (as FlashAttention-3 does) and O multiplied by v_descale.
  *   Head dims that are multiples of 32; not with softcap=1 or alibi=1 yet. */
+/* MLA SPLIT FORM (spec key qv=1; off by default; FlashAttention-3's qv)
+ *   DeepSeek's absorbed MLA with the query and the latent cache each in two tensors, as
+ *   FlashAttention-3's flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv) takes them: qv
+ *   [.., heads_q, head_dim_v] and v [.., heads_kv, head_dim_v] (the latent part; V is the values
+ *   too), q [.., heads_q, head_dim - head_dim_v] and k [.., heads_kv, head_dim - head_dim_v] (the
+ *   rotary part). Scores are (q . k + qv . v) x softmax_scale, O = P V with head_dim_v columns; the
+ *   default scale is 1/sqrt(head_dim), FlashAttention-3's (q's + qv's columns)^-0.5. The spec's
+ *   head_dim is the sum (576 = 64 + 512) and head_dim_v the latent width; both parts are multiples
+ *   of 64. q_strides and k_strides describe q and k; qv_strides qv; every layout above applies
+ *   (packed, paged: k and v pools share num_pages and page_size, each its own page stride). V is
+ *   read for the scores and for P V from the same memory: with the latent rows stored
+ *   [latent | rotary] in one cache, v and k are views of it (k = v + head_dim_v elements). */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
@@ -409,6 +421,9 @@ typedef struct flashjit_attention_args {
   uint64_t q_scale;                         /* dtype=e4m3: CUdeviceptr float32 Q descales; 0 = 1 */
   int64_t q_scale_batch_stride;             /* indexed as k_scale */
   int64_t q_scale_head_stride;
+  /* Appended with qv (a caller with the 408-byte layout has none; off: 0): MLA SPLIT FORM above. */
+  uint64_t qv;                              /* qv=1: CUdeviceptr [.., heads_q, head_dim_v], 16-byte aligned */
+  flashjit_tensor_strides_t qv_strides;     /* qv=1: its strides, as q_strides (varlen: batch ignored) */
 } flashjit_attention_args_t;
 
 /* Sets struct_size, zeroes everything and puts the masks at their "off" values (window -1). */

@@ -235,6 +235,13 @@ class AttentionArgs {
     return *this;
   }
 
+  // qv=1 (MLA SPLIT FORM in flashjit.h): qv [.., heads_q, head_dim_v] beside q's rotary columns.
+  AttentionArgs& qv(uint64_t ptr, const TensorStrides& strides) {
+    args_.qv = ptr;
+    args_.qv_strides = strides;
+    return *this;
+  }
+
   const flashjit_attention_args_t& c() const { return args_; }
   flashjit_attention_args_t& c() { return args_; }
 

@@ -54,7 +54,9 @@ class AttentionArgs(ctypes.Structure):
                 ("k_scale_batch_stride", ctypes.c_int64), ("k_scale_head_stride", ctypes.c_int64),
                 ("v_scale_batch_stride", ctypes.c_int64), ("v_scale_head_stride", ctypes.c_int64),
                 ("q_scale", ctypes.c_uint64), ("q_scale_batch_stride", ctypes.c_int64),
-                ("q_scale_head_stride", ctypes.c_int64)]
+                ("q_scale_head_stride", ctypes.c_int64),
+                # the 440-byte layout: qv=1's second query tensor (MLA SPLIT FORM in flashjit.h); off: 0
+                ("qv", ctypes.c_uint64), ("qv_strides", Strides)]
 
 
 class ContextOptions(ctypes.Structure):
@@ -91,7 +93,7 @@ class PrewarmResult(ctypes.Structure):  # flashjit_prewarm_result_t
                 ("message", ctypes.c_char * PREWARM_MESSAGE_SIZE)]
 
 
-assert ctypes.sizeof(AttentionArgs) == 408 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
+assert ctypes.sizeof(AttentionArgs) == 440 and ctypes.sizeof(ContextOptions) == 40 and ctypes.sizeof(KernelInfo) == 112
 # the offsets src/api/launch_args.cpp asserts for flashjit_attention_args_t (and those of the 304- and 336-byte fields)
 assert (AttentionArgs.q.offset, AttentionArgs.batch.offset, AttentionArgs.q_strides.offset,
         AttentionArgs.softmax_scale.offset, AttentionArgs.window_left.offset, AttentionArgs.cu_seqlens_q.offset,

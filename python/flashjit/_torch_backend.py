@@ -242,7 +242,8 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           bt_stride, page_size, num_pages, total_q, total_k, 0, 0, max_splits, 0,
           0, 0, 0, 0, 0,  # attention_chunk, sinks_dtype, sinks, alibi_slopes, alibi_batch_stride: _fill_features
           k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head,
-          q_scale, q_scale_batch, q_scale_head)
+          q_scale, q_scale_batch, q_scale_head,
+          0, 0, 0, 0)  # qv, qv_strides: off
     if features is not None:
         _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None

@@ -872,7 +872,7 @@ class Fp8Operands(unittest.TestCase):
         tree = ast.parse(source)
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         forward = ast.unparse(functions["forward"])
-        self.assertIn("q_scale, q_scale_batch, q_scale_head)", forward)
+        self.assertIn("q_scale, q_scale_batch, q_scale_head,", forward)
         self.assertIn("kv_scales.q.data_ptr()", forward)
         self.assertIn("_plan.DTYPE_E4M3", forward)
         self.assertIn("_DTYPES[out.dtype]", forward)

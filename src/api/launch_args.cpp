@@ -12,7 +12,8 @@ namespace flashjit::api {
 
 // NOTES: the layout is ABI. Any change to these numbers breaks every caller built against an older
 // flashjit.h; fields may only be appended (and kAttentionArgsMinSize stays).
-static_assert(sizeof(flashjit_attention_args_t) == 408);
+static_assert(sizeof(flashjit_attention_args_t) == 440);
+static_assert(offsetof(flashjit_attention_args_t, qv) == 408);
 static_assert(offsetof(flashjit_attention_args_t, q_scale) == 384);
 static_assert(offsetof(flashjit_attention_args_t, k_scale) == 336);
 static_assert(offsetof(flashjit_attention_args_t, v_scale_head_stride) == 376);
@@ -130,6 +131,9 @@ ApiStatus to_attention_args(const flashjit_attention_args_t* in, const KernelCon
   args.fp8.q_scale = a.q_scale;
   args.fp8.q_scale_batch_stride = a.q_scale_batch_stride;
   args.fp8.q_scale_head_stride = a.q_scale_head_stride;
+  // 8. qv=1's second query tensor (MLA SPLIT FORM): whether the spec has the key in the core.
+  args.qv = a.qv;
+  args.qv_strides = strides_of(a.qv_strides);
   *out = args;
   return {};
 }

@@ -324,6 +324,13 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   for (auto [name, ptr] : pointers) {
     if (Status st = check_pointer(name, ptr); !st) return st;
   }
+  // qv=1: qv beside q (FlashAttention-3's split MLA form); refused without the key.
+  if (config.spec.qv) {
+    if (Status st = check_pointer("qv", a.qv); !st) return st;
+    if (Status st = check_strides("qv", a.qv_strides, config.spec.varlen); !st) return st;
+  } else if (a.qv != 0 || a.qv_strides.batch != 0 || a.qv_strides.row != 0 || a.qv_strides.head != 0) {
+    return bad_argument(a.qv != 0 ? "qv" : "qv_strides", "set, but it needs spec key qv=1 (FlashAttention-3's split MLA form); 0 = off");
+  }
   if (a.lse % 4 != 0) return bad_argument("lse", "pointer " + hex_text(a.lse) + " is not 4-byte aligned");
   const bool packed_q = config.spec.varlen, packed_kv = a.engine.cu_seqlens_k != 0;
   const struct {

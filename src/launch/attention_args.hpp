@@ -84,6 +84,11 @@ struct AttentionArgs {
   DecodeInputs decode;
   FeatureInputs features;
   Fp8Inputs fp8;
+  // qv=1 (FlashAttention-3's split MLA form, MLA SPLIT FORM in flashjit.h): qv [.., heads_q,
+  // head_dim_v] beside q, whose rows are then the other head_dim - head_dim_v columns (rotary), as
+  // k's are beside v; scores q.k + qv.v. 0 without the key.
+  uint64_t qv = 0;
+  TensorStrides qv_strides;
 };
 
 // How a launch's tiles cover the heads and keys (the kernel's Params of the same names): with

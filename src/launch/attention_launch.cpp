@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "driver/tensor_map.hpp"
@@ -16,6 +17,13 @@
 namespace flashjit {
 namespace {
 
+// A tensor's columns: V, O and (qv=1) qv head_dim_v; Q and K head_dim, or with qv=1 the rest of
+// it (the rotary part, q and k).
+int map_columns(const AttentionSpec& s, std::string_view name) {
+  if (name == "v" || name == "o" || name == "qv") return s.effective_head_dim_v();
+  return s.qv ? s.head_dim - s.effective_head_dim_v() : s.head_dim;
+}
+
 TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig& c, int batch, int seqlen, int heads,
                              const TensorStrides& strides, int box_rows) {
   TensorMapRequest r;
@@ -26,7 +34,7 @@ TensorMapRequest map_request(const char* name, uint64_t base, const KernelConfig
   r.batch = batch;
   r.seqlen = seqlen;
   r.heads = heads;
-  r.head_dim = name[0] == 'v' || name[0] == 'o' ? c.spec.effective_head_dim_v() : c.spec.head_dim;  // V and O: head_dim_v
+  r.head_dim = map_columns(c.spec, name);
   r.stride_seqlen = strides.row;
   r.stride_heads = strides.head;
   r.stride_batch = strides.batch;
@@ -46,10 +54,17 @@ TensorMapRequest q_or_o_request(const char* name, uint64_t base, const KernelCon
 // Packed GQA's Q: dims 1 and 2 swapped ([rows, heads] -> [heads, rows]) and a box of pack_heads
 // heads x tokens_per_tile rows, so a tile's rows come out query-major (row = query x pack_heads +
 // head), as the kernel's row_target reads them.
-TensorMapRequest packed_heads_q_request(uint64_t base, const KernelConfig& c, const AttentionArgs& a, const TileGeometry& g) {
-  TensorMapRequest r = map_request("q", base, c, 1, a.heads_q, a.engine.total_q, {a.q_strides.row, a.q_strides.head, a.q_strides.row}, g.pack_heads);
+TensorMapRequest packed_heads_q_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a,
+                                        const TensorStrides& strides, const TileGeometry& g) {
+  TensorMapRequest r = map_request(name, base, c, 1, a.heads_q, a.engine.total_q, {strides.row, strides.head, strides.row}, g.pack_heads);
   r.box_heads = uint32_t(g.tokens_per_tile);
   return r;
+}
+
+// Q's map (or qv's, or with qv=1 q's): packed heads, or block_m rows.
+TensorMapRequest q_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a, const TensorStrides& strides,
+                           const TileGeometry& g) {
+  return c.spec.pack_gqa ? packed_heads_q_request(name, base, c, a, strides, g) : q_or_o_request(name, base, c, a, strides, c.spec.block_m);
 }
 
 TensorMapRequest kv_request(const char* name, uint64_t base, const KernelConfig& c, const AttentionArgs& a,
@@ -206,18 +221,27 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   KernelParams p{};
   const TileGeometry geometry = tile_geometry(c, a, max_ctas);
   // Q loads kBlockM rows, K and V kBlockN rows (split among the CTAs of a cluster), and each consumer warpgroup stores 64 rows of O.
-  const struct {
+  struct {
     TensorMapBytes* out;
     TensorMapRequest request;
   } maps[] = {
-      {&p.q, c.spec.pack_gqa ? packed_heads_q_request(a.q, c, a, geometry) : q_or_o_request("q", a.q, c, a, a.q_strides, c.spec.block_m)},
+      {&p.q, q_request("q", a.q, c, a, a.q_strides, geometry)},
       {&p.k, kv_request("k", a.k, c, a, a.k_strides)},
       {&p.v, kv_request("v", a.v, c, a, a.v_strides)},
       {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
+      // qv=1: the Q and K tiles' first head_dim_v columns from qv and V (p.q, p.k), the rest from q
+      // and k (p.q_tail, p.k_tail).
+      {&p.q_tail, q_request("q", a.q, c, a, a.q_strides, geometry)},
+      {&p.k_tail, kv_request("k", a.k, c, a, a.k_strides)},
   };
+  if (c.spec.qv) {
+    maps[0].request = q_request("qv", a.qv, c, a, a.qv_strides, geometry);
+    maps[1].request = kv_request("v", a.v, c, a, a.v_strides);
+  }
   for (const auto& m : maps) {
-    // The FP8 cache and FP8 operands' K and V are read without maps.
+    // The FP8 cache and FP8 operands' K and V are read without maps; the tails only with qv=1.
     if ((c.spec.kv_fp8() || c.spec.fp8_operands()) && (m.out == &p.k || m.out == &p.v)) continue;
+    if (!c.spec.qv && (m.out == &p.q_tail || m.out == &p.k_tail)) continue;
     auto encoded = make_tensor_map_bshd(api, m.request);
     if (!encoded) return encoded.take_error();
     std::memcpy(m.out, &*encoded, sizeof(TensorMapBytes));

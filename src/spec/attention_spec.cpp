@@ -164,6 +164,8 @@ const std::vector<Field>& fields() {
       printed_when_on("softcap", &AttentionSpec::softcap),
       printed_when_on("sinks", &AttentionSpec::sinks),
       printed_when_on("alibi", &AttentionSpec::alibi),
+      // FlashAttention-3's split MLA form (issue 40): Q and K each in two tensors.
+      printed_when_on("qv", &AttentionSpec::qv),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -270,6 +272,17 @@ Status validate_spec(const AttentionSpec& s) {
   // columns.
   if (s.head_dim_v != 0 && (s.head_dim_v < 8 || s.head_dim_v > s.head_dim || s.head_dim_v % 8 != 0)) {
     return fail("head_dim_v", s.head_dim_v, ("a multiple of 8 in 8.." + std::to_string(s.head_dim) + " (at most head_dim)").c_str());
+  }
+  // NOTES: qv=1 loads each 64-column chunk of Q's and K's tiles from one tensor: qv's and V's
+  // chunks first, then q's and k's (the producer's load_q and load_tile).
+  if (s.qv) {
+    if (s.head_dim_v == 0 || s.head_dim_v % 64 != 0 || s.head_dim_v >= s.head_dim || (s.head_dim - s.head_dim_v) % 64 != 0) {
+      return Error::invalid_spec("qv", "spec field 'qv': value 1 is not allowed with head_dim=" + std::to_string(s.head_dim) +
+                                           " and head_dim_v=" + std::to_string(v_dim) +
+                                           "; allowed: head_dim_v a multiple of 64 below head_dim, head_dim - head_dim_v a multiple of 64 "
+                                           "(FlashAttention-3's MLA: head_dim=576,head_dim_v=512)");
+    }
+    if (s.kv_fp8() || s.fp8_operands()) return Error::invalid_spec("qv", "spec field 'qv': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");

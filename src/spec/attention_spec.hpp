@@ -22,6 +22,10 @@ struct AttentionSpec {
   DType dtype = DType::kBf16;
   int head_dim = 128;        // QK head dim: multiple of 8 in 8..320 (above 256 with head_dim_v <= 256)
   int head_dim_v = 0;        // V/O head dim, a multiple of 8 up to head_dim (and 256); 0 = head_dim
+  // qv=1 (FlashAttention-3's split MLA form): Q and K come in two tensors each, qv and V holding
+  // their first head_dim_v columns (V's own), q and k the other head_dim - head_dim_v (rotary);
+  // scores q.k + qv.v, O = P V. Needs head_dim_v and head_dim - head_dim_v multiples of 64.
+  bool qv = false;
   bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
   int stages = 0;            // K/V ring depth 1..4; 0 = from the table
   int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table

@@ -42,7 +42,7 @@ struct HostLayout {
   int64_t kv_index(int b, int key, int h) const { return pool_index(buffers.pool_strides, b, key, h); }
   int64_t v_index(int b, int key, int h) const { return pool_index(buffers.pool_v_strides, b, key, h); }
   // V in K's buffer: V's first element there (one tensor: one K page on; K's prefix: 0); else -1.
-  int64_t v_in_k() const { return p.v_is_k_prefix ? 0 : p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1; }
+  int64_t v_in_k() const { return p.v_is_k_columns() ? 0 : p.kv_in_one_tensor ? int64_t(p.page_size) * p.heads_kv * p.head_dim : -1; }
 
  private:
   int64_t pool_index(const TensorStrides& s, int b, int key, int h) const {
@@ -259,6 +259,7 @@ std::string EngineProblem::describe() const {
     text += " page=" + std::to_string(page_size) + (head_major_pool ? " hnd" : " nhd") + (kv_in_one_tensor ? " kv-one-tensor" : "");
   }
   if (v_is_k_prefix) text += " v=k-prefix";
+  if (qv_split) text += " qv-split";
   if (max_splits > 0) text += " splits<=" + std::to_string(max_splits) + (split_keys ? " split_keys=" + std::to_string(split_keys) : "") +
                              (workspace_splits ? " workspace for " + std::to_string(workspace_splits) : "");
   return text + features.describe() + fp8.describe() + " batch=" + std::to_string(seqlen_q.size()) + " q/k: " + lengths;
@@ -328,12 +329,36 @@ EngineLayout engine_layout(const EngineProblem& p, const EngineCapacity& cap) {
       break;
     }
   }
-  if (p.v_is_k_prefix) {  // V's rows are K's, read head_dim_v columns wide
+  if (p.v_is_k_columns()) {  // V's rows are K's, read head_dim_v columns wide (the host's rows with qv_split)
     l.v_strides = l.k_strides;
     l.v_elems = 0;
     l.v_in_k = 0;
   }
   return l;
+}
+
+SplitLayout split_layout(const EngineProblem& p, const EngineCapacity& cap) {
+  EngineProblem tail = p;
+  tail.head_dim = p.head_dim - p.v_dim();
+  tail.head_dim_v = p.v_dim();
+  tail.v_is_k_prefix = tail.qv_split = false;
+  EngineProblem qv = tail;
+  qv.head_dim = p.v_dim();
+  return {engine_layout(tail, cap), engine_layout(qv, cap)};
+}
+
+// qv_split: each (outer, row, head) vector of a host tensor's full rows (head_dim wide, at `from`'s
+// strides) split at head_dim_v: its first columns into `first` (qv or V), the rest into `rest` (q or
+// k), each at its own strides.
+void split_rows(const std::vector<uint16_t>& full, const TensorStrides& from, int outer, int rows, int heads, int d, int dv,
+                std::vector<uint16_t>& first, const TensorStrides& first_at, std::vector<uint16_t>& rest, const TensorStrides& rest_at) {
+  for (int o = 0; o < outer; ++o)
+    for (int r = 0; r < rows; ++r)
+      for (int h = 0; h < heads; ++h) {
+        const uint16_t* row = full.data() + o * from.batch + r * from.row + h * from.head;
+        std::copy_n(row, dv, first.begin() + (o * first_at.batch + r * first_at.row + h * first_at.head));
+        std::copy_n(row + dv, d - dv, rest.begin() + (o * rest_at.batch + r * rest_at.row + h * rest_at.head));
+      }
 }
 
 double visible_pairs(const EngineProblem& p) {
@@ -392,9 +417,10 @@ static size_t merge_counter_room(const EngineProblem& p, const EngineCapacity& c
 }
 
 EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const EngineCapacity& cap)
-    : q(api, size_t(engine_layout(p, cap).q_elems) * kElem),
-      k(api, size_t(engine_layout(p, cap).k_elems) * kElem),
-      v(api, p.v_in_k_buffer() ? 16 : size_t(engine_layout(p, cap).v_elems) * kElem),  // V in k's buffer
+    : q(api, size_t(p.qv_split ? split_layout(p, cap).tail.q_elems : engine_layout(p, cap).q_elems) * kElem),
+      k(api, size_t(p.qv_split ? split_layout(p, cap).tail.k_elems : engine_layout(p, cap).k_elems) * kElem),
+      v(api, p.qv_split ? size_t(split_layout(p, cap).tail.v_elems) * kElem
+             : p.v_in_k_buffer() ? 16 : size_t(engine_layout(p, cap).v_elems) * kElem),  // V in k's buffer
       o(api, size_t(engine_layout(p, cap).o_elems) * kElem),
       lse(api, size_t(p.heads_q) * cap.total_q * 4),
       cu_seqlens_q(api, size_t(cap.batch + 1) * 4),
@@ -406,6 +432,7 @@ EngineBuffers::EngineBuffers(const DriverApi& api, const EngineProblem& p, const
       // align the start.
       workspace(api, (cap.tile_counter ? kTileCounterBytes : 0) + merge_counter_room(p, cap) +
                          size_t(cap.workspace_splits > 0 ? cap.workspace_splits : cap.max_splits) * cap.total_q * p.heads_q * (p.v_dim() + 1) * 4 + 512 + 16),
+      qv(api, p.qv_split ? size_t(split_layout(p, cap).qv.q_elems) * kElem : 16),
       k_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       v_scale(api, size_t(cap.batch) * p.heads_kv * 4),
       q_scale(api, size_t(cap.batch) * p.heads_kv * 4),
@@ -465,6 +492,14 @@ AttentionArgs EngineBuffers::args(const EngineProblem& p, bool with_lse) const {
   }
   a.k_strides = pool_strides;  // V: head_dim_v columns
   a.v_strides = pool_v_strides;
+  if (p.qv_split) {  // the four split tensors at their own strides
+    const SplitLayout split = split_layout(p, cap);
+    a.q_strides = split.tail.q_strides;
+    a.k_strides = split.tail.k_strides;
+    a.v_strides = split.tail.v_strides;
+    a.qv = qv.ptr();
+    a.qv_strides = split.qv.q_strides;
+  }
   switch (p.kv) {
     case KvSource::kPacked:
       e.cu_seqlens_k = cu_seqlens_k.ptr();
@@ -521,7 +556,11 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
   buffers.seqused_k.upload(used.data(), used.size() * 4);
   if (!at.table.empty()) buffers.block_table.upload(at.table.data(), at.table.size() * 4);
   // Inputs: fresh random values, NaN where no sequence reads (nan_padding); outputs poisoned (NaN).
-  std::vector<uint16_t> q(buffers.q.bytes() / kElem), k(buffers.k.bytes() / kElem), v(buffers.v.bytes() / kElem);
+  // Host rows: Q's and K's head_dim wide (qv_split too: split at upload).
+  const EngineLayout host = engine_layout(p, cap);
+  std::vector<uint16_t> q(p.qv_split ? size_t(host.q_elems) : buffers.q.bytes() / kElem);
+  std::vector<uint16_t> k(p.qv_split ? size_t(host.k_elems) : buffers.k.bytes() / kElem);
+  std::vector<uint16_t> v(p.qv_split ? 0 : buffers.v.bytes() / kElem);
   fill_random(q, p.bf16, rng);
   fill_random(k, p.bf16, rng);
   fill_random(v, p.bf16, rng);
@@ -530,8 +569,12 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     result.error = "the problem's FP8 inputs differ from the spec's dtype and kv_dtype";
     return outcome;
   }
-  if (p.v_is_k_prefix && (p.kv_in_one_tensor || p.fp8.on || p.v_dim() > p.head_dim)) {
-    result.error = "V as K's prefix takes 16-bit K/V in their own tensor and head_dim_v at most head_dim";
+  if (p.v_is_k_columns() && (p.kv_in_one_tensor || p.fp8.on || p.v_dim() > p.head_dim)) {
+    result.error = "V as K's first columns (v_is_k_prefix, qv_split) takes 16-bit K/V in their own tensor and head_dim_v at most head_dim";
+    return outcome;
+  }
+  if (p.qv_split != config.spec.qv) {
+    result.error = "the problem's qv_split differs from the spec's qv";
     return outcome;
   }
   if (p.fp8.on && p.fp8.operands && p.fp8.out_bf16 != (config.spec.out_dtype == DType::kBf16)) {
@@ -551,14 +594,29 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     upload_scales(buffers.k_scale, Fp8Tensor::kK);
     upload_scales(buffers.v_scale, Fp8Tensor::kV);
     if (p.fp8.operands) upload_scales(buffers.q_scale, Fp8Tensor::kQ);
+  } else if (p.qv_split) {  // K's rows into V (the first head_dim_v columns) and k; Q's into qv and q
+    const SplitLayout split = split_layout(p, cap);
+    const int d = p.head_dim, dv = p.v_dim();
+    std::vector<uint16_t> dev_k(buffers.k.bytes() / kElem), dev_v(buffers.v.bytes() / kElem);
+    std::vector<uint16_t> dev_q(buffers.q.bytes() / kElem), dev_qv(buffers.qv.bytes() / kElem);
+    const int outer = p.kv == KvSource::kPaged ? cap.num_pages : p.kv == KvSource::kDense ? cap.batch : 1;
+    const int rows = p.kv == KvSource::kPaged ? p.page_size : p.kv == KvSource::kDense ? cap.max_seqlen_k : cap.total_k;
+    split_rows(k, host.k_strides, outer, rows, p.heads_kv, d, dv, dev_v, split.tail.v_strides, dev_k, split.tail.k_strides);
+    const TensorStrides q_rows{0, int64_t(p.heads_q) * d, d};  // Q's host rows: [total_q][heads_q][d]
+    split_rows(q, q_rows, 1, cap.total_q, p.heads_q, d, dv, dev_qv, {0, int64_t(p.heads_q) * dv, dv}, dev_q,
+               {0, int64_t(p.heads_q) * (d - dv), d - dv});
+    buffers.k.upload(dev_k.data(), buffers.k.bytes());
+    buffers.v.upload(dev_v.data(), buffers.v.bytes());
+    buffers.q.upload(dev_q.data(), buffers.q.bytes());
+    buffers.qv.upload(dev_qv.data(), buffers.qv.bytes());
   } else {
     buffers.k.upload(k.data(), buffers.k.bytes());
     buffers.v.upload(v.data(), buffers.v.bytes());
   }
   if (p.fp8.on && p.fp8.operands) buffers.q.upload(codes.q.data(), codes.q.size());
-  else buffers.q.upload(q.data(), buffers.q.bytes());
+  else if (!p.qv_split) buffers.q.upload(q.data(), buffers.q.bytes());
   const int64_t v_in_k = at.v_in_k();
-  if (p.v_in_k_buffer()) v.assign(k.begin() + v_in_k, k.end());  // V: K's buffer (one K page on, or from its start)
+  if (v_in_k >= 0) v.assign(k.begin() + v_in_k, k.end());  // V in K's rows (one K page on, or from their start)
   std::optional<Fp8SequenceReads> sequence_reads;  // scales per sequence: K and V read by code
   if (p.fp8.on && p.fp8.per_head && p.fp8.per_sequence) {
     Fp8SequenceReads& r = sequence_reads.emplace();

@@ -40,6 +40,10 @@ struct EngineProblem {
   // V is K's first head_dim_v columns, the same memory (MLA's latent cache: V the latent part of
   // each 576-column row); any KV source. Not with kv_in_one_tensor or the FP8 inputs.
   bool v_is_k_prefix = false;
+  // qv=1 (FlashAttention-3's split MLA form): the same math as v_is_k_prefix (Q and K rows head_dim
+  // wide, V K's first head_dim_v columns), uploaded as four tensors: qv and V (the first head_dim_v
+  // columns of Q's and K's rows), q and k (the rest). Not with kv_in_one_tensor or FP8.
+  bool qv_split = false;
   int spare_q_rows = 3;             // rows of Q/O past the last sequence (must stay untouched)
   // Queries dense [batch, seqlen_q, heads, d] (a paged=1 spec without varlen): every sequence
   // has the same query count; LSE [batch, heads_q, seqlen_q].
@@ -75,7 +79,8 @@ struct EngineProblem {
   // fp8.out_bf16's type.
   Fp8Cache fp8;
   int v_dim() const { return head_dim_v ? head_dim_v : head_dim; }
-  bool v_in_k_buffer() const { return kv_in_one_tensor || v_is_k_prefix; }
+  bool v_in_k_buffer() const { return kv_in_one_tensor || v_is_k_prefix; }  // on the device
+  bool v_is_k_columns() const { return v_is_k_prefix || qv_split; }         // in the math (host rows)
   std::string describe() const;
 };
 
@@ -125,6 +130,12 @@ struct EngineLayout {
   int64_t v_in_k = -1;                 // V in K's buffer (one tensor, or K's prefix): V's first element there; else -1
 };
 EngineLayout engine_layout(const EngineProblem& problem, const EngineCapacity& capacity);
+// qv_split's device tensors: q, k (head_dim - head_dim_v columns), v (head_dim_v) in `tail`, and
+// qv (head_dim_v columns, Q's rows) in `qv`; engine_layout's of the problem narrowed.
+struct SplitLayout {
+  EngineLayout tail, qv;
+};
+SplitLayout split_layout(const EngineProblem& problem, const EngineCapacity& capacity);
 
 // Device buffers for problems within one capacity and layout (KvSource, page size, pool layout).
 class EngineBuffers {
@@ -136,6 +147,9 @@ class EngineBuffers {
   uint64_t workspace_start() const;  // the workspace's 256-byte aligned start (the args' workspace)
 
   DeviceBuffer q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, workspace;
+  // qv_split: qv's buffer (q, k and v then hold the split tensors: q's and k's rotary columns, V's
+  // latent ones; their strides split_layout's).
+  DeviceBuffer qv;
   // FP8 inputs' float32 scales, [batch][heads_kv] at most (q_scale: FP8 operands' Q descales).
   DeviceBuffer k_scale, v_scale, q_scale;
   FeatureBuffers features;  // sinks and slopes, uploaded by each check

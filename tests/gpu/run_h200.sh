@@ -175,7 +175,9 @@ fi
 # not powers of two); FP8 operands (dtype=e4m3, O's bound 2^-4: dense d128 causal, d256 with fp16 O,
 # paged varlen, split-KV decode, descales per (sequence, K/V head) and not powers of two); V narrower than Q
 # (head_dim_v, issue 40: DeepSeek's 192/128 dense causal, paged varlen, split-KV decode through both combines,
-# Mistral Small 4's 320/256 dense causal); a spec whose keys this build's parser refuses (its feature not in
+# Mistral Small 4's 320/256 dense causal); head dims above 256 (Gemma 4's 512/512 dense, paged and split-KV
+# decode, 384/384, MLA's absorbed 576/512 decode with V the latent rows' first columns and in FlashAttention-3's
+# split form qv=1); a spec whose keys this build's parser refuses (its feature not in
 # the kernel yet) is listed as skipped.
 if [ "${FLASHJIT_FEATURE_CHECKS:-${FLASHJIT_CHECKS:-1}}" = 1 ]; then
   while read -r spec flags; do
@@ -221,6 +223,8 @@ dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlen
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 64 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:64,1:65 --page-size 1 --heads-q 128 --heads-kv 1
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:3000,4:1000 --page-size 16 --heads-q 16 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1 --seqlens 300:300,1:77,700:700 --heads-q 8 --heads-kv 8
 CHECKS
 fi
 
@@ -375,7 +379,8 @@ fi
 # and not, 2 x 8k and 1 x 16k tokens, beside the square 192 and 128 kernels on the same lengths; target: the
 # non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head). Head dims above 256:
 # MLA's absorbed decode (576/512, V the latent rows' first 512 columns: --v-in-k, TB/s counting the
-# latent cache once), 64 x 4k keys, page 64, 16 heads with 1 and 2 queries and 128 heads; Gemma 4's
+# latent cache once), 64 x 4k keys, page 64, 16 heads with 1 and 2 queries and 128 heads, 16 heads in
+# FlashAttention-3's split form (qv=1: q, qv, k and V four tensors); Gemma 4's
 # d512 prefill beside d256 on the same shape, and its d512 decode of 8 x 32k keys.
 # FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
 # FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
@@ -434,6 +439,7 @@ mla_prefill8k_d128 dtype=bf16,head_dim=128,varlen=1 --seqlens 8192:8192,8192:819
 mla_decode64x4k_h16 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_q2 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_qv dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
@@ -479,7 +485,7 @@ BENCHES
   fi
   tf=$(kv_field mla_decode64x4k_h128 12)
   [ -n "$tf" ] && row "mla absorbed decode 128 heads: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
-  for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode8x32k_d512:85; do
+  for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')

@@ -66,6 +66,7 @@ Timing Bench::run_engine(const Cell& cell, const KernelConfig& config, const Att
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = cell.page_size;
   p.v_is_k_prefix = cell.v_in_k;
+  p.qv_split = config.spec.qv;
   if (config.spec.split_kv) p.max_splits = 64;  // the launch picks its count from the SMs
   p.dynamic_schedule = config.spec.dynamic_schedule;
   p.inline_combine = config.spec.inline_combine;

@@ -146,7 +146,8 @@ double kv_bytes(const Cell& c) {
     keys = c.batch * (masked ? keys_read(c.features, c.spec.causal, c.seqlen_q, c.seqlen_k) : double(c.seqlen_k));
   }
   const double element_bytes = c.spec.kv_fp8() || c.spec.fp8_operands() ? 1.0 : 2.0;
-  const int v_columns = c.v_in_k ? 0 : c.spec.effective_head_dim_v();  // V in K's rows: read with them
+  // V in K's rows (--v-in-k), or qv=1's k and V (head_dim columns together): the latent rows once.
+  const int v_columns = c.v_in_k || c.spec.qv ? 0 : c.spec.effective_head_dim_v();
   return element_bytes * c.heads_kv * keys * double(c.spec.head_dim + v_columns);
 }
 
@@ -201,6 +202,8 @@ int run_bench() {
     }
     if (BPageSize.getNumOccurrences() > 0 && !c.spec.paged) return usage_error("--page-size needs a paged=1 spec");
     if (BVInK && !c.engine()) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
+    if (c.spec.qv && !c.engine()) return usage_error("bench of a qv=1 spec needs varlen=1 or paged=1");
+    if (c.spec.qv && BVInK) return usage_error("--v-in-k does not go with qv=1 (V is its own tensor there)");
     if (BVInK && (c.spec.kv_fp8() || c.spec.fp8_operands())) return usage_error("--v-in-k needs 16-bit K and V (not kv_dtype=e4m3 or dtype=e4m3)");
     c.v_in_k = BVInK;
     FeatureChoice features;
