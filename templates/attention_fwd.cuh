@@ -460,7 +460,7 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
     int col = col0 + c * 64;
     const TmaDesc* from = chunk_map<kKeys>(map, &p.k_tail, c, &col);
     if (kCluster == 1) tma_load_4d(dst, from, full, col, row, kv_head, seq.k_batch);
-    else tma_load_4d_multicast(dst, from, full, c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
+    else tma_load_4d_multicast(dst, from, full, kQvChunks > 0 ? col : c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
   }
 }
 

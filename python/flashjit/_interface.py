@@ -17,6 +17,13 @@ and return values, read as FA3 reads them (hopper/flash_api.cpp):
   k_descale and v_descale (the same shapes as above; None = 1.0) dequantise them, P is rounded to e4m3 for the
   P V GEMM as FA3 does, and O is torch.bfloat16 (or torch.float16 where the caller's out is); an FP8 q with 16-bit
   K and V raises ValueError naming them;
+- qv (FA3's split MLA form; flashjit.h, MLA SPLIT FORM, spec key qv=1): q and k are the rotary columns, qv (q's
+  shape with V's head dim, q's dtype) and v the latent ones (V is the values too; k and v may be two views of one
+  latent cache, [.., 512:] and [.., :512]): scores (q.k + qv.v) x softmax_scale, O = P V, the default scale
+  (q's + qv's columns)^-0.5 as FA3's; the spec's head_dim is q's and qv's columns together, head_dim_v qv's. Widths
+  the library does not take (both parts multiples of 64, together at most 576) raise NotImplementedError naming qv
+  with the library's reason (at the launch's plan), as does qv with FP8 (here); qv of another dtype raises
+  TypeError, of another shape or with a strided last dimension ValueError;
 - V (and out) may have a head dim below Q's and K's (FA3's head_dim_v: DeepSeek's 192/128 prefill; flashjit takes any
   multiple of 8 up to Q's and 256, or 384 and 512, with Q's up to 576: Mistral Small 4's 320/256, Gemma 4's 512/512,
   MLA's absorbed 576/512): the spec gets head_dim_v and O is [..., V's head dim];
@@ -29,7 +36,7 @@ Needs torch only when called."""
 
 import math
 
-from ._plan import Features, KvScales, descale_strides
+from ._plan import Features, KvScales, descale_strides, qv_refusal, spec_text
 
 MAX_HEAD_DIM = 256  # V's largest in one piece of O (FA3's largest head dim too)
 MAX_HEAD_DIM_QK = 576  # Q's and K's largest (MLA's absorbed 576/512), with V's at most Q's (spec key head_dim_v)
@@ -79,10 +86,13 @@ def _refuse_given(fn, **given):
 
 def _check_common(fn, names, q, k, v, qv, sm_margin):
     """What all three functions refuse alike: FP8 dtypes flashjit does not take (_fp8_mode), head dims flashjit has
-    no kernel for, qv (MLA), sm_margin. names: how the function calls q, k and v. Returns _fp8_mode's answer: None
-    (16-bit), CACHE (an FP8 K/V cache) or OPERANDS (Q, K and V FP8)."""
+    no kernel for, a qv flashjit does not take (_check_qv), sm_margin. names: how the function calls q, k and v.
+    Returns _fp8_mode's answer: None (16-bit), CACHE (an FP8 K/V cache) or OPERANDS (Q, K and V FP8)."""
     fp8 = _fp8_mode(fn, names, q, k, v)
     d, dv = _dim(q, -1), _dim(v, -1)
+    if qv is not None:
+        _check_qv(fn, names, fp8, q, v, qv)  # its head dims: the library's (the spec with qv=1)
+        d = None
     check_head_dims(fn, d, dv, names[0], names[2])
     for dim, name in ((d, names[1]), (dv, names[2])):  # K's rows are Q's head dim wide, V's its own
         if fp8 == CACHE and dim is not None and dim % 16:
@@ -93,10 +103,40 @@ def _check_common(fn, names, q, k, v, qv, sm_margin):
             raise NotImplementedError(f"flashjit.{fn}: {name}: head dim {dim} with FP8 operands is not supported; "
                                       "the FP8 kernels take head dims that are multiples of 32 (FA3's FP8: 64, 96, "
                                       "128, 192, 256)")
-    _refuse_given(fn, qv=(qv, "a separate V-side query (MLA)"))
     if sm_margin:
         _lacks(fn, "sm_margin", sm_margin, "SMs left free", "0")
     return fp8
+
+
+def _check_qv(fn, names, fp8, q, v, qv):
+    """FA3's qv (flashjit.h, MLA SPLIT FORM): a tensor of q's dtype (fp16 or bf16; FP8 raises NotImplementedError),
+    shape q.shape[:-1] + (V's head dim,), its last dimension contiguous. Device and torch type are the torch half's
+    checks; the head dims are the library's: the launch's plan asks it whether it takes the spec with qv=1 (head_dim
+    q's and qv's columns, head_dim_v qv's; both parts multiples of 64) and raises NotImplementedError naming qv with
+    its reason (_plan.require_qv; not here, where torch.compile traces: no library call in the trace)."""
+    if fp8:
+        what = "FP8 operands" if fp8 == OPERANDS else "an FP8 K/V cache"
+        raise NotImplementedError(f"flashjit.{fn}: qv={_shown(qv)} with {what} is not supported (the split MLA form, "
+                                  "spec key qv=1, runs fp16 and bf16); only qv=None there")
+    shape, dtype = getattr(qv, "shape", None), getattr(qv, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"flashjit.{fn}: qv: expected a torch.Tensor (FA3's qv [..., heads, head_dim_v]), got "
+                        f"{type(qv).__name__}")
+    q_shape, dv = getattr(q, "shape", None), _dim(v, -1)
+    if q_shape is None or dv is None:
+        return  # the torch half names q or v
+    q_dtype = str(getattr(q, "dtype", ""))
+    if str(dtype) != q_dtype:
+        raise TypeError(f"flashjit.{fn}: qv: dtype {dtype} differs from {names[0]}'s {q_dtype} (qv is of "
+                        f"{names[0]}'s dtype, torch.float16 or torch.bfloat16)")
+    want = tuple(q_shape[:-1]) + (dv,)
+    if tuple(shape) != want:
+        raise ValueError(f"flashjit.{fn}: qv: shape {tuple(shape)}; expected {want} ({names[0]}'s with {names[2]}'s "
+                         f"head dim {dv}: FA3's qv [..., heads, head_dim_v])")
+    strides = qv.stride()
+    if len(strides) and strides[-1] != 1:
+        raise ValueError(f"flashjit.{fn}: qv: the last dimension (head_dim_v) must be contiguous (stride 1); strides "
+                         f"{tuple(strides)}")
 
 
 def check_head_dims(fn, d, dv, q_name, v_name):
@@ -184,10 +224,12 @@ def kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, batch, heads_kv, q_na
     return KvScales(k_descale, v_descale, *layouts)
 
 
-def _launch(fn, call, features, scales):
-    """The torch half's function fn with the call's arguments, its Features (if any) and its KvScales (if any,
-    by keyword)."""
+def _launch(fn, call, features, scales, qv=None):
+    """The torch half's function fn with the call's arguments, its Features (if any), its KvScales (if any, by
+    keyword) and qv (if given, by keyword; never with FP8)."""
     half = getattr(backend(fn), fn)
+    if qv is not None:
+        return half(*call, features, qv=qv)
     if scales is not None:
         return half(*call, features, kv_scales=scales)
     return half(*call) if features is None else half(*call, features)
@@ -293,14 +335,16 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     Keyword-only: alibi_slopes (float32 [heads] or [batch, heads]) and s_aux / learnable_sink (sink logits,
     float32 or bfloat16 [heads]; the LSE includes the sink). k and v of torch.float8_e4m3fn are an FP8 cache,
     dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0); with
-    q of torch.float8_e4m3fn too they are FA3's FP8 operands, q_descale dequantising q, out torch.bfloat16."""
+    q of torch.float8_e4m3fn too they are FA3's FP8 operands, q_descale dequantising q, out torch.bfloat16. qv (FA3's
+    split MLA form): [batch, seqlen_q, heads, dv] of q's dtype beside q and k (the rotary columns, d), scores
+    (q.k + qv.v) x softmax_scale, the default scale (d + dv)^-0.5."""
     fn = "flash_attn_func"
     fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     scales = kv_scales_of(fn, fp8, q_descale, k_descale, v_descale, _dim(q, 0), _dim(k, 2))
     causal, *window = mask_of(fn, causal, window_size, _dim(q, 1), _dim(k, 1))
     features = features_of(fn, window, attention_chunk, softcap, alibi_slopes, *_sinks_of(fn, s_aux, learnable_sink),
                            _dim(q, 0), _dim(q, 2))
-    return _launch(fn, (q, k, v, softmax_scale, bool(causal), return_attn_probs), features, scales)
+    return _launch(fn, (q, k, v, softmax_scale, bool(causal), return_attn_probs), features, scales, qv)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
@@ -321,7 +365,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     learnable_sink also); dropout_p must be off. k and v of torch.float8_e4m3fn (packed, [batch, seqlen_k] or
     paged) are an FP8 cache, dequantised by k_descale / v_descale (float32: one element, [heads_kv] or [batch,
     heads_kv], e.g. vLLM's layer scale expanded; None = 1.0); with q of torch.float8_e4m3fn too they are FA3's FP8
-    operands, q_descale dequantising q, out torch.bfloat16 (or torch.float16 where the out given is)."""
+    operands, q_descale dequantising q, out torch.bfloat16 (or torch.float16 where the out given is). qv (FA3's split
+    MLA form): [total_q, heads, dv] of q's dtype beside q and k (the rotary columns, d), scores (q.k + qv.v) x
+    softmax_scale, the default scale (d + dv)^-0.5."""
     fn = "flash_attn_varlen_func"
     fp8 = _check_common(fn, ("q", "k", "v"), q, k, v, qv, sm_margin)
     if dropout_p:
@@ -340,7 +386,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            batch, _dim(q, 1))
     call = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, softmax_scale,
             bool(causal), num_splits, pack_gqa, block_table, out, return_attn_probs or return_softmax_lse)
-    return _launch(fn, call, features, scales)
+    return _launch(fn, call, features, scales, qv)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
@@ -361,7 +407,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     k_cache and v_cache of torch.float8_e4m3fn (dense or paged) are an FP8 cache, dequantised by k_descale /
     v_descale (float32: one element, [heads_kv] or [batch, heads_kv]; None = 1.0); with q of torch.float8_e4m3fn
     too they are FA3's FP8 operands, q_descale dequantising q, out torch.bfloat16 (or torch.float16 where the out
-    given is)."""
+    given is). qv (FA3's split MLA form): q's shape with v_cache's head dim dv, of q's dtype; q and k_cache are the
+    rotary columns (d, e.g. 64), qv and v_cache the latent ones (dv, e.g. 512; V is the values too), scores (q.k +
+    qv.v) x softmax_scale, the default scale (d + dv)^-0.5; k_cache and v_cache may be two views of one latent cache
+    [num_pages, page_size, heads_kv, dv + d] (v_cache = latent[..., :dv], k_cache = latent[..., dv:]). Appending k / v
+    is refused with qv as without it."""
     fn = "flash_attn_with_kvcache"
     fp8 = _check_common(fn, ("q", "k_cache", "v_cache"), q, k_cache, v_cache, qv, sm_margin)
     # FA3 reads rotary_seqlens and rotary_interleaved only with rotary tensors, which need k (its check: "If
@@ -384,7 +434,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                            batch, heads_q)
     call = (q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale, bool(causal),
             num_splits, pack_gqa, out, return_softmax_lse)
-    return _launch(fn, call, features, scales)
+    return _launch(fn, call, features, scales, qv)
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
@@ -394,6 +444,25 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     seqlen, heads]). Rows whose every split has LSE -inf get O = 0 and LSE = -inf. On flashjit's merge of two
     states (flashjit_merge_attention_states), applied split after split."""
     return backend("flash_attn_combine").flash_attn_combine(out_partial, lse_partial, out, out_dtype)
+
+
+def _scheduling_qv(fn, headdim, headdim_v, qkv_dtype):
+    """get_scheduler_metadata's headdim_v above headdim: FA3's split MLA form (its attention calls pass qv; vLLM's
+    FlashAttention MLA backend schedules headdim 64 with headdim_v 512), taken where the library takes the spec with
+    qv=1 (head_dim headdim + headdim_v, head_dim_v headdim_v); else NotImplementedError naming headdim_v with the
+    library's reason."""
+    if "float8" in str(qkv_dtype):
+        raise NotImplementedError(f"flashjit.{fn}: headdim_v: head dim {headdim_v} above headdim's {headdim} (FA3's "
+                                  f"split MLA form, qv) with qkv_dtype={qkv_dtype} is not supported; qv runs fp16 and "
+                                  "bf16")
+    from . import _capi
+    spec = spec_text("fp16" if str(qkv_dtype) == "torch.float16" else "bf16", headdim + headdim_v, False,
+                     head_dim_v=headdim_v, qv=True)
+    reason = qv_refusal(_capi.library(), spec)
+    if reason is not None:
+        raise NotImplementedError(f"flashjit.{fn}: headdim_v: head dim {headdim_v} above headdim's {headdim} is not "
+                                  f"supported; V's head dim above Q's is FA3's split MLA form (qv), whose spec "
+                                  f"'{spec}' the library refuses: {reason}")
 
 
 def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, num_heads_kv, headdim, cache_seqlens,
@@ -406,12 +475,16 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     step may pass; it computes nothing and does not synchronise (windows, chunks and soft caps need no schedule
     either). Features flashjit does not have raise NotImplementedError as the attention functions do; qkv_dtype
     torch.float8_e4m3fn is taken (an engine with an FP8 cache or FP8 operands names that dtype; the value does not
-    depend on it), other FP8 formats are not."""
+    depend on it), other FP8 formats are not. headdim_v above headdim is FA3's split MLA form (the calls pass qv:
+    vLLM's FlashAttention MLA backend schedules headdim 64, headdim_v 512), taken where the library takes its spec."""
     fn = "get_scheduler_metadata"
     if qkv_dtype is not None and "float8" in str(qkv_dtype) and str(qkv_dtype) != _E4M3:
         raise NotImplementedError(f"flashjit.{fn}: qkv_dtype={qkv_dtype} (FP8) is not supported yet; flashjit's FP8 "
                                   f"is {_E4M3} (FP8 operands, or an FP8 cache under a 16-bit q)")
-    check_head_dims(fn, headdim, headdim if headdim_v is None else headdim_v, "headdim", "headdim_v")
+    if headdim_v is not None and headdim is not None and headdim_v > headdim:
+        _scheduling_qv(fn, headdim, headdim_v, qkv_dtype)
+    else:
+        check_head_dims(fn, headdim, headdim if headdim_v is None else headdim_v, "headdim", "headdim_v")
     _refuse_given(fn, cache_leftpad=(cache_leftpad, "left padding"))
     if max_seqlen_k_new:
         _lacks(fn, "max_seqlen_k_new", max_seqlen_k_new, "appending new keys to the cache", "0")

@@ -53,6 +53,30 @@ def require_feature_keys(lib, spec, feature_keys):
                                       f"(spec '{spec}': {reason})")
 
 
+# ---- FA3's qv (flashjit.h, MLA SPLIT FORM; spec key qv=1) ------------------------------------------------------
+def qv_refusal(lib, spec):
+    """None when the library takes spec, a spec with qv=1, else its reason with the field named once ("qv: value 1 is
+    not allowed with head_dim=544 and head_dim_v=512; allowed: ...")."""
+    reason = lib.supported(spec)
+    if reason is None:
+        return None
+    field, sep, rest = reason.partition(": ")
+    repeat = f"spec field '{field}': "
+    return field + sep + rest[len(repeat):] if sep and rest.startswith(repeat) else reason
+
+
+def require_qv(lib, spec, q_columns, qv_columns, fn=None):
+    """NotImplementedError naming qv, with the library's reason, when the library does not take spec, the spec of a
+    call with qv (its head_dim q's q_columns and qv's qv_columns together, head_dim_v qv's): both parts are multiples
+    of 64 (MLA's 64 + 512), the sum at most 576, not with FP8. fn: the entry point the error names (None: the
+    package)."""
+    reason = qv_refusal(lib, spec)
+    if reason is not None:
+        raise NotImplementedError(f"{'flashjit' if fn is None else 'flashjit.' + fn}: qv: {q_columns} columns of q "
+                                  f"with {qv_columns} of qv (head dims {q_columns + qv_columns}/{qv_columns}) are not "
+                                  f"supported (spec '{spec}': {reason})")
+
+
 # ---- the FP8 K/V cache and FP8 operands (flashjit.h, FP8 K/V CACHE, FP8 OPERANDS) ------------------------------
 KV_DTYPE_E4M3 = "e4m3"  # spec key kv_dtype's value for K and V of torch.float8_e4m3fn
 DTYPE_E4M3 = "e4m3"     # spec key dtype's value for Q, K and V all torch.float8_e4m3fn (O: out_dtype, bf16 default)
@@ -104,13 +128,14 @@ class KvScales:
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None, out_dtype=None, head_dim_v=None):
+              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"; V's head dim
     head_dim_v after head_dim where it is not Q's: "dtype=bf16,head_dim=192,head_dim_v=128,causal=1"), with the
-    spec keys of its masks and score modifiers (Features.spec_keys) after, then kv_dtype (None: K and V of dtype;
-    "e4m3": an FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the
-    library's default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left
-    to the library's defaults."""
+    spec keys of its masks and score modifiers (Features.spec_keys) after, then qv=1 (FA3's split MLA form: head_dim
+    is q's and qv's columns together, head_dim_v qv's and V's), then kv_dtype (None: K and V of dtype; "e4m3": an
+    FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the library's
+    default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left to the
+    library's defaults."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v is not None and head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -122,6 +147,8 @@ def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=
             spec += f",{key}=1"
     for key in feature_keys:
         spec += f",{key}=1"
+    if qv:  # the library prints it after the masks' keys (alibi) and before out_dtype and kv_dtype
+        spec += ",qv=1"
     if kv_dtype is not None:
         spec += f",kv_dtype={kv_dtype}"
     return spec
@@ -147,13 +174,14 @@ def most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv):
 
 
 def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits,
-         pack_gqa, feature_keys=(), kv_dtype=None, out_dtype=None, head_dim_v=None):
+         pack_gqa, feature_keys=(), kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False):
     """(spec, max_splits) of a launch (max_splits 0: no split). Split-KV and packed heads are varlen kernels
     (the library's rule). num_splits: 1 = no split, > 1 = at most that many, <= 0 = as many as the library
     chooses (most_splits; a launch it could give only one runs unsplit). pack_gqa: -1 (None) packs heads for
     decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
     for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
-    (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q)."""
+    (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q). qv: FA3's split MLA form (spec
+    key qv=1; head_dim q's and qv's columns together, head_dim_v qv's)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -162,5 +190,6 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
-    return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v),
+    return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v,
+                      qv),
             max_splits)

@@ -38,7 +38,7 @@ _FIELD_NAMES = {"q": "q", "k": "k (k_cache)", "v": "v (v_cache)", "o": "out", "l
                 "page_size": "the page size (k_cache.shape[1])", "num_pages": "the page count (k_cache.shape[0])",
                 "seqlen_q": "max_seqlen_q", "seqlen_k": "max_seqlen_k", "heads_q": "q's heads",
                 "heads_kv": "k's heads", "head_dim": "head_dim", "batch": "the batch size", "workspace": "workspace",
-                "k_scale": "k_descale", "v_scale": "v_descale", "q_scale": "q_descale"}
+                "k_scale": "k_descale", "v_scale": "v_descale", "q_scale": "q_descale", "qv": "qv"}
 
 
 def _python_name(field):
@@ -168,26 +168,37 @@ def _rows(t):
 
 
 def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None):
+            softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None,
+            qv=None):
     """One launch on the current stream of q's device. Tensors were checked by the caller (check_* below);
     returns the LSE tensor, or None when not wanted. record (a list): gets the launch's _FastLaunch, for the
     fast path of later calls like this one. features: the call's masks and score modifiers (_plan.Features,
     checked by check_features), None when off. kv_scales: an FP8 cache's descales (_plan.KvScales, checked by
-    check_kv_scales; None with K and V of torch.float8_e4m3fn: 1.0 for both)."""
+    check_kv_scales; None with K and V of torch.float8_e4m3fn: 1.0 for both). qv: FA3's split MLA form (spec key
+    qv=1; flashjit.h, MLA SPLIT FORM), laid out as q (packed rows with cu_seqlens_q) with V's head dim; q and k are
+    then the rotary columns, and the spec's head_dim is q's and qv's columns together."""
     index = q.get_device()
     dev = _devices.get(index) or device(index)
     dtype = q.dtype  # FP8 operands: e4m3 (O's type is out's)
     heads_q, head_dim = q.shape[-2], q.shape[-1]
     heads_kv, head_dim_v = k.shape[-2], v.shape[-1]  # V's (and O's) head dim: Q's or below (spec key head_dim_v)
+    qv_width, qvs = 0, (0, 0, 0)
+    if qv is not None:  # the spec's head_dim: q's and qv's columns (576 = 64 + 512); head_dim_v: qv's and V's
+        qv_width = qv.shape[-1]
+        head_dim += qv_width
     varlen = cu_seqlens_q is not None
     paged = block_table is not None
     total_q = total_k = num_pages = page_size = bt_stride = 0
     if varlen:
         total_q, batch, seqlen_q = q.shape[0], cu_seqlens_q.shape[0] - 1, max_seqlen_q
         qs, os_ = _rows(q), _rows(out)
+        if qv is not None:
+            qvs = _rows(qv)
     else:
         batch, seqlen_q = q.shape[0], q.shape[1]
         qs, os_ = q.stride()[:3], out.stride()[:3]
+        if qv is not None:
+            qvs = qv.stride()[:3]
     if paged:
         num_pages, page_size, seqlen_k = k.shape[0], k.shape[1], max_seqlen_k
         ks, vs, bt_stride = k.stride()[:3], v.stride()[:3], block_table.stride(0)
@@ -202,7 +213,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     feature_keys = features.spec_keys() if features is not None else ()
     fp8 = (_E4M3_OPERANDS if dtype is _FP8 else _E4M3_CACHE) if k.dtype is _FP8 else 0
     key = (dtype, head_dim, head_dim_v, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa,
-           feature_keys, fp8, out.dtype)
+           feature_keys, fp8, out.dtype, qv_width)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:
@@ -210,13 +221,15 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
         if fp8 == _E4M3_OPERANDS:  # FA3's FP8: spec dtype=e4m3, O bf16 (the default) or fp16
             spec, max_splits = plan(dev.sm_count, _plan.DTYPE_E4M3, head_dim, causal, varlen, paged, batch, seqlen_q,
                                     heads_q, heads_kv, num_splits, pack_gqa, feature_keys, None, _DTYPES[out.dtype],
-                                    head_dim_v)
+                                    head_dim_v, bool(qv_width))
         else:
             spec, max_splits = plan(dev.sm_count, _DTYPES[dtype], head_dim, causal, varlen, paged, batch, seqlen_q,
                                     heads_q, heads_kv, num_splits, pack_gqa, feature_keys,
-                                    _plan.KV_DTYPE_E4M3 if fp8 else None, None, head_dim_v)
+                                    _plan.KV_DTYPE_E4M3 if fp8 else None, None, head_dim_v, bool(qv_width))
         if feature_keys:
             _plan.require_feature_keys(dev.lib, spec, feature_keys)
+        if qv_width:  # a width the split form does not take: NotImplementedError naming qv, the library's reason
+            _plan.require_qv(dev.lib, spec, head_dim - qv_width, qv_width)
         planned = dev.plans[key] = (dev.kernel(spec), spec, max_splits)
     handle, spec, max_splits = planned
     lse = None
@@ -243,13 +256,13 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
           0, 0, 0, 0, 0,  # attention_chunk, sinks_dtype, sinks, alibi_slopes, alibi_batch_stride: _fill_features
           k_scale, v_scale, k_scale_batch, k_scale_head, v_scale_batch, v_scale_head,
           q_scale, q_scale_batch, q_scale_head,
-          0, 0, 0, 0)  # qv, qv_strides: off
+          qv.data_ptr() if qv is not None else 0, *qvs)  # qv, qv_strides (off: 0)
     if features is not None:
         _fill_features(args, features, heads_q)
     layout = _workspace_layout(dev, spec, max_splits, total_q, heads_q, batch, seqlen_q) if max_splits else None
     if record is not None and features is None:  # the fast path's argument bytes hold no feature pointers
         record.append(_FastLaunch(dev, handle, spec, bytes(args), max_splits and _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q),
-                                  layout, fp8))
+                                  layout, fp8, qv=qv is not None))
     if max_splits:
         args.workspace, args.workspace_bytes = _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout)
     status = dev.lib.forward(handle, _byref(args), stream)
@@ -350,6 +363,8 @@ _PACK_SCALES = struct.Struct("<QQ").pack_into    # k_scale, v_scale
 _SCALES_AT = _capi.AttentionArgs.k_scale.offset
 _PACK_Q_SCALE = struct.Struct("<Q").pack_into    # q_scale (FP8 operands)
 _Q_SCALE_AT = _capi.AttentionArgs.q_scale.offset
+_PACK_QV = _PACK_Q_SCALE                         # qv (FA3's split MLA form): one pointer too
+_QV_AT = _capi.AttentionArgs.qv.offset
 try:
     _capturing = torch._C._cuda_isCurrentStreamCapturing  # torch.cuda.is_current_stream_capturing's core
 except AttributeError:  # pragma: no cover - older torch
@@ -375,21 +390,23 @@ class _FastLaunch:
     it returns. Another thread gets a fresh copy per call, so two threads never share a buffer. An FP8 plan (fp8:
     an FP8 cache, or FP8 operands) writes the scale pointers each call too (the call's descales, else the device's
     1.0; FP8 operands' q_descale, else 0, which reads as 1); their strides are the template's, from descales of
-    the shapes and strides the call's key holds."""
+    the shapes and strides the call's key holds. A plan with qv (FA3's split MLA form) writes qv's pointer each call
+    (its strides are the template's: the key holds qv's shape and strides)."""
     __slots__ = ("dev", "handle", "spec", "template", "nbytes", "layout", "forward", "index", "keep", "args", "at",
-                 "owner", "workspace", "fp8")
+                 "owner", "workspace", "fp8", "qv")
 
-    def __init__(self, dev, handle, spec, template, nbytes, layout=None, fp8=0):
+    def __init__(self, dev, handle, spec, template, nbytes, layout=None, fp8=0, qv=False):
         self.dev, self.handle, self.spec, self.template, self.nbytes = dev, handle, spec, template, nbytes
         self.layout = layout  # _workspace_layout's: None, or the key of a workspace with counters
         self.fp8 = fp8  # forward's: 0, _E4M3_CACHE or _E4M3_OPERANDS
+        self.qv = qv  # whether the launch has qv (its pointer written each call)
         self.forward, self.index, self.keep = dev.lib.forward_at, dev.index, None
         self.args = _ARGS_FROM(template)
         self.at = ctypes.addressof(self.args)
         self.owner = threading.get_ident()
         self.workspace = None  # the workspace tensor whose pointer self.args holds
 
-    def __call__(self, q, k, v, o, cu_q, cu_k, used, table, kv_scales=None):
+    def __call__(self, q, k, v, o, cu_q, cu_k, used, table, kv_scales=None, qv=0):
         if threading.get_ident() == self.owner:
             args, at = self.args, self.at
         else:
@@ -397,6 +414,8 @@ class _FastLaunch:
             at = ctypes.addressof(args)
         _PACK_IO(args, 8, q, k, v, o, 0)
         _PACK_ENGINE(args, _ENGINE_AT, cu_q, cu_k, used, table)
+        if self.qv:
+            _PACK_QV(args, _QV_AT, qv)
         if self.fp8:
             _PACK_SCALES(args, _SCALES_AT, *_scale_pointers(self.dev, kv_scales))
             if self.fp8 == _E4M3_OPERANDS:
@@ -444,13 +463,14 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
         return_lse: bool, window_left: int = -1, window_right: int = -1, attention_chunk: int = 0, softcap: float = 0.0,
         sinks: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None,
         k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
-        q_descale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        q_descale: Optional[torch.Tensor] = None, qv: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Writes attention into out; returns the LSE (an empty tensor when return_lse is False). No checks here
     (the entry points checked; what the op adds in eager is torch's dispatch: its autograd and
     ADInplaceOrView kernels, the aliasing check), no synchronisation, no allocation per call but the LSE or
     that empty tensor. The masks and score modifiers default to off (the calls written before them pass 15
     arguments); k_descale, v_descale: an FP8 cache's or FP8 operands' (K and V of torch.float8_e4m3fn; None =
-    1.0); q_descale: FP8 operands' (q of torch.float8_e4m3fn too; None = 1.0)."""
+    1.0); q_descale: FP8 operands' (q of torch.float8_e4m3fn too; None = 1.0); qv: FA3's split MLA form's second
+    query tensor (None: off)."""
     features = _plan.Features(window_left, window_right, attention_chunk, softcap, sinks, alibi_slopes)
     kv_scales = None
     if k.dtype is _FP8:
@@ -459,14 +479,15 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, cu
         kv_scales = _plan.KvScales(k_descale, v_descale, strides(k_descale), strides(v_descale),
                                    q_descale if q.dtype is _FP8 else None, strides(q_descale if q.dtype is _FP8 else None))
     lse = forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                  softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None, kv_scales)
+                  softmax_scale, causal, num_splits, pack_gqa, return_lse, None, features if features else None, kv_scales,
+                  qv)
     return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)  # as the fake: no torch.device made
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
               softmax_scale, causal, num_splits, pack_gqa, return_lse, window_left=-1, window_right=-1, attention_chunk=0,
-              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None, q_descale=None):
+              softcap=0.0, sinks=None, alibi_slopes=None, k_descale=None, v_descale=None, q_descale=None, qv=None):
     if not return_lse:
         return q.new_empty((0,), dtype=torch.float32)
     if cu_seqlens_q is not None:
@@ -479,7 +500,7 @@ def _compiling():
 
 
 def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None):
+        softmax_scale, causal, num_splits, pack_gqa, return_lse, record=None, features=None, kv_scales=None, qv=None):
     """The op when torch.compile traces; in eager the same launch without the dispatcher (its cost per call
     is what engines calling once per layer pay)."""
     if _compiling():
@@ -488,10 +509,10 @@ def run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_se
                   int(max_seqlen_k), float(softmax_scale), bool(causal), int(num_splits), int(pack_gqa),
                   bool(return_lse), int(f.window_left), int(f.window_right), int(f.chunk), float(f.softcap), f.sinks,
                   f.alibi_slopes, None if kv_scales is None else kv_scales.k, None if kv_scales is None else kv_scales.v,
-                  None if kv_scales is None else kv_scales.q)
+                  None if kv_scales is None else kv_scales.q, qv)
         return lse if return_lse else None
     return forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features, kv_scales)
+                   softmax_scale, causal, num_splits, pack_gqa, return_lse, record, features, kv_scales, qv)
 
 
 # ---- tensor checks (clear messages naming the argument) ------------------------------------------
@@ -499,12 +520,16 @@ def _fail(fn, name, what, exc=ValueError):
     raise exc(f"flashjit.{fn}: {name}: {what}")
 
 
-def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
+def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims, qv=None):
     """q, k, v: tensors of q_dims / kv_dims dimensions on one CUDA device, fp16 or bf16 alike (or K and V an FP8
     cache: both torch.float8_e4m3fn; or all three torch.float8_e4m3fn, FP8 operands), head_dim contiguous, K's
     head_dim Q's and V's at most that (the interface checked the head dims' range), K and V alike in shape but for
-    the head dim, heads_q a multiple of heads_kv."""
-    for t, name, dims in ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims)):
+    the head dim, heads_q a multiple of heads_kv. qv (FA3's split MLA form; None: off): a tensor like q (dtype,
+    device, dimensions) with V's head dim, contiguous in it; V's head dim is then at most q's and qv's together."""
+    tensors = ((q, names[0], q_dims), (k, names[1], kv_dims), (v, names[2], kv_dims))
+    if qv is not None:
+        tensors += ((qv, "qv", q_dims),)
+    for t, name, dims in tensors:
         if not isinstance(t, torch.Tensor):
             _fail(fn, name, f"expected a torch.Tensor, got {type(t).__name__}", TypeError)
         if t.dim() != dims:
@@ -525,6 +550,12 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     elif k.dtype != dtype or v.dtype != dtype:
         bad = names[1] if k.dtype != dtype else names[2]
         _fail(fn, bad, f"dtype {(k if bad == names[1] else v).dtype} differs from {names[0]}'s {dtype}", TypeError)
+    if qv is not None:
+        if k.dtype == _FP8:
+            raise NotImplementedError(f"flashjit.{fn}: qv: not supported with FP8 {names[1]} and {names[2]} (the split "
+                                      "MLA form, spec key qv=1, runs fp16 and bf16)")
+        if qv.dtype != dtype:
+            _fail(fn, "qv", f"dtype {qv.dtype} differs from {names[0]}'s {dtype}", TypeError)
     if not q.is_cuda:
         _fail(fn, names[0], f"is on {q.device}; flashjit runs on CUDA devices")
     where = q.device  # (not get_device(): these checks are traced by torch.compile too)
@@ -534,6 +565,13 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     d = q.shape[-1]
     if k.shape[-1] != d:
         _fail(fn, names[1], f"head_dim {k.shape[-1]} differs from {names[0]}'s {d}")
+    if qv is not None:
+        if qv.device != where:
+            _fail(fn, "qv", f"is on {qv.device}, {names[0]} on {where}")
+        want = (*q.shape[:-1], v.shape[-1])
+        if tuple(qv.shape) != want:
+            _fail(fn, "qv", f"shape {tuple(qv.shape)}; expected {want} ({names[0]}'s with {names[2]}'s head dim)")
+        d += qv.shape[-1]  # the spec's head_dim: q's and qv's columns
     if v.shape[-1] > d:
         _fail(fn, names[2], f"head_dim {v.shape[-1]} is above {names[0]}'s {d} (V's head dim may be Q's or below)")
     if k.shape[:-1] != v.shape[:-1]:
@@ -542,7 +580,8 @@ def check_attention_tensors(fn, q, k, v, names, q_dims, kv_dims):
     heads_q, heads_kv = q.shape[-2], k.shape[-2]
     if heads_q % heads_kv:
         _fail(fn, names[0], f"{heads_q} heads is not a multiple of {names[1]}'s {heads_kv} (GQA/MQA need one)")
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
+                                    (qv is not None and qv.requires_grad)):
         _fail(fn, names[0], "requires grad, but flashjit has no backward pass (forward only): call it under "
                             "torch.no_grad() or torch.inference_mode()", RuntimeError)
 
@@ -618,47 +657,56 @@ def _o_dtype(q):
     return torch.bfloat16 if q.dtype is _FP8 else q.dtype
 
 
-def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, kv_scales=None):
+def flash_attn_func(q, k, v, softmax_scale, causal, return_lse, features=None, kv_scales=None, qv=None):
     fast = not return_lse and features is None and fast_path_open()
     if fast:
         try:
             key = (0, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, k.get_device(),
-                   v.shape, v.stride(), v.dtype, v.get_device(), softmax_scale, causal, _wants_grad(q, k, v),
-                   None if kv_scales is None else _scales_key(kv_scales))
+                   v.shape, v.stride(), v.dtype, v.get_device(), softmax_scale, causal, _wants_grad(q, k, v, qv),
+                   None if kv_scales is None else _scales_key(kv_scales),
+                   None if qv is None else (qv.shape, qv.stride(), qv.dtype, qv.get_device()))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
             launch = remembered(key)
             if launch is not None:
                 out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
-                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0, kv_scales)
+                launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, 0, 0, 0, kv_scales,
+                       qv=0 if qv is None else qv.data_ptr())
                 return out
     fn = "flash_attn_func"
-    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4)
+    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 4, 4, qv)
     if k.shape[0] != q.shape[0]:
         _fail(fn, "k", f"batch {k.shape[0]} differs from q's {q.shape[0]}")
     check_features(fn, features, q.device)
     check_kv_scales(fn, kv_scales, q.device)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    if q.shape[-1] % 8 or v.shape[-1] % 8:
+    scale = _default_scale(q, qv) if softmax_scale is None else softmax_scale
+    if qv is None and (q.shape[-1] % 8 or v.shape[-1] % 8):
         return _unpadded(flash_attn_func(*_padded(q, k, v), scale, causal, return_lse, features, kv_scales), v.shape[-1],
                          None, return_lse)
     out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
     record = [] if fast else None
     lse = run(q, k, v, out, None, None, None, None, q.shape[1], k.shape[1], scale, causal, 1, -1, return_lse, record,
-              features, kv_scales)
+              features, kv_scales, qv=qv)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
 
 
-def _wants_grad(q, k, v):
-    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+def _wants_grad(q, k, v, qv=None):
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
+                                        (qv is not None and qv.requires_grad))
+
+
+def _default_scale(q, qv):
+    """FA3's default softmax scale: 1/sqrt of Q's head dim, with qv q's and qv's columns together (the spec's
+    head_dim)."""
+    return (q.shape[-1] + (0 if qv is None else qv.shape[-1])) ** -0.5
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k,
                            softmax_scale, causal, num_splits, pack_gqa, block_table, out, return_lse, features=None,
-                           kv_scales=None):
+                           kv_scales=None, qv=None):
     fast = not return_lse and seqused_q is None and features is None and fast_path_open()
     if fast:
         try:
@@ -671,7 +719,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                    softmax_scale, causal, num_splits, pack_gqa,
                    None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.get_device()),
                    None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-                   _wants_grad(q, k, v), None if kv_scales is None else _scales_key(kv_scales))
+                   _wants_grad(q, k, v, qv), None if kv_scales is None else _scales_key(kv_scales),
+                   None if qv is None else (qv.shape, qv.stride(), qv.dtype, qv.get_device()))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
@@ -681,12 +730,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                     out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), cu_seqlens_q.data_ptr(),
                        0 if cu_seqlens_k is None else cu_seqlens_k.data_ptr(), 0 if seqused_k is None else seqused_k.data_ptr(),
-                       0 if block_table is None else block_table.data_ptr(), kv_scales)
+                       0 if block_table is None else block_table.data_ptr(), kv_scales,
+                       qv=0 if qv is None else qv.data_ptr())
                 return out
     fn = "flash_attn_varlen_func"
     paged = block_table is not None
     kv_dims = 4 if paged or cu_seqlens_k is None else 3
-    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 3, kv_dims)
+    check_attention_tensors(fn, q, k, v, ("q", "k", "v"), 3, kv_dims, qv)
     index = q.device
     if cu_seqlens_q is None:
         _fail(fn, "cu_seqlens_q", "is required (int32 [batch + 1] query offsets)")
@@ -713,28 +763,28 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         check_out(fn, out, _o_shape(q, v), q)
     check_features(fn, features, index)
     check_kv_scales(fn, kv_scales, index)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    if q.shape[-1] % 8 or v.shape[-1] % 8:
+    scale = _default_scale(q, qv) if softmax_scale is None else softmax_scale
+    if qv is None and (q.shape[-1] % 8 or v.shape[-1] % 8):
         return _unpadded(flash_attn_varlen_func(*_padded(q, k, v), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                 seqused_q, seqused_k, scale, causal, num_splits, pack_gqa, block_table,
                                                 None, return_lse, features, kv_scales), v.shape[-1], out, return_lse)
     if seqused_q is not None and batch > 0:
         return _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q,
                                     seqused_k, scale, causal, num_splits, pack_gqa, block_table, out, return_lse,
-                                    features, kv_scales)
+                                    features, kv_scales, qv)
     if out is None:
         out = torch.empty(_o_shape(q, v), dtype=_o_dtype(q), device=q.device)
     max_k = max_seqlen_k if (paged or cu_seqlens_k is not None) else k.shape[1]
     record = [] if fast else None
     lse = run(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, max_seqlen_q, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales, qv=qv)
     if fast:
         remember(key, record)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_seqlens_q, max_seqlen_q, softmax_scale,
-                            causal, num_splits, pack_gqa, out, return_lse, features=None, kv_scales=None):
+                            causal, num_splits, pack_gqa, out, return_lse, features=None, kv_scales=None, qv=None):
     # The fast path takes cache_seqlens as a tensor only (an int or None makes a tensor per call).
     fast = not return_lse and type(cache_seqlens) is torch.Tensor and features is None and fast_path_open()
     if fast:
@@ -746,7 +796,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                    None if cu_seqlens_q is None else (cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.get_device()),
                    max_seqlen_q, softmax_scale, causal, num_splits, pack_gqa,
                    None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-                   _wants_grad(q, k_cache, v_cache), None if kv_scales is None else _scales_key(kv_scales))
+                   _wants_grad(q, k_cache, v_cache, qv), None if kv_scales is None else _scales_key(kv_scales),
+                   None if qv is None else (qv.shape, qv.stride(), qv.dtype, qv.get_device()))
         except AttributeError:  # an argument that is not a tensor: the full path names it
             fast = False
         else:
@@ -756,11 +807,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
                     out = torch.empty(_o_shape(q, v_cache), dtype=_o_dtype(q), device=q.device)
                 launch(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
                        launch.keep.data_ptr() if cu_seqlens_q is None else cu_seqlens_q.data_ptr(), 0,
-                       cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr(), kv_scales)
+                       cache_seqlens.data_ptr(), 0 if page_table is None else page_table.data_ptr(), kv_scales,
+                       qv=0 if qv is None else qv.data_ptr())
                 return out
     fn = "flash_attn_with_kvcache"
     varlen = cu_seqlens_q is not None
-    check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4)
+    check_attention_tensors(fn, q, k_cache, v_cache, ("q", "k_cache", "v_cache"), 3 if varlen else 4, 4, qv)
     index = q.device
     if varlen:
         check_metadata(fn, cu_seqlens_q, "cu_seqlens_q", 1, index)
@@ -787,7 +839,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
         check_out(fn, out, _o_shape(q, v_cache), q)
     check_features(fn, features, index)
     check_kv_scales(fn, kv_scales, index)
-    if q.shape[-1] % 8 or v_cache.shape[-1] % 8:
+    if qv is None and (q.shape[-1] % 8 or v_cache.shape[-1] % 8):
         scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
         return _unpadded(flash_attn_with_kvcache(*_padded(q, k_cache, v_cache), cache_seqlens, page_table, cu_seqlens_q,
                                                  max_seqlen_q, scale, causal, num_splits, pack_gqa, None, return_lse,
@@ -797,16 +849,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, cu_s
     # Dense queries run as packed ones ([batch * seqlen, heads, d], offsets every seqlen rows): split-KV and
     # packed heads, what decode needs, are varlen kernels.
     if varlen:
-        q_rows, out_rows, cu = q, out, cu_seqlens_q
+        q_rows, out_rows, cu, qv_rows = q, out, cu_seqlens_q, qv
     else:
         q_rows, out_rows = _as_rows(q), _as_rows(out, fn)
+        qv_rows = None if qv is None else _as_rows(qv)
         cu = _cu_seqlens_dense(batch, queries, q.device)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    # The fast path passes q's and out's pointers for their row views: only where the views are views.
-    fast = fast and q_rows.data_ptr() == q.data_ptr() and out_rows.data_ptr() == out.data_ptr()
+    scale = _default_scale(q, qv) if softmax_scale is None else softmax_scale
+    # The fast path passes q's, qv's and out's pointers for their row views: only where the views are views.
+    fast = (fast and q_rows.data_ptr() == q.data_ptr() and out_rows.data_ptr() == out.data_ptr() and
+            (qv is None or qv_rows.data_ptr() == qv.data_ptr()))
     record = [] if fast else None
     lse = run(q_rows, k_cache, v_cache, out_rows, cu, None, cache_seqlens, page_table, queries, max_k, scale, causal,
-              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales)
+              num_splits, _pack_code(pack_gqa), return_lse, record, features, kv_scales, qv=qv_rows)
     if fast:
         remember(key, record, None if varlen else cu)  # the dense queries' offsets: the plan keeps them alive
     if not return_lse:
@@ -856,7 +910,8 @@ def _unpadded(result, head_dim, out, return_lse):
 
 
 def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q, seqused_k, scale,
-                         causal, num_splits, pack_gqa, block_table, out, return_lse, features=None, kv_scales=None):
+                         causal, num_splits, pack_gqa, block_table, out, return_lse, features=None, kv_scales=None,
+                         qv=None):
     """seqused_q as FA3 reads it: sequence b's queries are rows cu_seqlens_q[b] .. + seqused_q[b] (the rest of
     its rows are neither read nor written), its causal mask aligned to seqused_q[b] queries. The used rows are
     gathered into a packed Q (offsets: the running sum of seqused_q), run, and their O rows put back; rows not
@@ -871,9 +926,10 @@ def _varlen_used_queries(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     source = torch.where(rows < cu_used[-1], cu_seqlens_q[seq] + rows - cu_used[seq], 0).clamp_(0, max(total - 1, 0))
     # (FP8 operands' q gathered as bytes: index_select may not take torch.float8_e4m3fn.)
     used_q = q.view(torch.uint8).index_select(0, source).view(q.dtype) if q.dtype is _FP8 else q.index_select(0, source)
+    used_qv = None if qv is None else qv.index_select(0, source)  # qv's rows gathered as q's
     result = flash_attn_varlen_func(used_q, k, v, cu_used, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     None, seqused_k, scale, causal, num_splits, pack_gqa, block_table, None, return_lse,
-                                    features, kv_scales)
+                                    features, kv_scales, used_qv)
     o_used, lse_used = result if return_lse else (result, None)
     # Row r of sequence b (position p = r - cu_seqlens_q[b]) is used when p < counts[b]; its O is packed row
     # cu_used[b] + p.

@@ -347,7 +347,6 @@ class EntryPoints(unittest.TestCase):
     def test_unsupported_arguments_are_named(self):
         import flashjit
         cases = [
-            (flashjit.flash_attn_func, {"qv": object()}, "qv="),
             (flashjit.flash_attn_func, {"sm_margin": 4}, "sm_margin=4"),
             (flashjit.flash_attn_varlen_func, {"dropout_p": 0.1}, "dropout_p=0.1"),
             (flashjit.flash_attn_varlen_func, {"fa_version": 1}, "fa_version=1"),
@@ -521,8 +520,8 @@ class EntryPoints(unittest.TestCase):
             ("scheduling e5m2", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
                                                                         qkv_dtype="torch.float8_e5m2"), r"qkv_dtype=.*FP8"),
             ("scheduling a V head dim above Q's", lambda: flashjit.get_scheduler_metadata(4, 1, 4096, 32, 8, 128, FakeTensor(4),
-                                                                                          headdim_v=192),
-             r"headdim_v: head dim 192 above headdim's 128"),
+                                                                                          headdim_v=200),
+             r"headdim_v: head dim 200 above headdim's 128 .*split MLA form"),  # (64/512 is qv's: Qv below)
         ]
         for label, call, pattern in calls:
             with recording_backend() as fake:
@@ -983,6 +982,558 @@ class HeadDimV(unittest.TestCase):
                                                  (), kv_dtype, None, dv)
                             self.assertIn(f"head_dim={d},head_dim_v={dv},", spec)
                             self.assertIsNone(flashjit.supported(spec), spec)
+
+
+# ---- FA3's qv (flashjit.h, MLA SPLIT FORM; spec key qv=1) ---------------------------------------------------------
+SPEC_SOURCE = os.path.join(REPO, "src", "spec", "attention_spec.cpp")
+
+
+def spec_key_order():
+    """The spec keys in the order the library prints them (to_string walks src/spec/attention_spec.cpp's fields()
+    table), None outside a source tree."""
+    import re
+    if not os.path.isfile(SPEC_SOURCE):
+        return None
+    with open(SPEC_SOURCE) as f:
+        source = f.read()
+    table = source[source.index("fields() {"):]
+    table = table[:table.index("\n  };")]
+    return [a or b for a, b in re.findall(r'(?:printed_when_on\("(\w+)"|^\s*\{"(\w+)",)', table, re.M)]
+
+
+def qv_call(kind, dq=64, dv=512, dtype="torch.bfloat16", b=2, hq=16, hkv=1, page=64):
+    """(positional arguments, keywords with qv) of a call of the function kind in FA3's split MLA form: q and k of
+    dq columns (the rotary part), qv and v of dv (the latent part); kvcache's cache is one latent tensor
+    [pages, page, hkv, dv + dq] with v_cache and k_cache its two views."""
+    if kind == "flash_attn_func":
+        q, qv = FakeTensor(b, 3, hq, dq, dtype=dtype), FakeTensor(b, 3, hq, dv, dtype=dtype)
+        return (q, FakeTensor(b, 300, hkv, dq, dtype=dtype), FakeTensor(b, 300, hkv, dv, dtype=dtype)), dict(qv=qv)
+    if kind == "flash_attn_varlen_func":
+        q, qv = FakeTensor(9, hq, dq, dtype=dtype), FakeTensor(9, hq, dv, dtype=dtype)
+        return ((q, FakeTensor(700, hkv, dq, dtype=dtype), FakeTensor(700, hkv, dv, dtype=dtype), FakeTensor(b + 1),
+                 FakeTensor(b + 1), 4, 500), dict(qv=qv))
+    row = hkv * (dq + dv)
+    strides = (page * row, row, dq + dv, 1)  # views of the latent cache: rows dq + dv wide
+    k_cache = FakeTensor(40, page, hkv, dq, dtype=dtype, strides=strides)
+    v_cache = FakeTensor(40, page, hkv, dv, dtype=dtype, strides=strides)
+    q, qv = FakeTensor(b, 1, hq, dq, dtype=dtype), FakeTensor(b, 1, hq, dv, dtype=dtype)
+    return (q, k_cache, v_cache), dict(qv=qv, cache_seqlens=FakeTensor(b), page_table=FakeTensor(b, 30), causal=True)
+
+
+class Qv(unittest.TestCase):
+    """FA3's qv (flashjit.h, MLA SPLIT FORM): the spec key qv=1 in the library's place, head_dim q's and qv's columns
+    together, qv handed to the torch half, and the interface's refusals (dtypes, FP8, shapes, strides), each naming
+    qv; get_scheduler_metadata's headdim_v above headdim."""
+
+    def test_the_spec_has_qv_where_the_library_prints_it(self):
+        from flashjit import _plan
+        spec, splits = _plan.plan(132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1, head_dim_v=512, qv=True)
+        self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1")
+        self.assertGreater(splits, 1)
+        spec, _ = _plan.plan(132, "fp16", 192, False, False, False, 2, 300, 16, 4, 1, -1, head_dim_v=128, qv=True)
+        self.assertEqual(spec, "dtype=fp16,head_dim=192,head_dim_v=128,causal=0,qv=1")
+        spec, _ = _plan.plan(132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1, ("window", "sinks", "alibi"),
+                             head_dim_v=512, qv=True)
+        self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,"
+                               "window=1,sinks=1,alibi=1,qv=1")
+        self.assertNotIn("qv", _plan.plan(132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1, head_dim_v=512)[0])
+        order = spec_key_order()
+        if order is None:
+            self.skipTest("the library's key order (a source tree's src/spec/attention_spec.cpp)")
+        self.assertLess(order.index("alibi"), order.index("qv"))
+        self.assertLess(order.index("qv"), order.index("kv_dtype"))
+        for text in (spec, _plan.spec_text("bf16", 192, True, True, False, False, True, ("chunk", "softcap"),
+                                           head_dim_v=128, qv=True)):
+            keys = [part.split("=")[0] for part in text.split(",")]
+            self.assertEqual(keys, sorted(keys, key=order.index), text)  # to_string's order: the text round-trips
+
+    def test_every_planned_qv_spec_is_supported(self):
+        import flashjit
+        from flashjit import _plan
+        for dtype in ("bf16", "fp16"):
+            for dq, dv in ((64, 512), (64, 128), (64, 64), (128, 128), (64, 256), (64, 384)):
+                for varlen, paged in ((0, 0), (1, 0), (1, 1)):
+                    for num_splits, pack in ((0, -1), (1, -1), (4, 1)):
+                        for batch, sq, hq, hkv in ((1, 1, 128, 1), (64, 2, 16, 1), (2, 1000, 8, 8)):
+                            spec, _ = _plan.plan(132, dtype, dq + dv, 1, varlen, paged, batch, sq, hq, hkv, num_splits,
+                                                 pack, head_dim_v=dv, qv=True)
+                            self.assertTrue(spec.endswith(",qv=1"), spec)
+                            self.assertIsNone(flashjit.supported(spec), spec)
+
+    def test_qv_reaches_the_torch_half(self):
+        """Each function hands the torch half qv by keyword, q, k and v as given (kvcache's k_cache and v_cache two
+        views of one latent cache), the Features slot None, no kv_scales."""
+        import flashjit
+        for name in FUNCTIONS:
+            for dq, dv in ((64, 512), (64, 128), (128, 64)):
+                positional, kw = qv_call(name, dq, dv)
+                with recording_backend() as fake:
+                    self.assertEqual(getattr(flashjit, name)(*positional, **kw), "launched", (name, dq, dv))
+                called, args, kwargs = fake.calls[0]
+                self.assertEqual(called, name)
+                self.assertEqual(list(kwargs), ["qv"], name)
+                self.assertIs(kwargs["qv"], kw["qv"], name)
+                self.assertIs(args[0], positional[0], name)
+                self.assertIs(args[2], positional[2], name)
+                self.assertIsNone(args[-1], f"{name}: the Features slot")
+            positional, kw = qv_call(name, dtype="torch.float16")  # fp16 too
+            with recording_backend():
+                self.assertEqual(getattr(flashjit, name)(*positional, **kw), "launched", name)
+
+    def test_refusals_name_qv(self):
+        import flashjit
+        for name in FUNCTIONS:
+            positional, kw = qv_call(name)
+            q, v = positional[0], positional[2]
+            cases = []  # (widths the library refuses are refused at the launch's plan: QvLaunch)
+            fp16_qv = FakeTensor(*kw["qv"].shape, dtype="torch.float16")
+            cases.append((positional, dict(kw, qv=fp16_qv), TypeError,
+                          r"qv: dtype torch.float16 differs from q's torch.bfloat16"))
+            e4m3_qv = FakeTensor(*kw["qv"].shape, dtype=E4M3)
+            cases.append((positional, dict(kw, qv=e4m3_qv), TypeError, r"qv: dtype torch.float8_e4m3fn differs"))
+            cache8 = (q, FakeTensor(*positional[1].shape, dtype=E4M3), FakeTensor(*v.shape, dtype=E4M3)) + positional[3:]
+            cases.append((cache8, kw, NotImplementedError, r"qv=<tensor of shape .*> with an FP8 K/V cache is not supported"))
+            operands = (FakeTensor(*q.shape, dtype=E4M3),) + cache8[1:]
+            cases.append((operands, dict(kw, qv=e4m3_qv), NotImplementedError, r"qv=.* with FP8 operands is not supported"))
+            other_heads = FakeTensor(*q.shape[:-2], q.shape[-2] * 2, v.shape[-1])
+            cases.append((positional, dict(kw, qv=other_heads), ValueError, r"qv: shape .*; expected"))
+            other_width = FakeTensor(*q.shape[:-1], 256)
+            cases.append((positional, dict(kw, qv=other_width), ValueError,
+                          rf"qv: shape .*256\); expected .*head dim {v.shape[-1]}"))
+            shape = kw["qv"].shape
+            strided = FakeTensor(*shape, strides=tuple(2 * s for s in FakeTensor(*shape).stride()))
+            cases.append((positional, dict(kw, qv=strided), ValueError, r"qv: the last dimension \(head_dim_v\) must be contiguous"))
+            cases.append((positional, dict(kw, qv=object()), TypeError, r"qv: expected a torch.Tensor"))
+            if name == "flash_attn_with_kvcache":  # appending new keys is not supported, with qv as without
+                cases.append((positional, dict(kw, k=FakeTensor(2, 1, 1, 64), v=FakeTensor(2, 1, 1, 512)),
+                              NotImplementedError, r"k=<tensor of shape \(2, 1, 1, 64\)> is not supported yet \(appending"))
+            for call, call_kw, exc, pattern in cases:
+                with recording_backend() as fake:
+                    with self.assertRaisesRegex(exc, rf"^flashjit.{name}: " + pattern, msg=(name, pattern)) as caught:
+                        getattr(flashjit, name)(*call, **call_kw)
+                self.assertIs(type(caught.exception), exc, (name, pattern))
+                self.assertEqual(fake.calls, [], (name, pattern))
+
+    def test_get_scheduler_metadata_takes_the_split_form(self):
+        """FA3's get_scheduler_metadata with headdim_v above headdim: the split MLA form's shapes (vLLM's FlashAttention
+        MLA backend passes headdim 64, headdim_v 512), taken where the library takes the spec with qv=1."""
+        import flashjit
+        for headdim, headdim_v, dtype in ((64, 512, None), (64, 512, "torch.float16"), (64, 128, "torch.bfloat16")):
+            with recording_backend() as fake:
+                self.assertEqual(flashjit.get_scheduler_metadata(4, 1, 4096, 128, 1, headdim, FakeTensor(4), dtype,
+                                                                 headdim_v, page_size=64, causal=True), "launched")
+            self.assertEqual(fake.calls[0][0], "scheduler_metadata")
+        for headdim, headdim_v, dtype, pattern in (
+                (32, 512, None, r"headdim_v: head dim 512 above headdim's 32 .*qv: value 1 is not allowed"),
+                (64, 512, E4M3, r"headdim_v: head dim 512 above headdim's 64 .*qkv_dtype=torch.float8_e4m3fn")):
+            with recording_backend() as fake, self.assertRaisesRegex(NotImplementedError, pattern):
+                flashjit.get_scheduler_metadata(4, 1, 4096, 128, 1, headdim, FakeTensor(4), dtype, headdim_v)
+            self.assertEqual(fake.calls, [])
+
+
+# ---- the torch half on a stand-in torch: what forward packs, checked by the library -------------------------------
+class _StubDtype:
+    def __init__(self, name, itemsize):
+        self.name, self.itemsize = name, itemsize
+
+    def __repr__(self):
+        return "torch." + self.name
+
+
+class _StubDevice:
+    def __init__(self, kind, index=None):
+        self.type, self.index = kind, index
+
+    def __eq__(self, other):
+        return isinstance(other, _StubDevice) and (self.type, self.index) == (other.type, other.index)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+class _StubTensor:
+    """What the torch half reads of a tensor: shape, stride(), dtype, device, data_ptr() and the views it makes
+    (select, view / reshape of [b, s, h, d] into rows, the last dimension sliced); a copy is a new pointer."""
+
+    def __init__(self, shape, dtype, strides=None, ptr=None, device=None):
+        self.shape, self.dtype = tuple(shape), dtype
+        if strides is None:
+            strides, n = [], 1
+            for size in reversed(self.shape):
+                strides.insert(0, n)
+                n *= size
+        self.strides = tuple(strides)
+        self.ptr = fake_pointer() if ptr is None else ptr
+        self.device = device or _StubDevice("cuda", 0)
+        self.is_cuda, self.requires_grad = self.device.type == "cuda", False
+
+    def stride(self, i=None):
+        return self.strides if i is None else self.strides[i]
+
+    def dim(self):
+        return len(self.shape)
+
+    def get_device(self):
+        return self.device.index
+
+    def data_ptr(self):
+        return self.ptr
+
+    def numel(self):
+        n = 1
+        for size in self.shape:
+            n *= size
+        return n
+
+    def select(self, dim, index):
+        return _StubTensor(self.shape[:dim] + self.shape[dim + 1:], self.dtype, self.strides[:dim] + self.strides[dim + 1:],
+                           self.ptr + index * self.strides[dim] * self.dtype.itemsize, self.device)
+
+    def view(self, *shape):
+        if len(shape) == 3 and len(self.shape) == 4 and self.strides[0] == self.shape[1] * self.strides[1]:
+            return _StubTensor(shape, self.dtype, self.strides[1:], self.ptr, self.device)
+        raise RuntimeError(f"view {shape} of strides {self.strides}")
+
+    def reshape(self, *shape):
+        try:
+            return self.view(*shape)
+        except RuntimeError:
+            return _StubTensor(shape, self.dtype, device=self.device)  # a copy
+
+    def __getitem__(self, key):  # t[..., a:b]: the last dimension's columns a..b
+        cols = key[-1]
+        start, stop, _ = cols.indices(self.shape[-1])
+        return _StubTensor(self.shape[:-1] + (stop - start,), self.dtype, self.strides,
+                           self.ptr + start * self.dtype.itemsize, self.device)
+
+    def __mul__(self, n):
+        return _StubTensor(self.shape, self.dtype, device=self.device)
+
+
+def _stub_torch():
+    """A module named torch with what _torch_backend reads at import and on its launch path (no GPU)."""
+    import types
+    torch = types.ModuleType("torch")
+    for name, size in (("float16", 2), ("bfloat16", 2), ("float32", 4), ("int32", 4), ("uint8", 1),
+                       ("float8_e4m3fn", 1)):
+        setattr(torch, name, _StubDtype(name, size))
+    torch.Tensor, torch.device = _StubTensor, _StubDevice
+
+    def empty(shape, dtype=None, device=None):
+        return _StubTensor((shape,) if isinstance(shape, int) else shape, dtype, device=device)
+    torch.empty = torch.zeros = empty
+    torch.full = lambda shape, value, dtype=None, device=None: empty(shape, dtype, device)
+    torch.arange = lambda n, dtype=None, device=None: empty((n,), dtype, device)
+    torch.is_grad_enabled = lambda: False
+    torch.compiler = types.SimpleNamespace(is_compiling=lambda: False)
+    torch.cuda = types.SimpleNamespace(is_current_stream_capturing=lambda: False)
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x5000,
+                                     _cuda_isCurrentStreamCapturing=lambda: False)
+
+    class CustomOp:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __call__(self, *args, **kwargs):
+            return self.fn(*args, **kwargs)
+
+        def register_fake(self, fn):
+            return fn
+    torch.library = types.SimpleNamespace(custom_op=lambda name, mutates_args=(), device_types=None: CustomOp)
+    return torch
+
+
+_fake_pointers = iter(range(1, 1 << 30))
+
+
+def fake_pointer():
+    """A distinct 1 MiB aligned device address."""
+    return 0x7f0000000000 + next(_fake_pointers) * 0x100000
+
+
+class ValidatingLibrary:
+    """Stands in for the library on the torch half's device: a launch (the full path's forward or the fast path's
+    forward_at) is flashjit_validate_attention_args, the library's full argument check against the spec (no GPU);
+    every launch recorded as (spec, a copy of its arguments, fast path or not)."""
+
+    def __init__(self, lib):
+        self.real, self.lib, self.launches = lib, lib.lib, []
+
+    def supported(self, spec):
+        return self.real.supported(spec)
+
+    def workspace_size(self, spec, args):
+        return self.real.workspace_size(spec, args)
+
+    def error(self, status, what):
+        return self.real.error(status, what)
+
+    def forward(self, handle, args_ref, stream):
+        return self._validate(handle, args_ref._obj, False)
+
+    def forward_at(self, handle, at, stream):
+        from flashjit import _capi
+        return self._validate(handle, _capi.AttentionArgs.from_address(at), True)
+
+    def _validate(self, spec, args, fast):
+        from flashjit import _capi
+        self.launches.append((spec, _capi.AttentionArgs.from_buffer_copy(bytes(args)), fast))
+        return self.lib.flashjit_validate_attention_args(spec.encode(), ctypes.byref(args))
+
+
+class StubDevice:
+    """The torch half's _Device for device 0: the kernel is its spec (fetches recorded), the library validates."""
+
+    def __init__(self, lib):
+        self.index, self.lib, self.sm_count = 0, ValidatingLibrary(lib), 132
+        self.kernels, self.resolved, self.plans, self.workspaces, self.sizes, self.ones = {}, {}, {}, {}, {}, None
+        self.fetched = []
+
+    def kernel(self, spec):
+        self.fetched.append(spec)
+        return spec
+
+    def unit_scale(self):
+        return fake_pointer()
+
+
+def backend_on_stub_torch():
+    """flashjit/_torch_backend.py loaded as its own module against a stand-in torch (sys.modules is restored: the
+    package itself still has no torch half here)."""
+    import importlib.util
+    from flashjit import _capi
+    path = os.path.join(os.path.dirname(_capi.__file__), "_torch_backend.py")
+    saved = sys.modules.get("torch")
+    stub = sys.modules["torch"] = _stub_torch()
+    try:
+        spec = importlib.util.spec_from_file_location("flashjit._torch_backend_on_stub_torch", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+    return module, stub
+
+
+class QvLaunch(unittest.TestCase):
+    """The torch half's launches with qv on a stand-in torch, from the FA3 entry points: qv's pointer and strides in
+    the argument struct, q's strides the rotary tensor's, head_dim q's and qv's columns, FA3's default scale, the
+    library's argument check passing; the fast path writing the new qv pointer; the library's errors naming qv."""
+
+    def setUp(self):
+        import flashjit
+        from flashjit import _interface
+        self.tb, self.torch = backend_on_stub_torch()
+        self.dev = StubDevice(flashjit.library())
+        self.tb._devices[0] = self.dev
+        self.saved, _interface._backend = _interface._backend, self.tb
+
+    def tearDown(self):
+        from flashjit import _interface
+        _interface._backend = self.saved
+
+    def tensor(self, *shape, dtype=None, strides=None, ptr=None):
+        return _StubTensor(shape, dtype or self.torch.bfloat16, strides, ptr)
+
+    def launched(self):
+        spec, args, fast = self.dev.lib.launches[-1]
+        return spec, args, fast
+
+    def strides(self, s):
+        return s.batch, s.row, s.head
+
+    def latent_call(self, batch=3, queries=1, heads=16, page=64, pages=40, max_pages=30, q_views=True):
+        """flash_attn_with_kvcache's MLA decode arguments: the latent cache [pages, page, 1, 576] with v_cache its
+        first 512 columns and k_cache its last 64; q_nope (qv) and q_rope (q) views of one [.., 576] buffer, or two
+        tensors."""
+        i32 = self.torch.int32
+        latent = self.tensor(pages, page, 1, 576)
+        k_cache, v_cache = latent[..., 512:], latent[..., :512]
+        if q_views:
+            q_full = self.tensor(batch, queries, heads, 576)
+            qv, q = q_full[..., :512], q_full[..., 512:]
+        else:
+            qv, q = self.tensor(batch, queries, heads, 512), self.tensor(batch, queries, heads, 64)
+        return latent, q, k_cache, v_cache, qv, self.tensor(batch, max_pages, dtype=i32), self.tensor(batch, dtype=i32)
+
+    def test_kvcache_paged_latent_views(self):
+        import flashjit
+        latent, q, k_cache, v_cache, qv, table, lens = self.latent_call()
+        out = flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv, cache_seqlens=lens, page_table=table,
+                                               causal=True)
+        spec, a, fast = self.launched()
+        self.assertEqual(self.dev.fetched, [spec])
+        self.assertTrue(spec.startswith("dtype=bf16,head_dim=576,head_dim_v=512,causal="), spec)
+        self.assertTrue(spec.endswith(",varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1"), spec)
+        self.assertFalse(fast)
+        self.assertEqual((a.q, a.qv, a.k, a.v, a.o), (q.ptr, qv.ptr, latent.ptr + 512 * 2, latent.ptr, out.ptr))
+        self.assertEqual(q.ptr, qv.ptr + 512 * 2)
+        # q's strides are the rotary tensor's (rows of the [.., 576] buffer), qv's its own; packed rows
+        self.assertEqual(self.strides(a.q_strides), (16 * 576, 16 * 576, 576))
+        self.assertEqual(self.strides(a.qv_strides), (16 * 576, 16 * 576, 576))
+        self.assertEqual(self.strides(a.k_strides), (64 * 576, 576, 576))
+        self.assertEqual(self.strides(a.v_strides), (64 * 576, 576, 576))
+        self.assertEqual(self.strides(a.o_strides), (16 * 512, 16 * 512, 512))
+        self.assertEqual((a.head_dim, a.heads_q, a.heads_kv, a.batch, a.seqlen_q, a.total_q), (576, 16, 1, 3, 1, 3))
+        self.assertEqual((a.page_size, a.num_pages, a.block_table, a.seqused_k), (64, 40, table.ptr, lens.ptr))
+        self.assertAlmostEqual(a.softmax_scale, 576 ** -0.5, places=7)  # FA3's default: (64 + 512)^-0.5
+        self.assertNotEqual(a.workspace, 0)
+        self.assertEqual(out.shape, (3, 1, 16, 512))
+        # the fast path: the same shapes, new tensors; the plan and bytes kept, every pointer new, qv's included
+        latent2, q2, k2, v2, qv2, table2, lens2 = self.latent_call()
+        out2 = flashjit.flash_attn_with_kvcache(q2, k2, v2, qv=qv2, cache_seqlens=lens2, page_table=table2, causal=True)
+        spec2, a2, fast = self.launched()
+        self.assertTrue(fast, "the second call takes the fast path")
+        self.assertEqual((spec2, self.dev.fetched), (spec, [spec]))
+        self.assertEqual((a2.q, a2.qv, a2.k, a2.v, a2.o, a2.block_table, a2.seqused_k),
+                         (q2.ptr, qv2.ptr, k2.ptr, v2.ptr, out2.ptr, table2.ptr, lens2.ptr))
+        for name in _capi_fields():
+            if name not in ("q", "k", "v", "o", "qv", "block_table", "seqused_k", "workspace"):
+                self.assertEqual(field_of(a2, name), field_of(a, name), name)
+        # qv (and q) as tensors of their own: another key, the full path, their strides
+        _, q3, k3, v3, qv3, table3, lens3 = self.latent_call(q_views=False)
+        flashjit.flash_attn_with_kvcache(q3, k3, v3, qv=qv3, cache_seqlens=lens3, page_table=table3, causal=True)
+        spec3, a3, fast = self.launched()
+        self.assertFalse(fast)
+        self.assertEqual((spec3, a3.qv, a3.q), (spec, qv3.ptr, q3.ptr))
+        self.assertEqual(self.strides(a3.q_strides), (16 * 64, 16 * 64, 64))
+        self.assertEqual(self.strides(a3.qv_strides), (16 * 512, 16 * 512, 512))
+
+    def test_kvcache_two_queries_and_more_heads(self):
+        import flashjit
+        latent, q, k_cache, v_cache, qv, table, lens = self.latent_call(batch=2, queries=2, heads=128)
+        flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv, cache_seqlens=lens, page_table=table, causal=True,
+                                         softmax_scale=0.125)
+        spec, a, _ = self.launched()
+        self.assertIn(",causal=1,", spec)
+        self.assertTrue(spec.endswith(",qv=1"), spec)
+        self.assertEqual((a.q, a.qv, a.total_q, a.seqlen_q, a.softmax_scale), (q.ptr, qv.ptr, 4, 2, 0.125))
+        self.assertEqual(self.strides(a.q_strides)[1:], (128 * 576, 576))
+        self.assertEqual(self.strides(a.qv_strides)[1:], (128 * 576, 576))
+
+    def test_varlen_packed(self):
+        """flash_attn_varlen_func, q 64 + qv 128 against k 64 + v 128 (packed, ragged): head dims 192/128."""
+        import flashjit
+        i32 = self.torch.int32
+        q, qv = self.tensor(37, 16, 64), self.tensor(37, 16, 128)
+        k, v = self.tensor(900, 4, 64), self.tensor(900, 4, 128)
+        cu_q, cu_k = self.tensor(4, dtype=i32), self.tensor(4, dtype=i32)
+        out = flashjit.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 30, 500, causal=True, qv=qv)
+        spec, a, fast = self.launched()
+        self.assertEqual(spec, "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1")
+        self.assertEqual((a.q, a.qv, a.k, a.v, a.o, a.total_q, a.total_k, a.head_dim),
+                         (q.ptr, qv.ptr, k.ptr, v.ptr, out.ptr, 37, 900, 192))
+        self.assertEqual(self.strides(a.q_strides)[1:], (16 * 64, 64))
+        self.assertEqual(self.strides(a.qv_strides)[1:], (16 * 128, 128))
+        self.assertEqual(self.strides(a.k_strides)[1:], (4 * 64, 64))
+        self.assertAlmostEqual(a.softmax_scale, 192 ** -0.5, places=7)
+        self.assertEqual(out.shape, (37, 16, 128))
+        qv2 = self.tensor(37, 16, 128)
+        flashjit.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 30, 500, causal=True, qv=qv2)
+        _, a2, fast = self.launched()
+        self.assertTrue(fast)
+        self.assertEqual(a2.qv, qv2.ptr)
+
+    def test_dense_func(self):
+        import flashjit
+        q, qv = self.tensor(2, 100, 8, 64), self.tensor(2, 100, 8, 512)
+        k, v = self.tensor(2, 300, 1, 64), self.tensor(2, 300, 1, 512)
+        flashjit.flash_attn_func(q, k, v, qv=qv)
+        spec, a, _ = self.launched()
+        self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=0,qv=1")
+        self.assertEqual(self.strides(a.q_strides), (100 * 8 * 64, 8 * 64, 64))
+        self.assertEqual(self.strides(a.qv_strides), (100 * 8 * 512, 8 * 512, 512))
+        qv2 = self.tensor(2, 100, 8, 512)
+        flashjit.flash_attn_func(q, k, v, qv=qv2)
+        _, a2, fast = self.launched()
+        self.assertEqual((fast, a2.qv), (True, qv2.ptr))
+
+    def test_without_qv_the_fields_stay_off_and_the_plans_differ(self):
+        """A call without qv of the same q, k and v is another key and another plan (q 576 wide: no qv=1)."""
+        import flashjit
+        latent, q, k_cache, v_cache, qv, table, lens = self.latent_call()
+        flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv, cache_seqlens=lens, page_table=table)
+        q576 = self.tensor(3, 1, 16, 576)
+        flashjit.flash_attn_with_kvcache(q576, latent, latent[..., :512], cache_seqlens=lens, page_table=table)
+        spec, a, fast = self.launched()
+        self.assertFalse(fast)
+        self.assertNotIn("qv", spec)
+        self.assertEqual((a.qv, self.strides(a.qv_strides)), (0, (0, 0, 0)))
+        self.assertEqual(len(self.dev.fetched), 2)
+
+    def test_the_librarys_errors_name_qv(self):
+        import flashjit
+        latent, q, k_cache, v_cache, qv, table, lens = self.latent_call()
+        bad = _StubTensor(qv.shape, qv.dtype, qv.strides, qv.ptr + 2)  # not 16-byte aligned
+        with self.assertRaisesRegex(flashjit.FlashjitError, r"^flashjit: qv: pointer 0x[0-9a-f]+ is not 16-byte aligned"):
+            flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=bad, cache_seqlens=lens, page_table=table)
+        odd = _StubTensor(qv.shape, qv.dtype, (16 * 576 + 4, 16 * 576 + 4, 576, 1))  # rows 8 bytes off 16
+        with self.assertRaisesRegex(flashjit.FlashjitError, rf"^flashjit: qv: {16 * 576 + 4} elements is not a multiple of 8"):
+            flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=odd, cache_seqlens=lens, page_table=table)
+
+    def test_widths_the_library_refuses_name_qv(self):
+        """q's and qv's widths the library does not take for qv=1 (both multiples of 64, together at most 576, V's
+        at most 256 or 384 / 512): NotImplementedError naming qv with the library's reason, before any kernel is
+        fetched, in each function."""
+        import flashjit
+        i32 = self.torch.int32
+        for dq, dv, reason in ((32, 512, "qv: value 1 is not allowed"), (64, 320, "head_dim_v: value 320"),
+                               (128, 512, "head_dim: value 640"), (72, 128, "qv: value 1 is not allowed")):
+            pattern = rf"^flashjit: qv: {dq} columns of q with {dv} of qv \(head dims {dq + dv}/{dv}\) are not supported .*{reason}"
+            calls = {
+                "flash_attn_func": lambda: flashjit.flash_attn_func(
+                    self.tensor(2, 5, 8, dq), self.tensor(2, 9, 1, dq), self.tensor(2, 9, 1, dv), qv=self.tensor(2, 5, 8, dv)),
+                "flash_attn_varlen_func": lambda: flashjit.flash_attn_varlen_func(
+                    self.tensor(7, 8, dq), self.tensor(9, 1, dq), self.tensor(9, 1, dv), self.tensor(3, dtype=i32),
+                    self.tensor(3, dtype=i32), 5, 5, qv=self.tensor(7, 8, dv)),
+                "flash_attn_with_kvcache": lambda: flashjit.flash_attn_with_kvcache(
+                    self.tensor(2, 1, 8, dq), self.tensor(10, 64, 1, dq), self.tensor(10, 64, 1, dv),
+                    qv=self.tensor(2, 1, 8, dv), cache_seqlens=self.tensor(2, dtype=i32),
+                    page_table=self.tensor(2, 5, dtype=i32)),
+            }
+            for name, call in calls.items():
+                with self.assertRaisesRegex(NotImplementedError, pattern, msg=(name, dq, dv)):
+                    call()
+        self.assertEqual((self.dev.fetched, self.dev.lib.launches), ([], []))
+
+    def test_the_torch_half_checks_qv(self):
+        """What the interface cannot see: qv's device (and its torch type); the torch half names qv."""
+        import flashjit
+        latent, q, k_cache, v_cache, qv, table, lens = self.latent_call()
+        elsewhere = _StubTensor(qv.shape, qv.dtype, device=_StubDevice("cuda", 1))
+        with self.assertRaisesRegex(ValueError, r"flash_attn_with_kvcache: qv: is on cuda:1, q on cuda:0"):
+            flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=elsewhere, cache_seqlens=lens, page_table=table)
+        with self.assertRaisesRegex(TypeError, r"flash_attn_with_kvcache: qv: expected a torch.Tensor"):
+            flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=FakeTensor(*qv.shape), cache_seqlens=lens,
+                                             page_table=table)
+        self.assertEqual(self.dev.lib.launches, [])
+
+    def test_the_op_takes_qv(self):
+        """torch.compile's op flashjit::fwd (fwd) takes qv and hands it to forward; run passes it to the op."""
+        import inspect
+        self.assertIn("qv", inspect.signature(self.tb.fwd.fn).parameters)
+        self.assertIn("qv", inspect.signature(self.tb._fwd_fake).parameters)
+        self.assertIn("qv", inspect.signature(self.tb.run).parameters)
+
+
+def _capi_fields():
+    from flashjit import _capi
+    return _capi.ARGS_FIELDS
+
+
+def field_of(args, name):
+    value = args
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
 
 
 class Examples(unittest.TestCase):

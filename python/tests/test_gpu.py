@@ -9,7 +9,11 @@ heads_kv], through the fast path, torch.compile and a graph replay. V narrower t
 192/128, 320/256, 128/64, padded 100/36) through all three functions, paged and split, out given. FP8 operands (q, k and v all
 torch.float8_e4m3fn, FA3's FP8 with q_descale / k_descale / v_descale) against float64 on the dequantised inputs
 within 2^-4 (P is rounded to e4m3 as FA3 does; src/verify/check.hpp's kFp8OperandsOErrorBound): dense, varlen
-paged with an fp16 out, kvcache split-KV decode, the fast path, torch.compile, a graph replay, and the errors.
+paged with an fp16 out, kvcache split-KV decode, the fast path, torch.compile, a graph replay, and the errors. FA3's
+qv (the split MLA form, spec key qv=1; the "qv ..." cases): flash_attn_with_kvcache on a paged latent cache whose two
+views are k_cache and v_cache (heads 16 and 128, 1 and 2 causal queries, pages of 64, q and qv views of one buffer or
+apart, the fast path), flash_attn_varlen_func at 64 + 128 (packed, ragged) and on the paged latent cache, against
+float64 on [qv | q] and [v | k] with V = v; torch.compile; the errors naming qv.
 
   python3 python/tests/test_gpu.py --lib build/libflashjit.so      # the source tree's package on that library
   python3 python/tests/test_gpu.py                                  # the installed wheel's package
@@ -1599,6 +1603,150 @@ def case_head_dim_v_wrong_inputs():
     ])
 
 
+# ---- FA3's qv: the split MLA form (flashjit.h, MLA SPLIT FORM; spec key qv=1) --------------------------------------
+QV_KEYS = [4097, 1, 63, 64, 65, 2000]  # around pages of 64, one long (test_mla_gpu's)
+
+
+def qv_queries(gen, batch, queries, heads, dq, dv, dtype, views):
+    """(q, qv): q [batch, queries, heads, dq] (the rotary part) and qv [.., dv] (the latent part); views: both views of
+    one [.., dv + dq] buffer (qv its first dv columns, q the rest: q's rows dv + dq apart), else two tensors."""
+    if views:
+        full = rand(gen, batch, queries, heads, dv + dq, dtype=dtype)
+        return full[..., dv:], full[..., :dv]
+    return rand(gen, batch, queries, heads, dq, dtype=dtype), rand(gen, batch, queries, heads, dv, dtype=dtype)
+
+
+def check_qv_latent(name, dtype_name, q, qv, cache, out, lse, causal, scale):
+    """O and the LSE of a call on the latent cache (test_mla_gpu.Latent: [v | k] rows) against float64 attention
+    on the concatenated rows: Q = [qv | q], K = the latent rows [v | k], V = v (test_mla_gpu's reference and
+    errors, empty rows O = 0 and LSE = -inf included)."""
+    torch.cuda.synchronize()
+    batch, sq, hq, _ = q.shape
+    dv = qv.shape[-1]
+    shaped = tuple(out.shape) == (batch, sq, hq, dv) and tuple(lse.shape) == (batch, hq, sq)
+    errs = test_mla_gpu.MlaErrors(dtype_name)
+    for b in range(batch):
+        errs.add(out[b], lse[b], torch.cat([qv[b], q[b]], -1), cache.seq(b), causal, scale)
+    ok, detail = errs.result()
+    report(name, ok and shaped, detail + ("" if shaped else f"  shapes {tuple(out.shape)} {tuple(lse.shape)}"))
+
+
+def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16"):
+    """FA3's flash_attn_with_kvcache in the split MLA form, as vLLM's FlashAttention MLA backend calls it: q the
+    rotary part (64), qv the latent part (512), k_cache and v_cache two views of one paged latent cache [pages, 64, 1,
+    576] (v_cache = latent[..., :512], k_cache = latent[..., 512:]; NaN past every length and in spare pages), causal,
+    the default scale (576^-0.5). Against float64 on [qv | q] and the latent rows with V = v; then the fast path (a
+    remembered plan, new q and qv) bitwise equal to the full path on the same inputs."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    seed = 3000 + heads * 10 + queries
+    gen, rng = torch.Generator(device="cuda").manual_seed(seed), random.Random(seed)
+    cache = test_mla_gpu.Latent(gen, rng, QV_KEYS, page, dtype)
+    k_cache, v_cache = cache.pool[..., 512:], cache.pool[..., :512]
+    q, qv = qv_queries(gen, len(QV_KEYS), queries, heads, 64, 512, dtype, views)
+
+    def call(q, qv, lse):
+        return flashjit.flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv, cache_seqlens=cache.lens,
+                                                page_table=cache.table, causal=True, return_softmax_lse=lse)
+    test_mla_gpu.poison_allocator()
+    out, lse = call(q, qv, True)
+    name = (f"with_kvcache qv (split MLA 64+512): {dtype_name} h{heads} s_q {queries} page {page}, "
+            f"{'q/qv views' if views else 'q, qv apart'}")
+    check_qv_latent(name, dtype_name, q, qv, cache, out, lse, True, 576 ** -0.5)
+    call(q, qv, False)  # remembered: later calls like it take the fast path
+    q2, qv2 = qv_queries(gen, len(QV_KEYS), queries, heads, 64, 512, dtype, views)
+    test_mla_gpu.poison_allocator()
+    fast = call(q2, qv2, False)
+    full, lse2 = call(q2, qv2, True)
+    torch.cuda.synchronize()
+    same = torch.equal(fast, full)
+    check_qv_latent(name + ", new q/qv", dtype_name, q2, qv2, cache, full, lse2, True, 576 ** -0.5)
+    report(name + ", fast path", same, "" if same else
+           f"fast path differs from the full path by {(fast.float() - full.float()).abs().max().item():.2e}")
+
+
+def case_qv_varlen():
+    """FA3's flash_attn_varlen_func with qv: a 192/128 split as q 64 + qv 128 against packed k 64 + v 128 (ragged:
+    sequences without queries or keys, more queries than keys), GQA 16/4, causal, the default scale (192^-0.5),
+    LSE; against float64 (and SDPA) on [qv | q], [v | k], V = v. Then vLLM's decode call: packed q_rope / q_nope
+    against the paged latent cache (block_table, seqused_k), 2 queries a sequence, against float64."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(3100), random.Random(3100)
+    seqs = [(1, 700), (0, 0), (129, 129), (0, 50), (300, 812), (3, 2), (17, 0)]
+    hq, hkv, dq, dv = 16, 4, 64, 128
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cuk_h, cuk = cu_of([s for _, s in seqs])
+    q, qv = rand(gen, cuq_h[-1], hq, dq, dtype=torch.bfloat16), rand(gen, cuq_h[-1], hq, dv, dtype=torch.bfloat16)
+    k, v = rand(gen, cuk_h[-1], hkv, dq, dtype=torch.bfloat16), rand(gen, cuk_h[-1], hkv, dv, dtype=torch.bfloat16)
+    out, lse = flashjit.flash_attn_varlen_func(q, k, v, cuq, cuk, max(s for s, _ in seqs), max(s for _, s in seqs),
+                                               causal=True, qv=qv, return_attn_probs=True)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(seqs)):
+        r, c = slice(cuq_h[b], cuq_h[b + 1]), slice(cuk_h[b], cuk_h[b + 1])
+        errs.add(out[r], torch.cat([qv[r], q[r]], -1), torch.cat([v[c], k[c]], -1), v[c], True, (dq + dv) ** -0.5,
+                 lse[:, r].transpose(0, 1))
+    ok, detail = errs.result()
+    shaped = tuple(out.shape) == (cuq_h[-1], hq, dv) and tuple(lse.shape) == (hq, cuq_h[-1])
+    report("varlen_func qv (split 64+128 = 192/128): packed K/V, ragged, GQA 16/4", ok and shaped, detail)
+    # vLLM's FlashAttention MLA decode: packed rows, the paged latent cache's two views
+    heads, queries = 16, 2
+    cache = test_mla_gpu.Latent(gen, rng, QV_KEYS, 64, torch.bfloat16)
+    total = len(QV_KEYS) * queries
+    cu = torch.arange(len(QV_KEYS) + 1, dtype=torch.int32, device="cuda") * queries
+    q_full = rand(gen, total, heads, 576, dtype=torch.bfloat16)
+    q_rope, q_nope = q_full[..., 512:], q_full[..., :512]
+    test_mla_gpu.poison_allocator()
+    out, lse = flashjit.flash_attn_varlen_func(q_rope, cache.pool[..., 512:], cache.pool[..., :512], cu, None, queries,
+                                               cache.max_blocks * 64, seqused_k=cache.lens, causal=True, qv=q_nope,
+                                               block_table=cache.table, return_softmax_lse=True)
+    shape4 = (len(QV_KEYS), queries, heads)
+    check_qv_latent("varlen_func qv (split MLA 64+512): paged latent views, packed rows, s_q 2", "bf16",
+                    q_rope.reshape(*shape4, 64), q_nope.reshape(*shape4, 512), cache, out.view(*shape4, 512),
+                    lse.view(heads, len(QV_KEYS), queries).transpose(0, 1), True, 576 ** -0.5)
+
+
+def case_qv_compile():
+    """torch.compile(fullgraph=True) over flash_attn_with_kvcache with qv (the op flashjit::fwd takes qv): bitwise
+    equal to eager."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(3200), random.Random(3200)
+    cache = test_mla_gpu.Latent(gen, rng, [900, 5, 300], 64, torch.bfloat16)
+    q, qv = qv_queries(gen, 3, 2, 16, 64, 512, torch.bfloat16, True)
+
+    def layer(q, qv, latent, lens, table):
+        o = flashjit.flash_attn_with_kvcache(q, latent[..., 512:], latent[..., :512], qv=qv, cache_seqlens=lens,
+                                             page_table=table, causal=True)
+        return o * 2
+
+    inputs = (q, qv, cache.pool, cache.lens, cache.table)
+    eager = layer(*inputs)
+    compiled = torch.compile(layer, fullgraph=True)(*inputs)
+    torch.cuda.synchronize()
+    same = torch.equal(eager, compiled)
+    report("torch.compile(fullgraph=True): kvcache qv (split MLA)", same, "" if same else
+           f"compiled differs from eager by {(eager.float() - compiled.float()).abs().max().item():.2e}")
+
+
+def case_qv_wrong_inputs():
+    """qv flashjit does not take raises naming qv: widths the library refuses (NotImplementedError with its reason),
+    FP8 (NotImplementedError), another dtype (TypeError), another shape or a strided last dimension (ValueError)."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(3300), random.Random(3300)
+    cache = test_mla_gpu.Latent(gen, rng, [100, 7], 64, torch.bfloat16)
+    k_cache, v_cache = cache.pool[..., 512:], cache.pool[..., :512]
+    q, qv = qv_queries(gen, 2, 1, 16, 64, 512, torch.bfloat16, False)
+
+    def call(q=q, qv=qv, k=k_cache, v=v_cache, **kw):
+        return flashjit.flash_attn_with_kvcache(q, k, v, qv=qv, cache_seqlens=cache.lens, page_table=cache.table, **kw)
+    expect_not_implemented("qv error: {}", [
+        ("q 32 + qv 512", lambda: call(q[..., :32], qv, cache.pool[..., 512:544]), r"qv: 32 columns of q with 512 of qv"),
+        ("FP8 cache", lambda: call(k=k_cache.to(torch.float8_e4m3fn), v=v_cache.to(torch.float8_e4m3fn)),
+         r"qv=.*FP8 K/V cache"),
+    ])
+    expect_raises("qv error: {}", [
+        ("fp16 qv under bf16 q", lambda: call(qv=qv.half()), r"qv: dtype torch.float16 differs from q's torch.bfloat16"),
+        ("qv 256 wide", lambda: call(qv=qv[..., :256]), r"qv: shape \(2, 1, 16, 256\); expected \(2, 1, 16, 512\)"),
+        ("qv strided", lambda: call(qv=torch.cat([qv, qv], -1)[..., ::2]), r"qv: the last dimension"),
+    ])
+
+
 CASES = [
     ("func: bf16 d128 causal GQA 16/4, sq < sk", lambda: case_func_dense("func: bf16 d128 causal GQA 16/4, sq < sk", "bf16", 128, True, 2, 300, 1000, 16, 4)),
     ("func: fp16 d64 MHA", lambda: case_func_dense("func: fp16 d64 MHA", "fp16", 64, False, 1, 777, 777, 8, 8)),
@@ -1655,6 +1803,14 @@ CASES = [
     ("head_dim_v varlen", case_head_dim_v_varlen),
     ("head_dim_v kvcache", case_head_dim_v_kvcache),
     ("head_dim_v wrong inputs", case_head_dim_v_wrong_inputs),
+    ("qv kvcache paged 64 h16 s_q 1", lambda: case_qv_kvcache_paged(16, 1, views=True)),
+    ("qv kvcache paged 64 h16 s_q 2", lambda: case_qv_kvcache_paged(16, 2, views=False)),
+    ("qv kvcache paged 64 h128 s_q 1", lambda: case_qv_kvcache_paged(128, 1, views=False)),
+    ("qv kvcache paged 64 h128 s_q 2", lambda: case_qv_kvcache_paged(128, 2, views=True)),
+    ("qv kvcache paged 64 h16 fp16", lambda: case_qv_kvcache_paged(16, 2, views=True, dtype_name="fp16")),
+    ("qv varlen", case_qv_varlen),
+    ("qv compile", case_qv_compile),
+    ("qv wrong inputs", case_qv_wrong_inputs),
 ]
 import test_mla_gpu  # noqa: E402 - FlashMLA's interface (flashjit.flash_mla): its cases run on this runner too
 CASES += test_mla_gpu.cases(sys.modules[__name__])
