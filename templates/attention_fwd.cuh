@@ -509,14 +509,22 @@ FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, con
   }
 }
 
-// Block n of K (kIsV false) or V at ring position pos into its staging slot (rows of kDim bytes).
+// The columns of a staged block: K's head_dim; V's head_dim_v, or with O in column parts (V wider
+// than 256: MLA's latent cache) the part's kVCols, read from the part's first column.
 template <bool kIsV>
-FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
-  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+constexpr int kStagedColumns = !kIsV ? kHeadDim : kOParts > 1 ? kVCols : kHeadDimV;
+
+// Block n of K (kIsV false) or V at ring position pos into its staging slot (rows of kDim bytes);
+// col0: V's first column (an O column part's).
+template <bool kIsV>
+FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane,
+                               int col0) {
+  constexpr int kDim = kStagedColumns<kIsV>;
   const int j = pos % kKvStagingSlots;
   if (pos >= kKvStagingSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j), ((pos / kKvStagingSlots) & 1) ^ 1);
   const uint32_t dst = kIsV ? sm.staging_v(j) : sm.staging_k(j);
-  cp_async_fp8_rows<kDim>(p, kIsV ? p.v_fp8 : p.k_fp8, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
+  const unsigned char* base = kIsV ? p.v_fp8 + (kOParts > 1 ? col0 : 0) : p.k_fp8;  // one byte a column
+  cp_async_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
                           [dst](int r, int c) { return dst + r * kDim + c * 16; });
   cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
 }
@@ -541,7 +549,7 @@ FJ_DEVICE void widen_e4m3x4(uint32_t packed, float scale, uint32_t& lo, uint32_t
 // The staged block into the ring slot of position pos, widened (warps 1-3, t = 0..95).
 template <bool kIsV>
 FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t) {
-  constexpr int kDim = kIsV ? kHeadDimV : kHeadDim;
+  constexpr int kDim = kStagedColumns<kIsV>;
   constexpr int kPieces = kDim / 16;
   constexpr int kPadPieces = ((kDim + 63) / 64 * 64 - kDim) / 16;  // zero columns up to the 64-column chunk
   const int j = pos % kKvStagingSlots, s = stage_of(pos);
@@ -648,12 +656,13 @@ FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
 // One K or V block's part for this producer thread: its loads (warp 0), or its widening (FP8
 // cache) or transpose (FP8 operands: V).
 template <bool kIsV>
-FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, float scale) {
+FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, float scale,
+                         int col0 = 0) {
   const int t = (int)threadIdx.x;
   if constexpr (kFp8Operands && !kIsV) {
     if (t < kKvIssueThreads) load_fp8_k(p, sm, pos, n, kv_head, seq, t);
   } else if (t < kKvIssueThreads) {
-    issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t);
+    issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t, col0);
   } else if constexpr (kFp8Operands) {
     transpose_fp8_v(sm, pos, t - kKvIssueThreads);
   } else {
@@ -675,7 +684,7 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
                       int lane_page, float fp8_scale = 1.f, int col0 = 0) {
-  if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale);
+  if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale, col0);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
   load_tile<kVChunks, false>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);

@@ -41,7 +41,7 @@ TEST(HeadDimVSpec, AboveHeadDim256VStaysAtMost256OrComesInTwoParts) {
                         Case{"dtype=bf16,head_dim=576,head_dim_v=576", "head_dim_v"}, Case{"dtype=bf16,head_dim=640", "head_dim"},
                         Case{"dtype=bf16,head_dim=512,head_dim_v=512,consumer_wgs=2", "consumer_wgs"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,split_kv=1,combine=inline", "combine"},
-                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,kv_dtype=e4m3", "head_dim"},
+                        Case{"dtype=e4m3,head_dim=576,head_dim_v=512,varlen=1,paged=1", "head_dim"},
                         Case{"dtype=bf16,head_dim=512,head_dim_v=512,cluster=2", "cluster"}}) {
     auto bad = parse_spec(c.spec);
     ASSERT_FALSE(bad.ok()) << c.spec;

@@ -227,6 +227,38 @@ TEST(AttentionKvFp8Gpu, HeadDimV192And128) {
   }
   run_all(cases);
 }
+// Head dims above 256 on an FP8 cache: MLA's e4m3 latent cache (576/512, V the latent rows' first
+// 512 columns, the same codes: one scale for K and V, per tensor or per head), 16-128 heads, 1-4
+// queries, pages 64/16/1, split-KV; Gemma 4's 512/512 decode and ragged prefill; 384/384; 320/256.
+TEST(AttentionKvFp8Gpu, LargeHeadDimsAndTheMlaLatentCache) {
+  std::mt19937_64 shapes(47);
+  std::vector<Fp8Case> cases;
+  int n = 0;
+  for (int heads : {16, 128})
+    for (int queries : {1, 4}) {
+      EngineProblem p = decode_batch(shapes, n % 2 == 0, heads, 1, KvSource::kPaged, std::vector<int>{64, 16, 1}[size_t(n % 3)], 6, queries, 3000);
+      p.head_dim = 576, p.head_dim_v = 512;
+      p.causal = true;
+      p.v_is_k_prefix = true;
+      p.fp8.v_scale = p.fp8.k_scale;  // V's codes are K's
+      p.fp8.per_head = n % 2 == 1;
+      p.max_splits = 16;
+      cases.push_back({fp8_spec(p, "head_dim_v=512,pack_gqa=1,split_kv=1"), p});
+      ++n;
+    }
+  {
+    EngineProblem p = decode_batch(shapes, true, 16, 4, KvSource::kPaged, 64, 7, 2, 3000);
+    p.head_dim = 512, p.causal = true, p.max_splits = 16;
+    cases.push_back({fp8_spec(p, "pack_gqa=1,split_kv=1"), p});
+  }
+  for (auto [d, dv] : {std::pair{512, 512}, {384, 384}, {320, 256}}) {
+    EngineProblem p = ragged(shapes, d != 384, d, true, 8, 2, KvSource::kPaged, 16, 5, 500);
+    p.head_dim_v = dv;
+    cases.push_back({fp8_spec(p, dv != d ? "head_dim_v=" + std::to_string(dv) : ""), p});
+  }
+  run_all(cases);
+}
+
 
 // One graph captured on the first step and replayed as the lengths change (paged split-KV decode).
 TEST(AttentionKvFp8Gpu, GraphReplayedAfterTheLengthsChange) {

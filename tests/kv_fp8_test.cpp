@@ -86,7 +86,15 @@ TEST_P(KvFp8Variant, CompilesWithoutSpills) { expect_compiles_without_spills(Get
 
 // The list tests/CMakeLists.txt hands check_sass.sh as well (KV_FP8_SASS_SPECS there).
 INSTANTIATE_TEST_SUITE_P(All, KvFp8Variant,
-                         ::testing::Values("dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", "dtype=fp16,head_dim=64,kv_dtype=e4m3",
+                         ::testing::Values(// Head dims above 256: MLA's e4m3 latent cache (576/512, O in two parts: V's
+                                           // staged columns the part's), Gemma 4's 512/512, 384/384, 320/256
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=384,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=320,head_dim_v=256,causal=1,varlen=1,paged=1,kv_dtype=e4m3",
+                                           "dtype=bf16,head_dim=64,causal=1,kv_dtype=e4m3", "dtype=fp16,head_dim=64,kv_dtype=e4m3",
                                            "dtype=bf16,head_dim=96,kv_dtype=e4m3", "dtype=bf16,head_dim=128,kv_dtype=e4m3",
                                            "dtype=fp16,head_dim=128,causal=1,kv_dtype=e4m3", "dtype=bf16,head_dim=192,causal=1,kv_dtype=e4m3",
                                            "dtype=bf16,head_dim=256,causal=1,kv_dtype=e4m3", "dtype=fp16,head_dim=256,kv_dtype=e4m3",

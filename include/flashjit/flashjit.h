@@ -334,7 +334,9 @@ typedef struct flashjit_tensor_strides {
  *   [batch, heads_kv]). Both scale pointers are required with the key (pass 1.0 for none) and
  *   refused without it. The kernel widens each block to dtype in shared memory (the scale applied in
  *   float, then one rounding to dtype) and runs the 16-bit math: error against float64 on the
- *   dequantised cache at the 16-bit kernel's level. Keys past a sequence are never read.
+ *   dequantised cache at the 16-bit kernel's level. Keys past a sequence are never read. Head dims
+ *   to 576 (MLA's e4m3 latent cache: v = k with the same strides and v_scale = k_scale, V's
+ *   codes being K's first head_dim_v bytes of each row).
  *
  * FP8 OPERANDS (spec dtype=e4m3, with out_dtype=bf16 (default) or fp16; FlashAttention-3's FP8)
  *   Q, K and V are all e4m3 (strides in bytes, multiples of 16), O is out_dtype, LSE float32. The
@@ -342,7 +344,7 @@ typedef struct flashjit_tensor_strides {
  *   above, indexed by sequence and K/V head as there (a query head uses its K/V head's); k_scale and
  *   v_scale are required, q_scale 0 means 1. Scores are q.k x q_descale x k_descale x softmax_scale;
  *   P is rounded to e4m3 for the P V GEMM (as FlashAttention-3 does) and O multiplied by v_descale.
- *   Head dims that are multiples of 32; not with softcap=1 or alibi=1 yet. */
+ *   Head dims that are multiples of 32, at most 256; not with softcap=1 or alibi=1 yet. */
 /* MLA SPLIT FORM (spec key qv=1; off by default; FlashAttention-3's qv)
  *   DeepSeek's absorbed MLA with the query and the latent cache each in two tensors, as
  *   FlashAttention-3's flash_attn_with_kvcache(q, k_cache, v_cache, qv=qv) takes them: qv

@@ -27,6 +27,7 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 // kv_dtype=e4m3: after the ring, staging_slots FP8 blocks each for K and for V (block_n rows of
 // max(head_dim, head_dim_v) bytes, unswizzled), with a full and an empty mbarrier each, before the
 // others; dtype=e4m3: staging slots for V alone (the producer transposes it), K straight into the ring.
+// A staging slot holds a block's K rows or V's (with O in column parts, one part's 256 columns).
 int kv_staging_bytes(const AttentionSpec& s) {
   return s.kv_fp8() || s.fp8_operands() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
 }
@@ -100,6 +101,7 @@ struct RegisterSplit {
 };
 RegisterSplit register_split(const AttentionSpec& s) {
   // The FP8 cache's producer: one warp issues a block's loads (a page per row), three widen it.
+  if (s.kv_fp8() && s.head_dim > 512) return {64, 248};  // as the 16-bit kernels' below
   if (s.kv_fp8() || s.fp8_operands()) return s.consumer_wgs == 1 ? RegisterSplit{64, 240} : RegisterSplit{40, 232};
   if (s.ctas_per_sm == 2) return {24, 232};
   if (s.dynamic_schedule) return s.consumer_wgs == 1 ? RegisterSplit{56, 240} : s.paged ? RegisterSplit{56, 224} : RegisterSplit{40, 232};
@@ -174,7 +176,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   int block_n = d <= 128 ? 128 : d <= 192 ? (s.effective_head_dim_v() <= 128 ? 128 : 112) : d <= 256 ? 80 : 64;
   // The FP8 cache's staging slots take shared memory beside the 16-bit ring: shorter blocks above
   // head dim 128.
-  if (s.kv_fp8() && d > 128) block_n = d <= 192 ? 80 : 64;
+  if (s.kv_fp8() && d > 128) block_n = d <= 192 ? 80 : d <= 256 ? 64 : 48;  // 320/256: 64 did not fit
   // FP8 operands: a k32 multiple; their tiles take half the bytes (d256: 96, at 128 the consumers
   // spilled 152 bytes and ptxas serialised the wgmma, C7512; 64 with lengths on the device, where 96
   // spilled 32).

@@ -265,7 +265,10 @@ Status validate_spec(const AttentionSpec& s) {
     if (s.ctas_per_sm == 2) return fail_large("ctas_per_sm", 2, "1");
     if (s.dynamic_schedule) return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed with head_dim above 256; allowed: static");
     if (s.inline_combine && v_dim > 256) return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed with head_dim_v above 256; allowed: kernel");
-    if (s.kv_fp8() || s.fp8_operands()) return fail_large("head_dim", s.head_dim, "at most 256 with FP8 (kv_dtype=e4m3 or dtype=e4m3)");
+    // NOTES: the FP8 cache above 256 (MLA's e4m3 latent cache): the staging slots take K's rows
+    // and V's part (kVCols columns from the part's first); FP8 operands' transposed V does not
+    // come in parts.
+    if (s.fp8_operands()) return fail_large("head_dim", s.head_dim, "at most 256 with FP8 operands (dtype=e4m3)");
   }
   // NOTES: V's head dim apart from Q's and K's (issue 40: DeepSeek's 192/128 prefill), at most
   // head_dim: O's 16-bit slices are staged in the Q buffer (or a K/V slot), which holds head_dim

@@ -569,8 +569,11 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     result.error = "the problem's FP8 inputs differ from the spec's dtype and kv_dtype";
     return outcome;
   }
-  if (p.v_is_k_columns() && (p.kv_in_one_tensor || p.fp8.on || p.v_dim() > p.head_dim)) {
-    result.error = "V as K's first columns (v_is_k_prefix, qv_split) takes 16-bit K/V in their own tensor and head_dim_v at most head_dim";
+  // An FP8 latent cache (v_is_k_prefix with kv_dtype=e4m3): V's codes are K's, so one scale serves both.
+  const bool fp8_latent = p.v_is_k_prefix && p.fp8.on && !p.fp8.operands && p.fp8.k_scale == p.fp8.v_scale;
+  if (p.v_is_k_columns() && (p.kv_in_one_tensor || (p.fp8.on && !fp8_latent) || p.v_dim() > p.head_dim)) {
+    result.error = "V as K's first columns (v_is_k_prefix, qv_split) takes K/V in their own tensor (16-bit, or an FP8 cache with "
+                   "one scale for K and V), and head_dim_v at most head_dim";
     return outcome;
   }
   if (p.qv_split != config.spec.qv) {

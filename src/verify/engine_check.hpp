@@ -38,7 +38,8 @@ struct EngineProblem {
   bool head_major_pool = false;     // paged: HND pools ([pages, heads, page_size, d])
   bool kv_in_one_tensor = false;    // paged: K and V pages interleaved ([pages, 2, page_size, heads, d]; each page K's then V's head_dim_v columns)
   // V is K's first head_dim_v columns, the same memory (MLA's latent cache: V the latent part of
-  // each 576-column row); any KV source. Not with kv_in_one_tensor or the FP8 inputs.
+  // each 576-column row); any KV source. Not with kv_in_one_tensor or FP8 operands; with an FP8
+  // cache, K's and V's scales equal (the same codes).
   bool v_is_k_prefix = false;
   // qv=1 (FlashAttention-3's split MLA form): the same math as v_is_k_prefix (Q and K rows head_dim
   // wide, V K's first head_dim_v columns), uploaded as four tensors: qv and V (the first head_dim_v

@@ -225,6 +225,8 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:3000,4:1000 --page-size 16 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1 --seqlens 300:300,1:77,700:700 --heads-q 8 --heads-kv 8
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
 fi
 
@@ -380,7 +382,7 @@ fi
 # non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head). Head dims above 256:
 # MLA's absorbed decode (576/512, V the latent rows' first 512 columns: --v-in-k, TB/s counting the
 # latent cache once), 64 x 4k keys, page 64, 16 heads with 1 and 2 queries and 128 heads, 16 heads in
-# FlashAttention-3's split form (qv=1: q, qv, k and V four tensors); Gemma 4's
+# FlashAttention-3's split form (qv=1: q, qv, k and V four tensors) and on an e4m3 latent cache; Gemma 4's
 # d512 prefill beside d256 on the same shape, and its d512 decode of 8 x 32k keys.
 # FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
 # FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
@@ -439,6 +441,7 @@ mla_prefill8k_d128 dtype=bf16,head_dim=128,varlen=1 --seqlens 8192:8192,8192:819
 mla_decode64x4k_h16 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_q2 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_e4m3 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_qv dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8

@@ -204,14 +204,14 @@ int run_bench() {
     if (BVInK && !c.engine()) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
     if (c.spec.qv && !c.engine()) return usage_error("bench of a qv=1 spec needs varlen=1 or paged=1");
     if (c.spec.qv && BVInK) return usage_error("--v-in-k does not go with qv=1 (V is its own tensor there)");
-    if (BVInK && (c.spec.kv_fp8() || c.spec.fp8_operands())) return usage_error("--v-in-k needs 16-bit K and V (not kv_dtype=e4m3 or dtype=e4m3)");
+    if (BVInK && c.spec.fp8_operands()) return usage_error("--v-in-k needs 16-bit or kv_dtype=e4m3 K and V (not dtype=e4m3)");
     c.v_in_k = BVInK;
     FeatureChoice features;
     if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
     c.features = features.features;
     c.sinks_bf16 = features.sinks_bf16;
     if (c.spec.kv_fp8() || c.spec.fp8_operands() || !any_fp8) {
-      if (std::string bad = fp8_from_flags(c.spec, &c.fp8); !bad.empty()) return usage_error(bad);
+      if (std::string bad = fp8_from_flags(c.spec, &c.fp8, c.v_in_k); !bad.empty()) return usage_error(bad);
     }
     cells.push_back(c);
   }

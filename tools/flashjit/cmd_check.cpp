@@ -115,7 +115,7 @@ int run_check() {
   if (VInK && !(spec->varlen || spec->paged)) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
   if (spec->qv && !(spec->varlen || spec->paged)) return usage_error("check of a qv=1 spec needs varlen=1 or paged=1 (the engine inputs' check builds its four tensors)");
   if (spec->qv && VInK) return usage_error("--v-in-k does not go with qv=1 (V is its own tensor there, K's first columns in the math)");
-  if (VInK && (spec->kv_fp8() || spec->fp8_operands())) return usage_error("--v-in-k needs 16-bit K and V (not kv_dtype=e4m3 or dtype=e4m3)");
+  if (VInK && spec->fp8_operands()) return usage_error("--v-in-k needs 16-bit or kv_dtype=e4m3 K and V (not dtype=e4m3)");
   // The mask and score flags against the spec's keys, for the sequences checked.
   int sequences = Batch;
   if (spec->varlen || spec->paged) {
@@ -129,7 +129,7 @@ int run_check() {
   // kv_dtype=e4m3: the cache's scales (--kv-scales, --kv-scale-per-head); dtype=e4m3: Q's, K's and
   // V's descales (--descale-per-head, --descale-non-pow2), the reference on bf16 copies.
   Fp8Cache fp8;
-  if (std::string bad = fp8_from_flags(*spec, &fp8); !bad.empty()) return usage_error(bad);
+  if (std::string bad = fp8_from_flags(*spec, &fp8, VInK); !bad.empty()) return usage_error(bad);
   Engine engine(engine_options());
   auto family = engine.prepare_family(*spec, engine.options().policy);
   if (!family) return fail(family.error());

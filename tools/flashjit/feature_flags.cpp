@@ -97,7 +97,7 @@ std::string first_fp8_flag() {
   return "";
 }
 
-std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out) {
+std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out, bool v_in_k) {
   *out = {};
   // 1. The value: K,V or one scale for both, each finite, above 0 and a normal float32.
   float scales[2] = {out->k_scale, out->v_scale};
@@ -136,6 +136,12 @@ std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out) {
   out->on = true;
   out->k_scale = scales[0], out->v_scale = scales[1];
   out->per_head = KvScalePerHead;
+  if (v_in_k) {  // an FP8 latent cache: V's codes are K's, so one scale serves both
+    if (given(KvScales) && scales[0] != scales[1]) {
+      return "--kv-scales: '" + KvScales + "' is not allowed with --v-in-k; allowed: one scale for K and V (V's codes are K's)";
+    }
+    out->v_scale = out->k_scale;
+  }
   return "";
 }
 

@@ -36,7 +36,8 @@ std::string first_feature_flag();
 // the bf16 copies the reference reads exact), --descale-per-head for FlashAttention-3's [batch,
 // heads_kv] descales (the tensor's times 1, 0.5, 2, 0.25 cycling over sequence + head), and
 // --descale-non-pow2 for descales that are not powers of two; those two flags need dtype=e4m3.
-std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out);
+// v_in_k (--v-in-k, an FP8 latent cache): one scale for K and V (V's codes are K's).
+std::string fp8_from_flags(const AttentionSpec& spec, Fp8Cache* out, bool v_in_k = false);
 // "--kv-scales", "--kv-scale-per-head", "--descale-per-head" or "--descale-non-pow2" when given, else "".
 std::string first_fp8_flag();
 
