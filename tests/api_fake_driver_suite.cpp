@@ -159,6 +159,7 @@ FakeCudaLaunch last_launch() {
   return l;
 }
 KernelParams params_of(const FakeCudaLaunch& l) {
+  static_assert(sizeof(KernelParams) <= sizeof(l.params), "the fake driver keeps fewer parameter bytes than the kernel takes");
   KernelParams p;
   std::memcpy(&p, l.params, sizeof(p));
   return p;

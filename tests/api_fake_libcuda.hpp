@@ -23,7 +23,7 @@ struct FakeCudaLaunch {
   void* function;
   bool programmatic;  // the programmatic stream serialization attribute (PDL) was set
   unsigned cluster_x;  // the cluster dimension attribute's x (1 without it)
-  unsigned char params[1024];  // the first fake_cuda_set_param_bytes() bytes of parameter 0
+  unsigned char params[4096];  // the first fake_cuda_set_param_bytes() bytes of parameter 0 (4 KB: the launch's limit)
 };
 
 struct FakeCudaStats {
