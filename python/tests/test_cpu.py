@@ -18,6 +18,9 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from stand_ins import contiguous_strides, fake_pointer  # noqa: E402
 OPTIONS = argparse.Namespace(lib=None, installed=False, expect_nvrtc=None)
 
 
@@ -298,12 +301,7 @@ class FakeTensor:
 
     def __init__(self, *shape, dtype="torch.bfloat16", strides=None):
         self.shape, self.dtype = tuple(shape), dtype
-        if strides is None:
-            strides, n = [], 1
-            for size in reversed(self.shape):
-                strides.insert(0, n)
-                n *= size
-        self.strides = tuple(strides)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
 
     def stride(self):
         return self.strides
@@ -1163,12 +1161,7 @@ class _StubTensor:
 
     def __init__(self, shape, dtype, strides=None, ptr=None, device=None):
         self.shape, self.dtype = tuple(shape), dtype
-        if strides is None:
-            strides, n = [], 1
-            for size in reversed(self.shape):
-                strides.insert(0, n)
-                n *= size
-        self.strides = tuple(strides)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.ptr = fake_pointer() if ptr is None else ptr
         self.device = device or _StubDevice("cuda", 0)
         self.is_cuda, self.requires_grad = self.device.type == "cuda", False
@@ -1247,14 +1240,6 @@ def _stub_torch():
             return fn
     torch.library = types.SimpleNamespace(custom_op=lambda name, mutates_args=(), device_types=None: CustomOp)
     return torch
-
-
-_fake_pointers = iter(range(1, 1 << 30))
-
-
-def fake_pointer():
-    """A distinct 1 MiB aligned device address."""
-    return 0x7f0000000000 + next(_fake_pointers) * 0x100000
 
 
 class ValidatingLibrary:

@@ -16,16 +16,10 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from stand_ins import contiguous_strides, fake_pointer  # noqa: E402
 BF16, FP16, F32, I32 = "torch.bfloat16", "torch.float16", "torch.float32", "torch.int32"
 MLA_SPEC = "dtype=bf16,head_dim=576,head_dim_v=512,causal={},varlen=1,paged=1,pack_gqa=1"
-
-_next_ptr = itertools.count(1)
-
-
-def fake_pointer():
-    """A distinct 256-byte aligned device address."""
-    return 0x7f0000000000 + next(_next_ptr) * 0x100000
-
 
 class StandIn:
     """What flash_mla reads of a torch tensor: shape, stride(), dtype (its text), device, is_cuda, get_device(),
@@ -33,12 +27,7 @@ class StandIn:
 
     def __init__(self, shape, dtype=BF16, strides=None, device="cuda:0", ptr=None):
         self.shape, self.dtype, self.device = tuple(shape), dtype, device
-        if strides is None:
-            strides, n = [], 1
-            for size in reversed(self.shape):
-                strides.insert(0, n)
-                n *= size
-        self.strides = tuple(strides)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self.ptr = fake_pointer() if ptr is None else ptr
         self.is_cuda = str(device).startswith("cuda")
         self.filled = None
