@@ -19,8 +19,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-
 from stand_ins import contiguous_strides, fake_pointer  # noqa: E402
+
 OPTIONS = argparse.Namespace(lib=None, installed=False, expect_nvrtc=None)
 
 
