@@ -1662,7 +1662,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.k = sm.q + kQBuffers * kQTileBytes;
   sm.v = sm.k + kStages * kKTileBytes;
   sm.staging = sm.v + kStages * kVTileBytes;
-  sm.bars = sm.staging + 2 * kKvStagingSlots * kKvStagingBytes;
+  sm.bars = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;  // as the host allocates
   const int tid = threadIdx.x;
 
   if (tid == 0) {

@@ -34,4 +34,10 @@ FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
   const int byte_in_row = (col % 64) * 2;
   return (col / 64) * (tile_rows * 128) + row * 128 + (((byte_in_row >> 4) ^ (row & 7)) << 4) + (byte_in_row & 15);
 }
+// The tensors the producer stages in e4m3 before they reach the ring (staging slots each): K and V
+// with an FP8 cache (widened), V alone with FP8 operands (transposed; K goes straight into the
+// ring), none otherwise. NOTES (correctness): the kernel's barriers sit after this many tensors'
+// slots and the host allocates exactly that; each side once counted its own (the kernel two
+// tensors, the host one with FP8 operands: the barriers fell outside the allocation).
+FJ_DEVICE constexpr int staged_tensors(bool kv_fp8, bool fp8_operands) { return kv_fp8 ? 2 : fp8_operands ? 1 : 0; }
 #endif  // FJ_TILE_LAYOUT_CUH

@@ -31,7 +31,7 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 int kv_staging_bytes(const AttentionSpec& s) {
   return s.kv_fp8() || s.fp8_operands() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
 }
-int staged_tensors(const AttentionSpec& s) { return s.kv_fp8() ? 2 : s.fp8_operands() ? 1 : 0; }
+int staged_tensors(const AttentionSpec& s) { return ::staged_tensors(s.kv_fp8(), s.fp8_operands()); }
 
 // The tiles' bytes: rows of 128-byte swizzled chunks (64 16-bit or 128 e4m3 columns). With FP8
 // operands V is held transposed ([head_dim_v rounded to 64][block_n keys] in 128-key chunks), and a

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every default variant's SASS has HGMMA (QGMMA for FP8 operands, dtype=e4m3) and no local memory (LDL/STL), and where the spec overlaps
+# Every default variant's SASS has HGMMA (QGMMA for FP8 operands, dtype=e4m3), no local memory (LDL/STL), its mbarriers
+# inside the shared memory the host allocates, and where the spec overlaps
 # softmax with the PV GEMM, the exponentials really sit between the S wait (DEPBAR gsb0 <= 1) and the
 # PV wait (DEPBAR gsb0 <= 0) in every loop (ptxas once hoisted the PV wait above them). Read from the cubins that
 # `flashjit prewarm --defaults` put in a scratch cache, through `flashjit cache extract` + cuobjdump.
@@ -23,10 +24,10 @@ defaults=(--defaults)
 python3 - "$work/prewarm.json" >"$work/keys" <<'PY'
 import json, sys
 for row in json.load(open(sys.argv[1])):
-    print(row["key"], row["spec"])
+    print(row["key"], row["smem_bytes"], row["spec"])
 PY
 failed=0; total=0
-while read -r key spec; do
+while read -r key smem spec; do
   total=$((total + 1))
   "$FLASHJIT" cache extract "$key" "$work/k.cubin" --cache-dir "$work/cache" >/dev/null || { echo "FAIL extract $spec"; failed=$((failed + 1)); continue; }
   "$CUOBJDUMP" --dump-sass "$work/k.cubin" >"$work/k.sass" 2>&1
@@ -41,9 +42,16 @@ while read -r key spec; do
   fi
   required=1
   [ -n "${SASS_REQUIRE:-}" ] && required=$(grep -cE "$SASS_REQUIRE" "$work/k.sass")
-  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ] && [ "$required" -gt 0 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
-  printf '%s GMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s %s%s\n' "$status" "$hgmma" "$local_mem" "$serial" \
-    "${SASS_REQUIRE:+$SASS_REQUIRE=$required }" "$spec"
+  # The mbarriers the kernel initialises (SYNCS.EXCH.64 at an offset from the 1024-aligned base) must
+  # lie inside the shared memory the host allocates, less the alignment's 1024: the kernel and the
+  # host count the layout apart (an FP8 operands kernel once put them 16 KB past the allocation).
+  bars_end=$(grep -oE "SYNCS\.EXCH\.64 URZ, \[UR[0-9]+\+0x[0-9a-f]+\]" "$work/k.sass" |
+    sed -E 's/.*\+0x([0-9a-f]+)\]/\1/' | while read -r hex; do echo $((16#$hex + 8)); done | sort -n | tail -1)
+  inside=1
+  [ -n "$bars_end" ] && [ "$bars_end" -gt $((smem - 1024)) ] && inside=0
+  if [ "$hgmma" -gt 0 ] && [ "$local_mem" -eq 0 ] && [ "$serial" -eq 0 ] && [ "$required" -gt 0 ] && [ "$inside" -eq 1 ]; then status=PASS; else status=FAIL; failed=$((failed + 1)); fi
+  printf '%s GMMA=%-4s LDL/STL=%-3s unoverlapped-loops=%-2s barriers-end=%s/%s %s%s\n' "$status" "$hgmma" "$local_mem" "$serial" \
+    "${bars_end:-?}" "$((smem - 1024))" "${SASS_REQUIRE:+$SASS_REQUIRE=$required }" "$spec"
 done <"$work/keys"
 echo "$((total - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ]
