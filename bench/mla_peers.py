@@ -237,16 +237,22 @@ def flashjit_prefill(fj, row, spec, q, k, v, o, cu, batch, s, causal, scale, arg
     row["flashjit_ms"], row["flashjit_tflops"] = ms, row["flops"] / (ms * 1e9)
 
 
+def packed_inputs(total, s, hq, hkv, d, dv):
+    """Packed bf16 q [total, hq, d], k [total, hkv, d], v [total, hkv, dv], O (empty) and cu_seqlens of
+    sequences of s tokens (queries = keys)."""
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty(total, hq, dv, device="cuda", dtype=torch.bfloat16)
+    cu = torch.arange(0, total + 1, s, device="cuda", dtype=torch.int32)
+    return rand(total, hq, d), rand(total, hkv, d), rand(total, hkv, dv), o, cu
+
+
 def run_cell(fj, c, args):
     """A prefill cell: flashjit's 192/128 kernel, then cuDNN's SDPA on views of the same tensors."""
     name, batch, s, heads, causal = c["name"], c["batch"], c["seqlen"], c["heads"], c["causal"]
     total = batch * s
     scale = float32(1.0 / math.sqrt(D))
-    q = torch.randn(total, heads, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(total, heads, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(total, heads, DV, device="cuda", dtype=torch.bfloat16)
-    o = torch.empty(total, heads, DV, device="cuda", dtype=torch.bfloat16)
-    cu = torch.arange(0, total + 1, s, device="cuda", dtype=torch.int32)
+    q, k, v, o, cu = packed_inputs(total, s, heads, heads, D, DV)
     flops = c["flops"]
     row = dict(part="prefill", cell=name, batch=batch, seqlen=s, heads=heads, causal=causal, head_dim=D, head_dim_v=DV,
                spec=c["spec"], flops=flops)
@@ -280,11 +286,7 @@ def run_large_prefill(fj, c, args):
     name, batch, s, hq, hkv, d, causal = (c[k] for k in ("name", "batch", "seqlen", "heads_q", "heads_kv", "d", "causal"))
     total = batch * s
     scale = float32(1.0 / math.sqrt(d))
-    q = torch.randn(total, hq, d, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(total, hkv, d, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(total, hkv, d, device="cuda", dtype=torch.bfloat16)
-    o = torch.empty(total, hq, d, device="cuda", dtype=torch.bfloat16)
-    cu = torch.arange(0, total + 1, s, device="cuda", dtype=torch.int32)
+    q, k, v, o, cu = packed_inputs(total, s, hq, hkv, d, d)
     row = dict(part="large", cell=name, batch=batch, seqlen=s, heads_q=hq, heads_kv=hkv, causal=causal, head_dim=d,
                head_dim_v=d, spec=c["spec"], flops=c["flops"])
     flashjit_prefill(fj, row, c["spec"], q, k, v, o, cu, batch, s, causal, scale, args)

@@ -231,8 +231,8 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
       {&p.o, q_or_o_request("o", a.o, c, a, a.o_strides, 64)},
       // qv=1: the Q and K tiles' first head_dim_v columns from qv and V (p.q, p.k), the rest from q
       // and k (p.q_tail, p.k_tail).
-      {&p.q_tail, q_request("q", a.q, c, a, a.q_strides, geometry)},
-      {&p.k_tail, kv_request("k", a.k, c, a, a.k_strides)},
+      {&p.q_tail, c.spec.qv ? q_request("q", a.q, c, a, a.q_strides, geometry) : TensorMapRequest{}},
+      {&p.k_tail, c.spec.qv ? kv_request("k", a.k, c, a, a.k_strides) : TensorMapRequest{}},
   };
   if (c.spec.qv) {
     maps[0].request = q_request("qv", a.qv, c, a, a.qv_strides, geometry);
