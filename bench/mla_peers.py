@@ -34,7 +34,9 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   keys. Cells mla_decode_hH_qS: h16_q1, h16_q2, h32_q1 (memory-bound: heads x queries < 64; target >= 90 % of
   the read bandwidth) and h64_q2, h128_q1, h128_q2 (compute-bound: heads x queries >= 128; target >= 600
   TFLOP/s). The spec is the package's (mla_plan: "dtype=bf16,head_dim=576,head_dim_v=512[,causal=1],varlen=1,
-  paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits).
+  paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
+  two parts (the package's default), then mla_decode_hH_qS_vink with flash_mla.V_IN_K (spec key v_in_k=1: two
+  warpgroups share each tile's scores, the latent block loaded once for both halves of O).
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
 
@@ -167,9 +169,10 @@ def mla_cells(args):
     for heads, sq in MLA_SHAPES:
         cache_bytes = b * sk * MLA_D * ELEM  # read once: V is the same memory
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
-        cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}", heads=heads, sq=sq, **size,
-                          bytes=cache_bytes + io_bytes, flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
-                          bound=mla_bound(heads, sq)))
+        for v_in_k in (False, True):  # O in two parts (the package's default), then the shared-scores kernels
+            cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + ("_vink" if v_in_k else ""),
+                              heads=heads, sq=sq, v_in_k=v_in_k, **size, bytes=cache_bytes + io_bytes,
+                              flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk), bound=mla_bound(heads, sq)))
     return cells
 
 
@@ -185,7 +188,7 @@ def describe(c):
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
     from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True)
+    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"])
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
             f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
             f"flops={c['flops']:.3e} {c['bound'] or '-'}-bound")
@@ -357,7 +360,7 @@ def load_flash_mla(lib):
 
 def mla_plan_of(fm, c, sm_count):
     """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it)."""
-    return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1)
+    return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, v_in_k=c["v_in_k"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -375,6 +378,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
 
     def call():
         return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
+    fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
     spec, max_splits = mla_plan_of(fm, c, sm_count)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"])

@@ -16,6 +16,9 @@
 // load_v hand an FP8 cache's blocks to fp8_block: cp.async, then widened; FP8 operands' K straight
 // in, V transposed), pack_probs and issue_pv (P in e4m3, V K-major) and the descales (ScoreRule's
 // scale_log2, write_output's factor). head_dim_v (issue 40) is kHeadDimV / kVCols wherever V and O are.
+// v_in_k=1 (kVInK, MLA's latent cache) enters at the producer (no V loads: V is K's slot) and at
+// the consumers' roles (consume_paired: warpgroup 0 computes the scores and hands P to warpgroup 1
+// through shared memory, each computes half of O).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
@@ -63,6 +66,16 @@ static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the hos
 constexpr uint32_t kEpilogueBarrier = 1;
 constexpr uint32_t kTurnBarrier = 4;
 constexpr uint32_t kVoteBarrier = 11;
+// kVInK: P (and its row factors) in the hand-over area (14: warpgroup 0 arrives once written,
+// warpgroup 1 waits), and the area free again (15: warpgroup 1 arrives once its P V has read it).
+constexpr uint32_t kPFullBarrier = 14;
+constexpr uint32_t kPEmptyBarrier = 15;
+static_assert(!kVInK || (kConsumerWGs == 2 && kBlockM == 64 && kBlockN == 64 && !kPingpong && !kStageOInKV && kCluster == 1 &&
+                         !kInlineCombine && !kKvFp8 && !kFp8Operands),
+              "v_in_k: two consumer warpgroups on one 64-row tile, 64-key blocks (spec/ and config/ keep to these)");
+// The first of a consumer warpgroup's rows in its tile: its own 64, or with kVInK the tile's (both
+// warpgroups hold the same rows, each half of O's columns).
+FJ_DEVICE int wg_first_row(int wg) { return kVInK ? 0 : wg * 64; }
 constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
 // The element seam: a tile row is 128-byte swizzled chunks of kChunkColumns elements (64 16-bit, or
 // 128 e4m3 with FP8 operands); Q's load fills kQLoadBytes of its buffer (with FP8 operands the buffer
@@ -74,10 +87,17 @@ FJ_DEVICE uint32_t last_v_read_barrier(int local) { return 8 + 2 * (local & 1); 
 static_assert(kConsumerWGs <= 3, "named barrier ids are laid out for at most three consumer warpgroups");
 
 struct SmemLayout {
-  uint32_t q, k, v, staging, bars;
+  uint32_t q, k, v, staging, handover, bars;
   FJ_DEVICE uint32_t q_buffer(int b) const { return q + b * kQTileBytes; }
   FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }
   FJ_DEVICE uint32_t v_stage(int s) const { return v + s * kVTileBytes; }
+  // kVInK: P [64 rows][64 keys] (one 128-byte swizzled chunk, 1024-aligned: after whole tiles), then
+  // per row the factor O owes before this P V, and the row's final max and sum (tile_layout.cuh:
+  // paired_handover_bytes).
+  FJ_DEVICE uint32_t p_tile() const { return handover; }
+  FJ_DEVICE uint32_t row_factor(int row) const { return handover + kBlockM * kBlockN * 2 + 4u * row; }
+  FJ_DEVICE uint32_t row_final_max(int row) const { return row_factor(row) + 4u * kBlockM; }
+  FJ_DEVICE uint32_t row_final_sum(int row) const { return row_factor(row) + 8u * kBlockM; }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
   // once the TMA store of its O slice has read the buffer).
   FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
@@ -181,12 +201,13 @@ FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 struct Tile {
   int m_block, head, batch;
   int split;  // split_kv: which of the sequence's key splits (else 0)
-  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts (else not set)
+  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts; with kVInK the consumer
+              // warpgroup's half (set for the epilogue alone); else not set
   // The part's first column of V and O: its V loads, O stores and partials start there.
   // NOTES: with one part nothing reads `part` (not even a 0 written to it): the engine kernels'
   // SASS moved with the store.
   FJ_DEVICE int v_col0() const {
-    if constexpr (kOParts > 1) return part * kVCols;
+    if constexpr (kOParts > 1 || kVInK) return part * kVCols;
     return 0;
   }
 };
@@ -763,9 +784,9 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
     page = next;
     next = pos < last ? lane_page_of(p, seq, top - (pos - ring) - 1) : 0;
     load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page, k_scale);
-    load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale, tile.v_col0());
+    if (!kVInK) load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale, tile.v_col0());
   }
-  if (n_blocks > 0) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale, tile.v_col0());
+  if (n_blocks > 0 && !kVInK) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale, tile.v_col0());  // kVInK: V is K's slot
 }
 
 // The dynamic scheduler's walk (two Q buffers: the consumers read the tiles it publishes).
@@ -1271,6 +1292,183 @@ struct Consumer {
   }
 };
 
+// ================================================================ paired consumers (v_in_k=1)
+// MLA's absorbed decode: the tile's 64 rows (packed heads x queries) against a latent K whose first
+// kHeadDimV columns are V. O (512 columns) is two wgmma N's: warpgroup 0 computes S = Q K^T, the
+// softmax and O's first half from P in registers, and hands P (16-bit) and each row's rescale factor
+// to warpgroup 1 through shared memory, which computes O's second half from them; both read V from
+// K's slot. No score is computed twice (with O in parts each part's tile recomputes Q K^T: 1.53x the
+// useful FLOPs at 576/512) and each block is loaded once for both halves.
+// Per block it, warpgroup 0: S(it) and P(it-1) V(it-1) in flight together, the softmax of S(it)
+// while that P V runs, then P(it) into the hand-over area once warpgroup 1 has read P(it-1)
+// (kPEmptyBarrier), and kPFullBarrier. Warpgroup 1: kPFullBarrier, rescale, P(it) V(it), then
+// kPEmptyBarrier. A K slot is free once both warpgroups' P V of it are done (two empty arrivals).
+// NOTES (correctness): warpgroup 1 arrives on kPEmptyBarrier once before its first tile and
+// warpgroup 0 syncs once more after its last (consume), so every hand-over waits for the previous
+// one's reader, across tiles too.
+
+// V's rows past the sequence's last key, in K's slot (see Consumer::clear_v_past_keys): warpgroup
+// 0 zeroes them once its Q K^T has read them (the mask took their scores), before either P V reads
+// them (warpgroup 1's after the hand-over, which orders these stores). Only a tile's first block
+// (right to left) can be short.
+FJ_DEVICE void clear_slot_rows_past_keys(const Consumer& c, int it) {
+  if constexpr (kDeviceLengths) {
+    const int valid = c.rule.seqlen_k - c.block_of(it) * kBlockN;  // this block's keys in the sequence
+    if (valid >= kBlockN) return;
+    const uint32_t slot = c.sm.k_stage(c.stage(it));
+    const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
+    constexpr int kChunks = 2 * kVChunks;                           // V's columns: both halves
+#pragma unroll 1
+    for (int u = (int)(threadIdx.x % 128); u < kChunks * units; u += 128) {
+      const int chunk = u / units, unit = u - chunk * units;
+      const uint32_t at = slot + chunk * (kBlockN * 128) + (first + unit / 8) * 128 + (unit % 8) * 16;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
+    }
+    fence_proxy_async_smem();  // the zeros, then the P Vs' async-proxy reads
+    named_barrier_sync(kEpilogueBarrier, 128);  // every thread's zeros before warpgroup 0's own P V
+  }
+}
+
+// Warpgroup 0: P(it) (16-bit, swizzled as a K-major A operand: [64 rows][64 keys], as O is staged)
+// and the factor O owes before P(it) V(it) into the hand-over area; with the tile's last block also
+// the rows' final max and sum, for warpgroup 1's epilogue.
+FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN / 2], const float (&pending)[2],
+                               const SoftmaxState& st, bool last, int t) {
+  named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's P V has read the previous P
+  const int lane = t % 32;
+  const int row = (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int g = 0; g < kBlockN / 16; ++g) {
+    uint32_t packed[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) packed[m] = pack2(probs[8 * g + 2 * m], probs[8 * g + 2 * m + 1]);
+    stmatrix_x4(c.sm.p_tile() + swizzled_offset(row, 16 * g + 8 * (lane >> 4), kBlockM), packed[0], packed[1], packed[2], packed[3]);
+  }
+  const int my_row = (t / 32) * 16 + lane / 4;  // this thread's accumulator rows: my_row, my_row + 8
+  float sum[2] = {0.f, 0.f};
+  if (last) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] = st.row_sum[r];
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+    }
+  }
+  if ((lane & 3) == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      asm volatile("st.shared.f32 [%0], %1;" :: "r"(c.sm.row_factor(my_row + 8 * r)), "f"(pending[r]) : "memory");
+      if (last) {
+        asm volatile("st.shared.f32 [%0], %1;" :: "r"(c.sm.row_final_max(my_row + 8 * r)), "f"(st.row_max[r]) : "memory");
+        asm volatile("st.shared.f32 [%0], %1;" :: "r"(c.sm.row_final_sum(my_row + 8 * r)), "f"(sum[r]) : "memory");
+      }
+    }
+  }
+  fence_proxy_async_smem();  // P's stores, then warpgroup 1's wgmma reads of them (async proxy)
+  named_barrier_arrive(kPFullBarrier, 256);
+}
+
+// Warpgroup 0's block it > 0: S(it) and P(it-1) V(it-1) (V's first kVCols columns of K's slot) in
+// flight together, the softmax of S(it) while the P V runs, then P(it) handed over. On entry probs
+// holds P(it-1) and pending its factor; on exit P(it) and its.
+// NOTES: no branch between a wgmma's issue and its wait (the masked and unmasked blocks are
+// separate instances, as in Consumer::overlapped_block): a branch there made ptxas serialise every
+// wgmma of the kernel (C7518). Q's address is hidden from ptxas each block, else it keeps the 36
+// k steps' descriptors live through the loop (spilled, as in recompute_scores_and_probs).
+template <bool kMasked>
+FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
+                                 SoftmaxState& st, int t) {
+  const int s = c.stage(it);
+  PvOperand prev_p;
+  pack_probs(prev_p, probs);
+  mbar_wait(c.sm.full_k(s), c.phase(it));
+  QOperand q = c.q;
+  asm volatile("" : "+r"(q.slice));                     // (see below)
+  issue_scores(probs, q, c.sm.k_stage(s));              // probs' registers now hold S(it)
+  rescale(o, pending);                                  // behind Q K^T, which does not touch O
+  issue_pv(o, prev_p, c.sm.k_stage(c.stage(it - 1)));  // V(it-1): the first kVChunks chunks of K's slot
+  wgmma_wait<1>();                                      // S(it) done, P V still running
+  fence_registers(probs);
+  scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(it), st, c.p, pending);
+  c.pin_wait_below(st);
+  wgmma_wait<0>();  // P(it-1) V(it-1) done
+  fence_registers(o);
+  c.release(c.sm.empty_k(c.stage(it - 1)));
+  hand_over_probs(c, probs, pending, st, it == c.n_blocks - 1, t);
+}
+
+// Warpgroup 0's tile: the scores, the softmax, P handed over, and O's first half. Masked blocks: the
+// first (right to left), the causal diagonal's and key tail's (below n_masked_right), a two-sided
+// mask's left end (from unmasked_end).
+FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], SoftmaxState& st, int t, int n_masked_right,
+                                    int unmasked_end) {
+  float probs[kBlockN / 2], pending[2];
+  const int n = c.n_blocks;
+  mbar_wait(c.sm.full_k(c.stage(0)), c.phase(0));
+  issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
+  wgmma_wait<0>();
+  fence_registers(probs);
+  scores_to_probs<true>(probs, c.rule, c.f, c.block_of(0), st, c.p, pending);
+  pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
+  clear_slot_rows_past_keys(c, 0);
+  hand_over_probs(c, probs, pending, st, n == 1, t);
+  int it = 1;
+  if constexpr (kCausal || Mask::kTwoSided) {
+#pragma unroll 1
+    for (; it < n_masked_right; ++it) paired_first_step<true>(c, it, o, probs, pending, st, t);
+  }
+#pragma unroll 1
+  for (; it < unmasked_end; ++it) paired_first_step<false>(c, it, o, probs, pending, st, t);
+  if constexpr (Mask::kTwoSided) {
+#pragma unroll 1
+    for (; it < n; ++it) paired_first_step<true>(c, it, o, probs, pending, st, t);
+  }
+  PvOperand last_p;
+  pack_probs(last_p, probs);
+  rescale(o, pending);
+  issue_pv(o, last_p, c.sm.k_stage(c.stage(n - 1)));
+  wgmma_wait<0>();
+  fence_registers(o);
+  c.release(c.sm.empty_k(c.stage(n - 1)));
+}
+
+// Warpgroup 1's tile: per block P(it) and its factor from warpgroup 0, O's second half += P(it) V(it)
+// (V's columns from kVCols on, in K's slot, both operands from shared memory). Leaves the rows'
+// final max and sum in st (the sum whole in the quad's first lane) for the epilogue.
+FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], SoftmaxState& st, int t) {
+  const int my_row = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll 1
+  for (int it = 0; it < c.n_blocks; ++it) {
+    uint32_t p_tile = c.sm.p_tile();
+    asm volatile("" : "+r"(p_tile));  // the descriptors per block, not kept through the loop
+    const TileDesc p_desc(p_tile, 16, 1024);
+    named_barrier_sync(kPFullBarrier, 256);  // P(it) and its factors are in the hand-over area
+    float factor[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) asm volatile("ld.shared.f32 %0, [%1];" : "=f"(factor[r]) : "r"(c.sm.row_factor(my_row + 8 * r)) : "memory");
+    if (it == c.n_blocks - 1) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float sum;
+        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(st.row_max[r]) : "r"(c.sm.row_final_max(my_row + 8 * r)) : "memory");
+        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(sum) : "r"(c.sm.row_final_sum(my_row + 8 * r)) : "memory");
+        st.row_sum[r] = (t & 3) == 0 ? sum : 0.f;  // the epilogue sums the quad
+      }
+    }
+    rescale(o, factor);
+    mbar_wait(c.sm.full_k(c.stage(it)), c.phase(it));  // long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
+    const TileDesc v_desc(c.sm.k_stage(c.stage(it)) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kBlockN / 16; ++j) wgmma_pv_ss(o, p_desc.at(j * 32), v_desc.at(j * 2048));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(o);
+    named_barrier_arrive(kPEmptyBarrier, 256);  // P read: warpgroup 0 may write the next
+    c.release(c.sm.empty_k(c.stage(it)));
+  }
+}
+
 // ================================================================ epilogue
 // Where a warpgroup stages its O slice for the TMA store: a [kVChunks][rows][64] tile at base, its
 // 64 rows from row0. Usually its rows of the tile's Q buffer, freed afterwards for a later tile's Q;
@@ -1291,6 +1489,8 @@ FJ_DEVICE OStaging o_staging(const SmemLayout& sm, int wg, int local, int n_bloc
                    : OStaging{sm.v_stage(last_stage), 64, 0, sm.empty_v(last_stage)};
   }
   const int b = q_buffer_of(local);
+  // kVInK: both warpgroups' rows are the tile's 64, each its half of the columns (chunks).
+  if constexpr (kVInK) return OStaging{sm.q_buffer(b) + wg * (kVChunks * kBlockM * 128), kBlockM, 0, sm.empty_q(b)};
   return OStaging{sm.q_buffer(b), kBlockM, wg * 64, sm.empty_q(b)};
 }
 
@@ -1376,18 +1576,18 @@ FJ_DEVICE void merge_if_last_split(const Params& p, const Tile& tile, const Seql
 // sequence's end (a TMA store would write the rows past it, the next sequence's), 16 bytes per
 // thread and step, 8 threads per 128-byte row.
 FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& tile, const SeqlenInfo& seq, int wg, int t) {
-  const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first row in its sequence
+  const int first = tile.m_block * kBlockM + wg_first_row(wg);  // the warpgroup's first row in its sequence
   const int rows = min(64, seq.seqlen_q - first);
   // NOTES: an O column part's offset goes into the base alone (written into the expressions below,
   // even as a constant 0 it moved the engine kernels' SASS).
-  uint16_t* const o_rows = kOParts > 1 ? p.o_rows + tile.v_col0() : p.o_rows;
+  uint16_t* const o_rows = kOParts > 1 || kVInK ? p.o_rows + tile.v_col0() : p.o_rows;
   uint16_t* const head_base = o_rows + (int64_t)tile.head * p.o_head_stride;
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
     const RowTarget at = row_target(p, tile, first + r);
     if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
-    if constexpr (kOParts > 1) {
+    if constexpr (kOParts > 1 || kVInK) {
       if (tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;
     }
     uint32_t v0, v1, v2, v3;
@@ -1417,7 +1617,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
       inv_sum[r] *= kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, (int)fast_div((uint32_t)tile.head, p.div_group));
     }
     float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
-    if (lse_base != nullptr && (f.lane & 3) == 0) {
+    if (lse_base != nullptr && (f.lane & 3) == 0 && (!kVInK || wg == 0)) {  // kVInK: the rows' LSE once
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
       if (at.query < seq.seqlen_q) lse_base[lse_offset(p, tile, seq, at.head) + at.query] = Finalize::lse(p, at.head, st.row_max[r], sum, inv_sum[r], !partials);
     }
@@ -1459,7 +1659,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
   // (shared-memory) length it moved the main loop's wgmma descriptors out of uniform registers (33
   // more instructions a block at d128, paged).
   if constexpr (kVarlen) {
-    const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first row in its sequence
+    const int first = tile.m_block * kBlockM + wg_first_row(wg);  // the warpgroup's first row in its sequence
     if (kPackGQA || !__all_sync(0xffffffffu, rows_inside_sequence(first, 64, seq.seqlen_q))) {
       store_o_rows(p, out, tile, seq, wg, t);
       named_barrier_sync(kEpilogueBarrier + wg, 128);  // every thread has read the staging tile
@@ -1471,7 +1671,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
 #pragma unroll
     for (int c = 0; c < kVChunks; ++c) {
       tma_store_4d(&p.o, out.base + c * (out.rows * 128) + out.row0 * 128, tile.v_col0() + c * 64,
-                   seq.q_row0 + tile.m_block * kBlockM + wg * 64, tile.head, seq.q_batch);
+                   seq.q_row0 + tile.m_block * kBlockM + wg_first_row(wg), tile.head, seq.q_batch);
     }
     tma_store_commit();
     tma_store_wait_read();       // shared memory must stay valid until TMA has read it,
@@ -1538,7 +1738,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
              local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}, 1.f}};
   c.f.lane = t % 32;
-  c.f.row0 = tile.m_block * kBlockM + wg * 64 + (t / 32) * 16 + c.f.lane / 4;
+  c.f.row0 = tile.m_block * kBlockM + wg_first_row(wg) + (t / 32) * 16 + c.f.lane / 4;
   c.rule.score_mod = tile_score_mod(p, tile, seq, c.f.row0);
   if constexpr (kFp8Operands) {
     const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
@@ -1553,7 +1753,10 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
   mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
-  if (n_blocks > 0) {
+  if constexpr (kVInK) {
+    if (n_blocks > 0 && wg == 0) consume_paired_first(c, o, st, t, range.n_masked_right, Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks);
+    if (n_blocks > 0 && wg == 1) consume_paired_second(c, o, st, t);
+  } else if (n_blocks > 0) {
     c.q.load(q_tile, wg, t);
     // Masked blocks (key-length tail, causal diagonal) come first; the rest do no mask work.
     // NOTES: only the step instances a variant can need, for compile time (each is a copy of the
@@ -1621,7 +1824,8 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
     }
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
-  const Tile again = consumer_tile(p, sm, which);
+  Tile again = consumer_tile(p, sm, which);
+  if constexpr (kVInK) again.part = wg;  // the warpgroup's half of O's columns
   write_output(p, c.f, o, st, wg, t, again, consumer_seqlen(p, sm, which, again),
                o_staging(sm, wg, kWalkBySlot ? local : which, n_blocks, c.stage(n_blocks - 1)));
   return n_blocks;
@@ -1633,6 +1837,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
+  if (kVInK && wg == 1) named_barrier_arrive(kPEmptyBarrier, 256);  // the hand-over area starts free
   int ring = 0, local = 0;
 #pragma unroll 1
   for (int slot = 0;; ++slot) {
@@ -1652,6 +1857,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
+  if (kVInK && wg == 0) named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's last release (see the paired consumers)
 }
 
 // ================================================================ kernel
@@ -1662,7 +1868,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.k = sm.q + kQBuffers * kQTileBytes;
   sm.v = sm.k + kStages * kKTileBytes;
   sm.staging = sm.v + kStages * kVTileBytes;
-  sm.bars = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;  // as the host allocates
+  sm.handover = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;
+  sm.bars = sm.handover + paired_handover_bytes(kVInK, kBlockM, kBlockN);  // as the host allocates
   const int tid = threadIdx.x;
 
   if (tid == 0) {

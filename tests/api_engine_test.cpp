@@ -261,3 +261,25 @@ TEST(ApiEngine, SplitMlaFormNeedsQvAndNoOtherSpecTakesIt) {
       {kPaged, "args.qv", "qv=1", [](auto& a) { a.qv = 0x60000; }},
   });
 }
+
+// V in K's rows (spec key v_in_k=1, MLA's latent cache): v must be k's pointer with k's strides (the
+// kernel loads no V), each refused by name.
+TEST(ApiEngine, VInKTakesKsOwnMemoryForV) {
+  const char* kLatent = "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,v_in_k=1";
+  const Step step;
+  auto latent_args = [&](const char*) {
+    flashjit_attention_args_t a = step.args(true);
+    a.heads_q = 16, a.heads_kv = 1;
+    a.q_strides = flashjit_tensor_strides_t{0, 16 * 576, 576};
+    a.o_strides = flashjit_tensor_strides_t{0, 16 * 512, 512};
+    a.k_strides = a.v_strides = flashjit_tensor_strides_t{Step::kPageSize * 576, 576, 576};
+    a.v = a.k;
+    return a;
+  };
+  flashjit_attention_args_t latent = latent_args(kLatent);
+  EXPECT_EQ(flashjit_validate_attention_args(kLatent, &latent), FLASHJIT_SUCCESS) << message();
+  flashjit::expect_each_refused(latent_args, {
+      {kLatent, "args.v", "v_in_k=1", [](auto& a) { a.v = a.k + 0x10000; }},
+      {kLatent, "args.v_strides", "v_in_k=1", [](auto& a) { a.v_strides.row = 512; }},
+  });
+}

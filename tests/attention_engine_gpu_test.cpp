@@ -825,12 +825,59 @@ TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) {
   run_all(cases);
 }
 
+// The same with V read from K's rows by two warpgroups sharing each tile's scores (spec key
+// v_in_k=1: one hand-over of P a block, the latent block loaded once for both halves of O).
+TEST(MlaDecodeGpu, VInKHeadsQueriesPagesAndSplits) {
+  std::mt19937_64 shapes(47);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (int heads : {16, 32, 64, 128})
+    for (int queries : {1, 2, 4}) {
+      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
+      p.head_dim_v = 512;
+      p.v_is_k_prefix = true;
+      p.max_splits = 16;
+      cases.push_back({engine_spec(p, std::string(kDecode) + ",v_in_k=1"), p});
+      for (int splits : {1, 3}) {
+        p.max_splits = splits;
+        cases.push_back({engine_spec(p, std::string(kDecode) + ",v_in_k=1"), p, 0});
+      }
+      ++i;
+    }
+  run_all(cases);
+}
+
+// v_in_k=1 beyond decode: MLA's 576/512 ragged (prefill-like, many query blocks a sequence) through
+// packed, dense and paged K/V, causal or not, both dtypes; 512/512 and 384/384 with V = K (the whole
+// rows), paged and packed.
+TEST(MlaDecodeGpu, VInKRaggedThroughEveryKvSource) {
+  std::mt19937_64 shapes(48);
+  std::vector<EngineCase> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true}) {
+      for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
+        EngineProblem p = ragged(shapes, bf16, 576, causal, 16, 1, kv, 64, 6, 500);
+        p.head_dim_v = 512;
+        p.v_is_k_prefix = true;
+        cases.push_back({engine_spec(p, "v_in_k=1"), p});
+      }
+      for (int d : {512, 384}) {
+        EngineProblem p = ragged(shapes, bf16, d, causal, 8, 2, causal ? KvSource::kPaged : KvSource::kPacked, 16, 5, 400);
+        p.v_is_k_prefix = true;
+        cases.push_back({engine_spec(p, "v_in_k=1"), p});
+      }
+    }
+  run_all(cases);
+}
+
 // A decode step's graph replayed after the lengths and the block table change (FlashMLA's use:
 // one capture, every step's lengths new): 16 and 128 heads, 1-4 queries, 0-3000 keys, pages of
-// 64, split-KV with the combine.
+// 64, split-KV with the combine; O in parts and v_in_k=1.
 TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
+  for (const char* extra : {"", ",v_in_k=1"})
   for (int heads : {16, 128}) {
     EngineProblem bounds = decode_batch(rng, true, 576, true, heads, 1, KvSource::kPaged, 64, 8, 4, 3000);
     bounds.head_dim_v = 512;
@@ -838,7 +885,7 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
     bounds.max_splits = 8;
     bounds.max_seqlen_q = 4, bounds.max_seqlen_k = 3000;
     for (size_t b = 0; b < bounds.seqlen_q.size(); ++b) bounds.seqlen_q[b] = 4, bounds.seqlen_k[b] = 3000;  // room for every step
-    const std::string spec = engine_spec(bounds, kDecode);
+    const std::string spec = engine_spec(bounds, std::string(kDecode) + extra);
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;

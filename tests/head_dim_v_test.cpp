@@ -90,6 +90,62 @@ TEST(HeadDimVSpec, SplitMlaFormTakesWholeChunks) {
   }
 }
 
+// v_in_k=1 (MLA's latent cache): V read from K's ring slot, two consumer warpgroups on one 64-row
+// tile (the first computes the scores and hands P to the second), O in two halves of the same tile.
+TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
+  auto mla = parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1");
+  ASSERT_TRUE(mla.ok()) << mla.error().message;
+  EXPECT_TRUE(mla->v_in_k);
+  EXPECT_EQ(to_string(*mla), "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1");
+  EXPECT_EQ(*parse_spec(to_string(*mla)), *mla);
+  auto config = make_config(*mla);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->spec.consumer_wgs, 2);
+  EXPECT_EQ(config->spec.block_m, 64);  // both warpgroups on the tile's 64 rows
+  EXPECT_EQ(config->spec.block_n, 64);
+  EXPECT_EQ(config->spec.stages, 2);
+  EXPECT_FALSE(config->spec.pingpong);
+  EXPECT_EQ(config->threads, 384);
+  EXPECT_EQ(config->o_parts, 1);  // one tile per query block: the halves are the warpgroups'
+  EXPECT_EQ(config->v_cols, 256);
+  EXPECT_EQ(config->v_tile_bytes, 0);  // no V ring
+  EXPECT_FALSE(config->stage_o_in_kv);
+  // Q's 64 rows, two stages of 64 keys x 576 columns, the hand-over area: within 227 KB.
+  // (128: the ten mbarriers, two order words and the tile's words, rounded up)
+  EXPECT_EQ(config->smem_bytes, 1024 + 64 * 576 * 2 + 2 * 64 * 576 * 2 + 64 * 64 * 2 + 3 * 64 * 4 + 128);
+  EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
+  const std::string source = render_attention_source(*config);
+  EXPECT_NE(source.find("constexpr bool kVInK = 1;"), std::string::npos);
+  EXPECT_NE(source.find("wgmma_pv_ss"), std::string::npos);
+  // Off by default: the key is not printed and the kernel keeps its O parts.
+  auto plain = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(to_string(plain->spec).find("v_in_k"), std::string::npos);
+  EXPECT_NE(render_attention_source(*plain).find("constexpr bool kVInK = 0;"), std::string::npos);
+  EXPECT_EQ(plain->o_parts, 2);
+  struct Case {
+    const char* spec;
+    const char* field;
+  };
+  for (const Case& c : {Case{"dtype=bf16,head_dim=256,head_dim_v=256,v_in_k=1", "head_dim_v"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=128,v_in_k=1", "head_dim_v"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,kv_dtype=e4m3,v_in_k=1", "v_in_k"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,qv=1,v_in_k=1", "qv"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,consumer_wgs=1,v_in_k=1", "consumer_wgs"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,block_m=128,v_in_k=1", "block_m"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,block_n=32,v_in_k=1", "block_n"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,pingpong=1,v_in_k=1", "pingpong"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,cluster=2,v_in_k=1", "cluster"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,split_kv=1,combine=inline,v_in_k=1", "combine"}}) {
+    auto bad = parse_spec(c.spec);
+    ASSERT_FALSE(bad.ok()) << c.spec;
+    EXPECT_EQ(bad.error().field, c.field) << c.spec << ": " << bad.error().message;
+    if (std::string(c.field) != "cluster" && std::string(c.field) != "combine") {  // (those are refused above head dim 256 alike)
+      EXPECT_NE(bad.error().message.find("v_in_k"), std::string::npos) << c.spec << ": " << bad.error().message;
+    }
+  }
+}
+
 TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
   auto config = make_config(*parse_spec("dtype=bf16,head_dim=192,head_dim_v=128,causal=1"));
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -293,7 +349,17 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,qv=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,qv=1",
-                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1"),
+                                           "dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1",
+                                           // V in K's rows (v_in_k=1): two warpgroups share a tile's scores, each half of O
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,v_in_k=1", "dtype=fp16,head_dim=512,head_dim_v=512,causal=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1,sinks=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1"),
                          spec_test_name);
 
 }  // namespace

@@ -44,6 +44,12 @@ argument; strides and alignment the library checks, and its errors name the argu
 flashjit extension: num_splits as a Python int is a hint, as in FA3's functions: 1 never splits, n > 1 caps the
 splits at n, 0 lets flashjit choose (what None and FlashMLA's tensors mean).
 
+flashjit extension: V_IN_K = True (module attribute, read at each call) runs the spec key v_in_k=1's kernels: V
+read from the latent block already loaded for K, two consumer warpgroups sharing each tile's scores (FlashMLA's
+design: the first computes Q K^T and hands P to the second, each computes half of O), so no score is computed
+twice. Off by default (the O-in-two-parts kernels, each part's tile computing its own Q K^T) until its timings
+against those are in bench/NOTES.md.
+
 Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
 stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
 attention through their own opaque op)."""
@@ -60,6 +66,7 @@ METADATA_COLUMNS = 8        # FlashMLA's TileSchedulerMetaDataSize: int32 words 
 _DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}
 _INT32 = "torch.int32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
+V_IN_K = False              # flashjit extension: the v_in_k=1 kernels (see the module's notes)
 
 # The C fields as this interface's arguments call them (a library error names the argument).
 _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v columns)", "o": "out",
@@ -73,9 +80,9 @@ _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v
 
 
 # ---- the launch plan (plain Python) -----------------------------------------------------------------
-def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv):
+def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False):
     """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
-    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1" (head_dim_v left out where it equals head_dim)."""
+    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1]" (head_dim_v left out where it equals head_dim)."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -84,20 +91,24 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv):
         spec += ",pack_gqa=1"
     if split_kv:
         spec += ",split_kv=1"
+    if v_in_k:
+        spec += ",v_in_k=1"
     return spec
 
 
-def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0):
+def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
+             v_in_k=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
-    one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head."""
+    one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head. v_in_k:
+    the shared-scores kernels (see V_IN_K)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
     else:
         max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
-    spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0)
+    spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0, v_in_k)
     return spec, max_splits
 
 
@@ -415,7 +426,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits)
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K))
         plan = _plans.get(key)
     except (AttributeError, TypeError):  # an argument that is not a tensor (or a scale that is not hashable): the
         key = plan = None               # checks below name it
@@ -505,7 +516,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits)
+                                heads_kv, splits, bool(V_IN_K))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

@@ -271,6 +271,24 @@ class Launch(MlaCase):
         self.call(q2, cache2, table2, lens2, causal=False)
         self.assertEqual(len(self.rt.kernels), 2)
 
+    def test_v_in_k_switch_picks_the_shared_scores_kernel_and_its_own_plan(self):
+        q, cache, table, lens = decode_inputs(batch=8, seqlen_q=2, heads_q=128)
+        self.call(q, cache, table, lens, causal=True)
+        try:
+            self.m.V_IN_K = True
+            self.call(q, cache, table, lens, causal=True)
+        finally:
+            self.m.V_IN_K = False
+        self.call(q, cache, table, lens, causal=True)
+        self.assertEqual([spec.endswith(",v_in_k=1") for spec, _ in self.rt.launches], [False, True, False])
+        self.assertEqual(self.rt.launches[1][0], self.rt.launches[0][0] + ",v_in_k=1")
+        self.assertEqual(len(self.rt.kernels), 2, "each setting its own plan, both kept")
+        (_, a), (_, b) = self.rt.launches[:2]
+        self.assertEqual((b.k, b.v, bytes(b.k_strides)), (cache.ptr, cache.ptr, bytes(b.v_strides)))
+        for name in self.m._capi.ARGS_FIELDS:  # the same arguments but the outputs and the workspace
+            if name not in _pointer_fields() - {"q", "k", "v", "seqused_k", "block_table"}:
+                self.assertEqual(_field(a, name), _field(b, name), name)
+
     def test_no_plan_is_kept_inside_a_capture(self):
         self.rt.capture = True
         q, cache, table, lens = decode_inputs(batch=2, heads_q=16)
@@ -291,14 +309,17 @@ class Launch(MlaCase):
     def test_every_planned_spec_is_supported(self):
         import flashjit
         seen = set()
-        for dtype, d, heads, seqlen_q, batch, splits, causal in itertools.product(
-                ("bf16", "fp16"), (576, 512), (1, 16, 32, 64, 128), (1, 2, 3, 4), (1, 8, 64, 256), (0, 1, 4), (0, 1)):
-            spec, max_splits = self.m.mla_plan(132, dtype, d, 512, causal, batch, seqlen_q, heads, 1, splits)
+        for dtype, d, heads, seqlen_q, batch, splits, causal, v_in_k in itertools.product(
+                ("bf16", "fp16"), (576, 512), (1, 16, 32, 64, 128), (1, 2, 3, 4), (1, 8, 64, 256), (0, 1, 4), (0, 1),
+                (False, True)):
+            spec, max_splits = self.m.mla_plan(132, dtype, d, 512, causal, batch, seqlen_q, heads, 1, splits, v_in_k)
             self.assertEqual(",split_kv=1" in spec, max_splits > 0, spec)
+            self.assertEqual(spec.endswith(",v_in_k=1"), v_in_k, spec)
             if spec not in seen:
                 seen.add(spec)
                 self.assertIsNone(flashjit.supported(spec), spec)
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1", seen)
+        self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1", seen)
 
 
 def _pointer_fields():

@@ -331,6 +331,18 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   } else if (a.qv != 0 || a.qv_strides.batch != 0 || a.qv_strides.row != 0 || a.qv_strides.head != 0) {
     return bad_argument(a.qv != 0 ? "qv" : "qv_strides", "set, but it needs spec key qv=1 (FlashAttention-3's split MLA form); 0 = off");
   }
+  // v_in_k=1: the kernel reads V from K's rows (it loads no V): v must be that memory, k's pointer
+  // with k's strides (a view of K's first head_dim_v columns, as FlashMLA's and FlashAttention-3's
+  // callers pass the latent cache).
+  if (config.spec.v_in_k) {
+    if (a.v != a.k) {
+      return bad_argument("v", "pointer " + hex_text(a.v) + " is not k's (" + hex_text(a.k) +
+                                   "); with spec key v_in_k=1 V is K's first head_dim_v columns: pass k's pointer");
+    }
+    if (a.v_strides.batch != a.k_strides.batch || a.v_strides.row != a.k_strides.row || a.v_strides.head != a.k_strides.head) {
+      return bad_argument("v_strides", "differ from k_strides; with spec key v_in_k=1 V is K's first head_dim_v columns: pass k's strides");
+    }
+  }
   if (a.lse % 4 != 0) return bad_argument("lse", "pointer " + hex_text(a.lse) + " is not 4-byte aligned");
   const bool packed_q = config.spec.varlen, packed_kv = a.engine.cu_seqlens_k != 0;
   const struct {

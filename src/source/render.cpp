@@ -56,6 +56,8 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kFp8Operands", s.fp8_operands());
   // qv=1: the 64-column chunks of Q's and K's tiles that come from qv and V (the rest from q and k).
   add_constant(out, "int", "kQvChunks", s.qv ? s.head_dim_v / 64 : 0);
+  // v_in_k=1: V read from K's ring slot; two consumer warpgroups share a tile, each half of O.
+  add_constant(out, "bool", "kVInK", s.v_in_k);
   add_constant(out, "int", "kKvStagingSlots", c.kv_staging_slots);
   add_constant(out, "int", "kKvStagingBytes", c.kv_staging_bytes);
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the

@@ -62,6 +62,9 @@ std::string render_wgmma_shapes(const KernelConfig& c) {
   out += wrapper("wgmma_qk", c.spec.block_n, type, {false, false, true});
   out += wrapper("wgmma_qk_rs", c.spec.block_n, type, {true, false, true});
   out += wrapper("wgmma_pv", c.v_cols, type, {true, !c.spec.fp8_operands(), false});
+  // v_in_k=1: the second consumer warpgroup's P V reads P from shared memory (the first one's).
+  // Rendered for every variant, as the kernel's paired consumers are compiled in each (used in none other).
+  out += wrapper("wgmma_pv_ss", c.v_cols, type, {false, !c.spec.fp8_operands(), false});
   // pack2 / unpack2: O's 16-bit type (and P's, and the FP8 cache's widened K/V: the queries' type).
   const bool bf16_out = c.spec.output_dtype() == DType::kBf16;
   out += bf16_out ? "FJ_DEVICE uint32_t pack2(float lo, float hi) { return pack_bf16x2(lo, hi); }\n"

@@ -166,6 +166,8 @@ const std::vector<Field>& fields() {
       printed_when_on("alibi", &AttentionSpec::alibi),
       // FlashAttention-3's split MLA form (issue 40): Q and K each in two tensors.
       printed_when_on("qv", &AttentionSpec::qv),
+      // V read from K's rows, two consumer warpgroups sharing a tile's scores (issue 40).
+      printed_when_on("v_in_k", &AttentionSpec::v_in_k),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -258,7 +260,7 @@ Status validate_spec(const AttentionSpec& s) {
       return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
                                             " is not allowed with head_dim above 256; allowed: " + allowed);
     };
-    if (s.head_dim > 320 || v_dim > 256) {  // one consumer warpgroup: Q's tile and O's part fit
+    if ((s.head_dim > 320 || v_dim > 256) && !s.v_in_k) {  // one consumer warpgroup: Q's tile and O's part fit
       if (s.consumer_wgs > 1) return fail_large("consumer_wgs", s.consumer_wgs, "1 (a 64-row tile: Q's and the K/V blocks' shared memory)");
     }
     if (s.cluster == 2) return fail_large("cluster", 2, "1");
@@ -287,12 +289,34 @@ Status validate_spec(const AttentionSpec& s) {
     }
     if (s.kv_fp8() || s.fp8_operands()) return Error::invalid_spec("qv", "spec field 'qv': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
   }
+  // NOTES: v_in_k=1 reads V from K's ring slot (no V ring) and splits O between two consumer
+  // warpgroups on the same 64 rows, the first one computing the scores and handing P to the second
+  // through shared memory (templates/attention_fwd.cuh: the paired consumers). Q's 64 rows, the P
+  // tile and two 64-key stages of K's 576 columns fill the 227 KB.
+  if (s.v_in_k) {
+    auto fail_v_in_k = [](const char* field, const std::string& value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + value +
+                                            " is not allowed with v_in_k=1; allowed: " + allowed);
+    };
+    if (v_dim != 384 && v_dim != 512) {
+      return fail_v_in_k("head_dim_v", std::to_string(v_dim), "384 or 512 (O split between two consumer warpgroups; MLA's latent: 512)");
+    }
+    if (s.kv_fp8() || s.fp8_operands()) {
+      return Error::invalid_spec("v_in_k", "spec field 'v_in_k': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
+    }
+    if (s.qv) return fail_v_in_k("qv", "1", "0 (the absorbed form: Q and K whole)");
+    if (s.consumer_wgs != 0 && s.consumer_wgs != 2) return fail_v_in_k("consumer_wgs", std::to_string(s.consumer_wgs), "2 (the two halves of O)");
+    if (s.block_m != 0 && s.block_m != 64) return fail_v_in_k("block_m", std::to_string(s.block_m), "64 (both consumer warpgroups take the tile's 64 rows)");
+    if (s.pingpong == 1) return fail_v_in_k("pingpong", "1", "0 (the warpgroups hand P on instead of taking turns)");
+    if (s.block_n != 0 && s.block_n != 64) return fail_v_in_k("block_n", std::to_string(s.block_n), "64 (one P tile of 128-byte rows)");
+  }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");
   if (s.block_m != 0 && s.block_m != 64 && s.block_m != 128 && s.block_m != 192) {
     return fail("block_m", s.block_m, "64, 128 or 192 (64 rows per consumer warpgroup)");
   }
-  if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs) {
+  // NOTES: v_in_k=1 (below) puts two consumer warpgroups on one 64-row tile: block_m 64, consumer_wgs 2.
+  if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs && !s.v_in_k) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
   if (s.cluster != 0 && s.cluster != 1 && s.cluster != 2) return fail("cluster", s.cluster, "1 or 2");

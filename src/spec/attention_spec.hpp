@@ -26,6 +26,11 @@ struct AttentionSpec {
   // their first head_dim_v columns (V's own), q and k the other head_dim - head_dim_v (rotary);
   // scores q.k + qv.v, O = P V. Needs head_dim_v and head_dim - head_dim_v multiples of 64.
   bool qv = false;
+  // v_in_k=1 (an MLA latent cache): V is K's first head_dim_v columns, the same memory (args.v is
+  // args.k, with k's strides). Each K/V block is loaded once and read as both; with head_dim_v above
+  // 256 a tile's two consumer warpgroups share its 64 rows, the first computing the scores and each
+  // one half of O (P through shared memory): no score is computed twice. Needs head_dim_v 384 or 512.
+  bool v_in_k = false;
   bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
   int stages = 0;            // K/V ring depth 1..4; 0 = from the table
   int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table
