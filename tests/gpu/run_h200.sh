@@ -25,7 +25,8 @@
 #                             causal and not, 8k and 16k; target >= 750 TFLOP/s non-causal), and bench/mla_peers.py
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=mla-decode 9. bench/mla_peers.py's large and decode parts: d512 prefill against d256 (>= 0.9x), d512
-#                             decode and MLA's absorbed decode through flashjit.flash_mla against the read bandwidth
+#                             decode and MLA's absorbed decode through flashjit.flash_mla (O in parts, and with
+#                             flash_mla.V_IN_K: the v_in_k=1 kernels, cells _vink) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
@@ -382,7 +383,8 @@ fi
 # non-causal cells >= 750 TFLOP/s (FLOPs 2 x (192 + 128) a visible pair and head). Head dims above 256:
 # MLA's absorbed decode (576/512, V the latent rows' first 512 columns: --v-in-k, TB/s counting the
 # latent cache once), 64 x 4k keys, page 64, 16 heads with 1 and 2 queries and 128 heads, 16 heads in
-# FlashAttention-3's split form (qv=1: q, qv, k and V four tensors) and on an e4m3 latent cache; Gemma 4's
+# FlashAttention-3's split form (qv=1: q, qv, k and V four tensors) and on an e4m3 latent cache, and the
+# v_in_k=1 kernels (_vink: two warpgroups sharing each tile's scores) at 16 and 128 heads, 1 and 2 queries; Gemma 4's
 # d512 prefill beside d256 on the same shape, and its d512 decode of 8 x 32k keys.
 # FLASHJIT_FEATURE_BENCH_CELLS / FLASHJIT_FEATURE_BENCH_SKIP: regexes on the cell names to run / to leave out;
 # FLASHJIT_FEATURE_BENCH_BUDGET_S: a cell not started within it is listed as skipped (none is timed past it).
@@ -441,6 +443,10 @@ mla_prefill8k_d128 dtype=bf16,head_dim=128,varlen=1 --seqlens 8192:8192,8192:819
 mla_decode64x4k_h16 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_q2 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h16_q2_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h16_e4m3 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_qv dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
@@ -486,9 +492,12 @@ BENCHES
     ratio=$(awk -v a="$t512" -v b="$t256" 'BEGIN{printf "%.2f", a / b}')
     row "mla d512 / d256 prefill TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($t512 against $t256 TF/s)"
   fi
-  tf=$(kv_field mla_decode64x4k_h128 12)
-  [ -n "$tf" ] && row "mla absorbed decode 128 heads: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
-  for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode8x32k_d512:85; do
+  for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink; do
+    tf=$(kv_field $cell 12)
+    [ -n "$tf" ] && row "mla absorbed decode $cell: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
+  done
+  for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode64x4k_h16_vink:90 \
+              mla_decode64x4k_h16_q2_vink:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
