@@ -803,9 +803,9 @@ TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
 // same memory: no copy), 16-128 query heads packed into the tiles, 1-4 queries a sequence with the
 // causal mask, pages of 64, 16 and 1 (NaN in every slot no sequence reads), sequences of 0, 1,
 // 1024, 1025 and random keys to 3000, split counts 1 and 3 exactly and the launch's own, both
-// dtypes.
-TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) {
-  std::mt19937_64 shapes(45);
+// dtypes; `extra` the spec keys beyond the decode's.
+void run_absorbed_decode(uint64_t seed, const std::string& extra) {
+  std::mt19937_64 shapes(seed);
   std::vector<EngineCase> cases;
   int i = 0;
   for (int heads : {16, 32, 64, 128})
@@ -815,38 +815,21 @@ TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) {
       p.head_dim_v = 512;
       p.v_is_k_prefix = true;
       p.max_splits = 16;
-      cases.push_back({engine_spec(p, kDecode), p});
+      cases.push_back({engine_spec(p, std::string(kDecode) + extra), p});
       for (int splits : {1, 3}) {
         p.max_splits = splits;
-        cases.push_back({engine_spec(p, kDecode), p, 0});
+        cases.push_back({engine_spec(p, std::string(kDecode) + extra), p, 0});
       }
       ++i;
     }
   run_all(cases);
 }
 
+TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) { run_absorbed_decode(45, ""); }
+
 // The same with V read from K's rows by two warpgroups sharing each tile's scores (spec key
 // v_in_k=1: one hand-over of P a block, the latent block loaded once for both halves of O).
-TEST(MlaDecodeGpu, VInKHeadsQueriesPagesAndSplits) {
-  std::mt19937_64 shapes(47);
-  std::vector<EngineCase> cases;
-  int i = 0;
-  for (int heads : {16, 32, 64, 128})
-    for (int queries : {1, 2, 4}) {
-      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
-      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
-      p.head_dim_v = 512;
-      p.v_is_k_prefix = true;
-      p.max_splits = 16;
-      cases.push_back({engine_spec(p, std::string(kDecode) + ",v_in_k=1"), p});
-      for (int splits : {1, 3}) {
-        p.max_splits = splits;
-        cases.push_back({engine_spec(p, std::string(kDecode) + ",v_in_k=1"), p, 0});
-      }
-      ++i;
-    }
-  run_all(cases);
-}
+TEST(MlaDecodeGpu, VInKHeadsQueriesPagesAndSplits) { run_absorbed_decode(47, ",v_in_k=1"); }
 
 // v_in_k=1 beyond decode: MLA's 576/512 ragged (prefill-like, many query blocks a sequence) through
 // packed, dense and paged K/V, causal or not, both dtypes; 512/512 and 384/384 with V = K (the whole
