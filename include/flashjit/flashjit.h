@@ -361,8 +361,8 @@ typedef struct flashjit_tensor_strides {
  *   V is K's first head_dim_v columns: pass v = k with v_strides = k_strides (anything else is
  *   refused, naming args.v or args.v_strides). The kernel loads each K/V block once and reads V from
  *   it; a tile's two consumer warpgroups share its 64 rows, the first computing the scores and each
- *   computing half of O. head_dim_v 384 or 512 (MLA's absorbed 576/512); 16-bit dtypes, not with
- *   qv=1 or combine=inline. The same inputs and results as the spec without the key. */
+ *   computing half of O. head_dim_v 384 or 512 (MLA's absorbed 576/512); with varlen=1 or paged=1;
+ *   16-bit dtypes, not with qv=1 or combine=inline. The same inputs and results as the spec without the key. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start

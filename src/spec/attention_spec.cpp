@@ -305,6 +305,11 @@ Status validate_spec(const AttentionSpec& s) {
       return Error::invalid_spec("v_in_k", "spec field 'v_in_k': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
     }
     if (s.qv) return fail_v_in_k("qv", "1", "0 (the absorbed form: Q and K whole)");
+    // NOTES: a latent cache is an engine's input (packed or paged K/V); the dense check and
+    // benchmarks have no form with V in K's rows, so no dense kernel would ever be run.
+    if (!s.varlen && !s.paged) {
+      return Error::invalid_spec("v_in_k", "spec field 'v_in_k': value 1 is not allowed without varlen=1 or paged=1; allowed: 0 (V in K's rows is an engine's latent cache)");
+    }
     if (s.consumer_wgs != 0 && s.consumer_wgs != 2) return fail_v_in_k("consumer_wgs", std::to_string(s.consumer_wgs), "2 (the two halves of O)");
     if (s.block_m != 0 && s.block_m != 64) return fail_v_in_k("block_m", std::to_string(s.block_m), "64 (both consumer warpgroups take the tile's 64 rows)");
     if (s.pingpong == 1) return fail_v_in_k("pingpong", "1", "0 (the warpgroups hand P on instead of taking turns)");
