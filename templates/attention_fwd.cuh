@@ -17,8 +17,8 @@
 // in, V transposed), pack_probs and issue_pv (P in e4m3, V K-major) and the descales (ScoreRule's
 // scale_log2, write_output's factor). head_dim_v (issue 40) is kHeadDimV / kVCols wherever V and O are.
 // v_in_k=1 (kVInK, MLA's latent cache) enters at the producer (no V loads: V is K's slot) and at
-// the consumers' roles (consume_paired: warpgroup 0 computes the scores and hands P to warpgroup 1
-// through shared memory, each computes half of O).
+// the consumers' roles (consume_paired_first / _second: warpgroup 0 computes the scores and hands
+// P to warpgroup 1 through shared memory, each computes half of O).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
