@@ -26,8 +26,8 @@ lib=$(find "$prefix" -name 'libflashjit.so' | head -1)
 pc=$(find "$prefix" -name flashjit.pc | head -1)
 config=$(find "$prefix" -name flashjitConfig.cmake | head -1)
 [ -n "$lib" ] && [ -n "$pc" ] && [ -n "$config" ] || { echo "FAIL: library, flashjit.pc or flashjitConfig.cmake missing"; exit 1; }
-readelf -d "$lib" | grep -q 'R.*PATH.*\$ORIGIN' || { echo "FAIL: libflashjit.so has no \$ORIGIN rpath"; exit 1; }
-readelf -d "$prefix/bin/flashjit" | grep -q 'R.*PATH.*\$ORIGIN' || { echo "FAIL: the tool has no \$ORIGIN rpath"; exit 1; }
+grep -q 'R.*PATH.*\$ORIGIN' <<<"$(readelf -d "$lib")" || { echo "FAIL: libflashjit.so has no \$ORIGIN rpath"; exit 1; }
+grep -q 'R.*PATH.*\$ORIGIN' <<<"$(readelf -d "$prefix/bin/flashjit")" || { echo "FAIL: the tool has no \$ORIGIN rpath"; exit 1; }
 if grep -rq "$tmp/prefix" "$prefix"; then echo "FAIL: an installed file names the install prefix (not relocatable)"; exit 1; fi
 bash "$src/tests/elf_rpath_check.sh" "$prefix" >"$tmp/rpath.log" || { cat "$tmp/rpath.log"; exit 1; }
 

@@ -169,7 +169,7 @@ fi
 
 # NVRTC dlopens libnvrtc-builtins by name, and the wheels' libnvrtc has no RUNPATH: the dynamic
 # loader must know the folder (as the toolkit's own packages arrange in /etc/ld.so.conf.d).
-if [ "$cuda_root" = "$pypi_cuda_root" ] && ! ldconfig -p 2>/dev/null | grep -qF "$pypi_cuda_root/lib/libnvrtc-builtins"; then
+if [ "$cuda_root" = "$pypi_cuda_root" ] && ! grep -qF "$pypi_cuda_root/lib/libnvrtc-builtins" <<<"$(ldconfig -p 2>/dev/null)"; then
   say "registering $pypi_cuda_root/lib with the dynamic loader (/etc/ld.so.conf.d/flashjit-cuda13.conf)"
   echo "$pypi_cuda_root/lib" | "${SUDO[@]}" tee /etc/ld.so.conf.d/flashjit-cuda13.conf >/dev/null &&
     "${SUDO[@]}" ldconfig ||

@@ -88,7 +88,7 @@ for f in "$WORK"/unpacked/flashjit/_lib/libflashjit.so.* "$WORK/unpacked/flashji
   echo "$name needs: $needed"
   if grep -qE 'libstdc\+\+|libgcc_s|libtinfo|libncurses' <<<"$needed"; then bad "$name needs a C++ runtime or terminfo library of the host's"; fi
   if grep -q 'libnvrtc' <<<"$needed"; then bad "$name needs libnvrtc (it must be dlopen'ed)"; else echo "ok: $name does not link NVRTC"; fi
-  if readelf -S "$f" | grep -qE '\.symtab|\.debug_'; then bad "$name is not stripped"; else echo "ok: $name is stripped"; fi
+  if grep -qE '\.symtab|\.debug_' <<<"$(readelf -S "$f")"; then bad "$name is not stripped"; else echo "ok: $name is stripped"; fi
 done
 
 echo "== licence and NVRTC pin"

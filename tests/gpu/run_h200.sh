@@ -262,7 +262,7 @@ fi
 # sequence (FLASHJIT_SANITIZE_INLINE=1 is the older name of this step).
 # One spec of each mask and score feature, with the tool's feature flags where this build's tool has them.
 feature_sanitizer_specs() {
-  "$TOOL" check --help 2>/dev/null | grep -q -- --window-left || return 0
+  grep -q -- --window-left <<<"$("$TOOL" check --help 2>/dev/null)" || return 0
   echo "dtype=bf16,head_dim=64,causal=1,varlen=1,paged=1,window=1 --seqlens $SEQLENS --heads-q 8 --heads-kv 1 --page-size 16 --window-left 127"
   echo "dtype=bf16,head_dim=128,causal=1,varlen=1,pack_gqa=1,split_kv=1,combine=inline,window=1,chunk=1 --seqlens $SEQLENS --heads-q 32 --heads-kv 8 --window-left 300 --chunk 512"
 }
