@@ -215,7 +215,7 @@ def case_strided_q():
         check(f"flash_mla: q a slice [:, :{sq}] of [b, {room}, h, d]", "bf16", q, cache, out, lse, True, D ** -0.5)
 
 
-def case_graph_replay():
+def case_graph_replay(label=""):
     """An engine's MTP decode step (2 queries, causal, split-KV): one CUDA graph captured once after an eager call,
     replayed after cache_seqlens, the block table and the data change in place (lengths growing, a sequence going
     idle at 0, one jumping)."""
@@ -261,7 +261,7 @@ def case_graph_replay():
         out.fill_(float("nan"))
         lse.fill_(float("nan"))
         graph.replay()
-        check(f"flash_mla: CUDA graph replay {i}: new cache_seqlens/table/data", "bf16", q, cache, out, lse, True,
+        check(f"flash_mla: CUDA graph replay {i}: new cache_seqlens/table/data{label}", "bf16", q, cache, out, lse, True,
               D ** -0.5)
 
 
@@ -327,7 +327,26 @@ def cases(runner):
         ("flash_mla graph", case_graph_replay),
         ("flash_mla wrong inputs", case_wrong_inputs),
     ]
+    # flashjit.flash_mla.V_IN_K: the v_in_k=1 kernels (two warpgroups sharing each tile's scores)
+    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", V_IN_K")),
+                      ("h128 s_q 2", lambda: case_decode(128, 2, label=", V_IN_K")),
+                      ("h64 s_q 4 page 16", lambda: case_decode(64, 4, page=16, label=", V_IN_K")),
+                      ("fp16 h128 no split", lambda: case_decode(128, 1, dtype_name="fp16", num_splits=1, label=", V_IN_K")),
+                      ("head dim 512", lambda: case_decode(32, 1, d=512, label=", head dim 512, V_IN_K")),
+                      ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, V_IN_K")),
+                      ("graph", lambda: case_graph_replay(", V_IN_K"))):
+        out.append((f"flash_mla V_IN_K {label}", lambda fn=fn: with_v_in_k(fn)))
     return out
+
+
+def with_v_in_k(fn):
+    """fn() with flashjit.flash_mla.V_IN_K set, put back after."""
+    import flashjit.flash_mla as fm
+    fm.V_IN_K = True
+    try:
+        fn()
+    finally:
+        fm.V_IN_K = False
 
 
 def main():
