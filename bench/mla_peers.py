@@ -35,7 +35,7 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   the read bandwidth) and h64_q2, h128_q1, h128_q2 (compute-bound: heads x queries >= 128; target >= 600
   TFLOP/s). The spec is the package's (mla_plan: "dtype=bf16,head_dim=576,head_dim_v=512[,causal=1],varlen=1,
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
-  two parts (the package's default), then mla_decode_hH_qS_vink with flash_mla.V_IN_K (spec key v_in_k=1: two
+  two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
   warpgroups share each tile's scores, the latent block loaded once for both halves of O).
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
@@ -169,7 +169,7 @@ def mla_cells(args):
     for heads, sq in MLA_SHAPES:
         cache_bytes = b * sk * MLA_D * ELEM  # read once: V is the same memory
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
-        for v_in_k in (False, True):  # O in two parts (the package's default), then the shared-scores kernels
+        for v_in_k in (False, True):  # O in two parts, then the shared-scores kernels (the package's default)
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + ("_vink" if v_in_k else ""),
                               heads=heads, sq=sq, v_in_k=v_in_k, **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk), bound=mla_bound(heads, sq)))

@@ -9,7 +9,8 @@ kernels: a second drop-in, beside FA3's.
 How FlashMLA's call maps onto one flashjit launch (include/flashjit/flashjit.h, ENGINE INPUTS and DECODE):
 - the spec: dtype (bf16 or fp16, q's), head_dim 576 (512 latent + 64 rotary; 512 also, as FlashMLA takes it),
   head_dim_v=512, causal, varlen=1, paged=1, pack_gqa=1 (all query heads share the one latent head: each cache
-  block is read once per tile for all of them) and split_kv=1 where the launch splits the keys;
+  block is read once per tile for all of them), split_kv=1 where the launch splits the keys, and v_in_k=1 (see
+  V_IN_K below);
 - q [batch, seqlen_q, heads_q, 576] is read as packed rows [batch * seqlen_q, heads_q, 576] (its own strides; a
   copy only where [batch, seqlen_q] do not merge into one row stride), cu_seqlens_q = arange(batch + 1) *
   seqlen_q (one int32 tensor per device, batch and seqlen_q, made once outside captures), max_seqlen_q =
@@ -44,11 +45,11 @@ argument; strides and alignment the library checks, and its errors name the argu
 flashjit extension: num_splits as a Python int is a hint, as in FA3's functions: 1 never splits, n > 1 caps the
 splits at n, 0 lets flashjit choose (what None and FlashMLA's tensors mean).
 
-flashjit extension: V_IN_K = True (module attribute, read at each call) runs the spec key v_in_k=1's kernels: V
-read from the latent block already loaded for K, two consumer warpgroups sharing each tile's scores (FlashMLA's
-design: the first computes Q K^T and hands P to the second, each computes half of O), so no score is computed
-twice. Off by default (the O-in-two-parts kernels, each part's tile computing its own Q K^T) until its timings
-against those are in bench/NOTES.md.
+flashjit extension: V_IN_K (module attribute, read at each call; True by default) runs the spec key v_in_k=1's
+kernels: V read from the latent block already loaded for K, two consumer warpgroups sharing each tile's scores
+(FlashMLA's design: the first computes Q K^T and hands P to the second, each computes half of O), so no score is
+computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.2x (16-32
+heads) to 1.9x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells (bench/NOTES.md, 2026-12-05).
 
 Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
 stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
@@ -66,7 +67,7 @@ METADATA_COLUMNS = 8        # FlashMLA's TileSchedulerMetaDataSize: int32 words 
 _DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}
 _INT32 = "torch.int32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
-V_IN_K = False              # flashjit extension: the v_in_k=1 kernels (see the module's notes)
+V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
 
 # The C fields as this interface's arguments call them (a library error names the argument).
 _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v columns)", "o": "out",

@@ -143,7 +143,7 @@ class Launch(MlaCase):
     def test_decode_packs_the_latent_cache_as_k_and_v(self):
         q, cache, table, lens = decode_inputs()
         out, lse = self.call(q, cache, table, lens, 512, None, None, causal=True)
-        self.assertEqual(self.rt.kernels, [MLA_SPEC.format(0) + ",split_kv=1"])  # one query: causal changes nothing
+        self.assertEqual(self.rt.kernels, [MLA_SPEC.format(0) + ",split_kv=1,v_in_k=1"])  # one query: causal changes nothing
         spec, a = self.rt.launches[0]
         self.assertEqual((a.q, a.k, a.v, a.o, a.lse), (q.ptr, cache.ptr, cache.ptr, out.ptr, lse.ptr))
         self.assertEqual((a.k_strides.batch, a.k_strides.row, a.k_strides.head), (64 * 576, 576, 576))
@@ -181,7 +181,7 @@ class Launch(MlaCase):
         q, cache, table, lens = decode_inputs(batch=3, seqlen_q=2, heads_q=16, page=16, blocks=50, max_blocks=7)
         out, lse = self.call(q, cache, table, lens, causal=True, softmax_scale=0.125)
         spec, a = self.rt.launches[0]
-        self.assertEqual(spec, MLA_SPEC.format(1) + ",split_kv=1")
+        self.assertEqual(spec, MLA_SPEC.format(1) + ",split_kv=1,v_in_k=1")
         self.assertEqual((a.batch, a.seqlen_q, a.total_q, a.seqlen_k, a.page_size), (3, 2, 6, 7 * 16, 16))
         self.assertEqual(self.rt.cu_values[a.cu_seqlens_q], [0, 2, 4, 6])
         self.assertEqual((a.q_strides.row, a.q_strides.head), (16 * 576, 576))
@@ -218,7 +218,7 @@ class Launch(MlaCase):
         self.assertEqual((a.max_splits, a.workspace, a.workspace_bytes), (0, 0, 0))
         self.call(q, cache, table, lens, num_splits=4)
         spec, a = self.rt.launches[-1]
-        self.assertTrue(spec.endswith(",split_kv=1"), spec)
+        self.assertTrue(spec.endswith(",split_kv=1,v_in_k=1"), spec)
         self.assertEqual(a.max_splits, 4)
         self.assertNotEqual(a.workspace, 0)
         self.call(q, cache, table, lens, num_splits=1000)
@@ -275,13 +275,13 @@ class Launch(MlaCase):
         q, cache, table, lens = decode_inputs(batch=8, seqlen_q=2, heads_q=128)
         self.call(q, cache, table, lens, causal=True)
         try:
-            self.m.V_IN_K = True
+            self.m.V_IN_K = False
             self.call(q, cache, table, lens, causal=True)
         finally:
-            self.m.V_IN_K = False
+            self.m.V_IN_K = True
         self.call(q, cache, table, lens, causal=True)
-        self.assertEqual([spec.endswith(",v_in_k=1") for spec, _ in self.rt.launches], [False, True, False])
-        self.assertEqual(self.rt.launches[1][0], self.rt.launches[0][0] + ",v_in_k=1")
+        self.assertEqual([spec.endswith(",v_in_k=1") for spec, _ in self.rt.launches], [True, False, True])
+        self.assertEqual(self.rt.launches[0][0], self.rt.launches[1][0] + ",v_in_k=1")
         self.assertEqual(len(self.rt.kernels), 2, "each setting its own plan, both kept")
         (_, a), (_, b) = self.rt.launches[:2]
         self.assertEqual((b.k, b.v, bytes(b.k_strides)), (cache.ptr, cache.ptr, bytes(b.v_strides)))

@@ -327,26 +327,26 @@ def cases(runner):
         ("flash_mla graph", case_graph_replay),
         ("flash_mla wrong inputs", case_wrong_inputs),
     ]
-    # flashjit.flash_mla.V_IN_K: the v_in_k=1 kernels (two warpgroups sharing each tile's scores)
-    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", V_IN_K")),
-                      ("h128 s_q 2", lambda: case_decode(128, 2, label=", V_IN_K")),
-                      ("h64 s_q 4 page 16", lambda: case_decode(64, 4, page=16, label=", V_IN_K")),
-                      ("fp16 h128 no split", lambda: case_decode(128, 1, dtype_name="fp16", num_splits=1, label=", V_IN_K")),
-                      ("head dim 512", lambda: case_decode(32, 1, d=512, label=", head dim 512, V_IN_K")),
-                      ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, V_IN_K")),
-                      ("graph", lambda: case_graph_replay(", V_IN_K"))):
-        out.append((f"flash_mla V_IN_K {label}", lambda fn=fn: with_v_in_k(fn)))
+    # flashjit.flash_mla.V_IN_K = False: the O-in-parts kernels (the default is v_in_k=1's shared scores)
+    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", O in parts")),
+                      ("h128 s_q 2", lambda: case_decode(128, 2, label=", O in parts")),
+                      ("h64 s_q 4 page 16", lambda: case_decode(64, 4, page=16, label=", O in parts")),
+                      ("fp16 h128 no split", lambda: case_decode(128, 1, dtype_name="fp16", num_splits=1, label=", O in parts")),
+                      ("head dim 512", lambda: case_decode(32, 1, d=512, label=", head dim 512, O in parts")),
+                      ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, O in parts")),
+                      ("graph", lambda: case_graph_replay(", O in parts"))):
+        out.append((f"flash_mla O in parts {label}", lambda fn=fn: with_o_in_parts(fn)))
     return out
 
 
-def with_v_in_k(fn):
-    """fn() with flashjit.flash_mla.V_IN_K set, put back after."""
+def with_o_in_parts(fn):
+    """fn() with flashjit.flash_mla.V_IN_K off (the O-in-parts kernels), put back after."""
     import flashjit.flash_mla as fm
-    fm.V_IN_K = True
+    before, fm.V_IN_K = fm.V_IN_K, False
     try:
         fn()
     finally:
-        fm.V_IN_K = False
+        fm.V_IN_K = before
 
 
 def main():
