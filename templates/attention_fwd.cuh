@@ -1368,32 +1368,35 @@ FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN /
   named_barrier_arrive(kPFullBarrier, 256);
 }
 
-// Warpgroup 0's block it > 0: S(it) and P(it-1) V(it-1) (V's first kVCols columns of K's slot) in
-// flight together, the softmax of S(it) while the P V runs, then P(it) handed over. On entry probs
-// holds P(it-1) and pending its factor; on exit P(it) and its.
-// NOTES: no branch between a wgmma's issue and its wait (the masked and unmasked blocks are
-// separate instances, as in Consumer::overlapped_block): a branch there made ptxas serialise every
-// wgmma of the kernel (C7518). Q's address is hidden from ptxas each block, else it keeps the 36
-// k steps' descriptors live through the loop (spilled, as in recompute_scores_and_probs).
+// Warpgroup 0's block it > 0: P(it-1) V(it-1) (V's first kVCols columns of K's slot) and S(it) in
+// flight together, the P V first: its slot is released as soon as it completes, while S(it) still
+// runs, then the softmax of S(it) and P(it) handed over. On entry probs holds P(it-1) and pending
+// its factor; on exit P(it) and its.
+// NOTES: the slot's release is what paces the ring (two 72 KB stages: K(it+1) loads only once slot
+// it-1 is free); releasing it after the softmax of S(it), with the P V issued behind S(it), left the
+// next block's load no time (the measured H100 decode ran at 40 % of the tensor cores). No branch
+// between a wgmma's issue and its wait (the masked and unmasked blocks are separate instances, as in
+// Consumer::overlapped_block): a branch there made ptxas serialise every wgmma of the kernel (C7518).
+// Q's address is hidden from ptxas each block, else it keeps the 36 k steps' descriptors live
+// through the loop (spilled, as in recompute_scores_and_probs).
 template <bool kMasked>
 FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], float (&pending)[2],
                                  SoftmaxState& st, int t) {
   const int s = c.stage(it);
   PvOperand prev_p;
   pack_probs(prev_p, probs);
+  rescale(o, pending);
+  issue_pv(o, prev_p, c.sm.k_stage(c.stage(it - 1)));  // V(it-1): the first kVChunks chunks of K's slot
   mbar_wait(c.sm.full_k(s), c.phase(it));
   QOperand q = c.q;
-  asm volatile("" : "+r"(q.slice));                     // (see below)
-  issue_scores(probs, q, c.sm.k_stage(s));              // probs' registers now hold S(it)
-  rescale(o, pending);                                  // behind Q K^T, which does not touch O
-  issue_pv(o, prev_p, c.sm.k_stage(c.stage(it - 1)));  // V(it-1): the first kVChunks chunks of K's slot
-  wgmma_wait<1>();                                      // S(it) done, P V still running
-  fence_registers(probs);
-  scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(it), st, c.p, pending);
-  c.pin_wait_below(st);
-  wgmma_wait<0>();  // P(it-1) V(it-1) done
+  asm volatile("" : "+r"(q.slice));         // (see above)
+  issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
+  wgmma_wait<1>();                          // P(it-1) V(it-1) done, S(it) still running
   fence_registers(o);
   c.release(c.sm.empty_k(c.stage(it - 1)));
+  wgmma_wait<0>();
+  fence_registers(probs);
+  scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(it), st, c.p, pending);
   hand_over_probs(c, probs, pending, st, it == c.n_blocks - 1, t);
 }
 
