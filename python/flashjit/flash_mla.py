@@ -49,7 +49,7 @@ flashjit extension: V_IN_K (module attribute, read at each call; True by default
 kernels: V read from the latent block already loaded for K, two consumer warpgroups sharing each tile's scores
 (FlashMLA's design: the first computes Q K^T and hands P to the second, each computes half of O), so no score is
 computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.2x (16-32
-heads) to 1.9x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells (bench/NOTES.md, 2026-12-05).
+heads) to 2.3x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells (bench/NOTES.md, 2026-12-05).
 
 Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
 stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
