@@ -25,8 +25,8 @@
 #                             causal and not, 8k and 16k; target >= 750 TFLOP/s non-causal), and bench/mla_peers.py
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=mla-decode 9. bench/mla_peers.py's large and decode parts: d512 prefill against d256 (>= 0.9x), d512
-#                             decode and MLA's absorbed decode through flashjit.flash_mla (O in parts, and with
-#                             flash_mla.V_IN_K: the v_in_k=1 kernels, cells _vink) against the read bandwidth
+#                             decode and MLA's absorbed decode through flashjit.flash_mla (its v_in_k=1 kernels,
+#                             cells _vink, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
