@@ -21,6 +21,20 @@
 namespace flashjit {
 namespace {
 
+// The FP8 operands' LSE bound (verify/check.hpp: fp8_lse_error): the relative error of the 16-bit
+// kernels where a row's scores are small, widened by 2^-10 of the row's summed |q_c k_c| (the FP8
+// GEMM's accumulation), 2^-8 more where the reference's dequantised copies are rounded; the H100's
+// measured errors pass it, a wrong descale or key does not.
+TEST(Fp8OperandsCheck, LseBoundScalesWithTheRowsScoreMagnitude) {
+  EXPECT_NEAR(fp8_lse_error(10.001, 10.0, 0.0, true), 1e-4, 1e-12);  // no magnitude: the plain relative error
+  EXPECT_LE(fp8_lse_error(0.5005, 0.5, 7.0, true), kLseErrorBound);   // one key, as measured: 5e-4 at magnitude ~7
+  EXPECT_LE(fp8_lse_error(52.0 + 0.09, 52.0, 350.0, true), kLseErrorBound);  // outlier keys (x 50): 2.6e-4 of 350
+  EXPECT_GT(fp8_lse_error(52.0 + 0.6, 52.0, 350.0, true), kLseErrorBound);   // 1.9e-3 of it: only with rounded copies
+  EXPECT_LE(fp8_lse_error(52.0 + 0.6, 52.0, 350.0, false), kLseErrorBound);
+  EXPECT_GT(fp8_lse_error(10.0 * 1.1, 10.0, 7.0, false), kLseErrorBound);  // a descale 10 % off
+  EXPECT_GT(fp8_lse_error(3.0, 4.0, 20.0, false), kLseErrorBound);         // another key's score
+}
+
 const char* kFp8 = "dtype=e4m3,head_dim=128,causal=1";
 const char* kFp8Fp16 = "dtype=e4m3,head_dim=128,causal=1,out_dtype=fp16";
 const char* kCache = "dtype=bf16,head_dim=128,causal=1,kv_dtype=e4m3";

@@ -56,8 +56,8 @@ Case dense_case(int d, bool causal, bool out_bf16, int batch, int sq, int sk, in
 
 bool report(const std::string& what, const CheckResult& r) {
   const bool ok = r.passed_within(kFp8OperandsOErrorBound);
-  std::printf("%s o_err %.2e lse_err %.2e unwritten %zu  %s %s\n", ok ? "PASS" : "FAIL", r.o_error, r.lse_error, r.unwritten,
-              what.c_str(), r.error.c_str());
+  std::printf("%s o_err %.2e lse_err %.2e (per magnitude %.2e) unwritten %zu  %s %s\n", ok ? "PASS" : "FAIL", r.o_error, r.lse_error,
+              r.lse_per_magnitude, r.unwritten, what.c_str(), r.error.c_str());
   EXPECT_TRUE(r.ran) << what << ": " << r.error;
   EXPECT_TRUE(r.error.empty()) << what << ": " << r.error;
   EXPECT_EQ(r.unwritten, 0u) << what;

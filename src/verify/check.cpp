@@ -229,6 +229,12 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   for (int i = 0; i < 3; ++i) { dst[i][0] = ss[i]->batch; dst[i][1] = ss[i]->row; dst[i][2] = ss[i]->head; }
   rp.o = o.ptr();
   rp.lse = lse.ptr();
+  // FP8 operands: each row's score magnitude, for the LSE's bound (fp8_lse_error).
+  std::optional<DeviceBuffer> magnitude;
+  if (p.fp8.on && p.fp8.operands) {
+    magnitude.emplace(api, lse_count * 8);
+    rp.magnitude = magnitude->ptr();
+  }
   rp.seqlen_q = p.seqlen_q; rp.seqlen_k = p.seqlen_k; rp.heads_q = p.heads_q; rp.heads_kv = p.heads_kv;
   rp.head_dim = p.head_dim; rp.causal = p.causal;
   rp.head_dim_v = p.v_dim();  // O [b, s_q, h_q, head_dim_v]
@@ -260,7 +266,16 @@ Reference gpu_reference(const CheckDevice& device, const Problem& p, CUdeviceptr
   ref.lse.resize(lse_count);
   o.download(ref.o.data(), o_count * 8);
   lse.download(ref.lse.data(), lse_count * 8);
+  if (magnitude) {
+    ref.magnitude.resize(lse_count);
+    magnitude->download(ref.magnitude.data(), lse_count * 8);
+  }
   return ref;
+}
+
+double fp8_lse_error(double got, double want, double magnitude, bool exact_copies) {
+  const double per_magnitude = 1.0 / 1024 + (exact_copies ? 0.0 : 1.0 / 256);  // see check.hpp
+  return std::fabs(got - want) / (std::max(1.0, std::fabs(want)) + magnitude * per_magnitude / kLseErrorBound);
 }
 
 namespace {
@@ -467,6 +482,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   result.o_error = relative_l2_error(actual, expected);
   // Compare LSE.
   if (with_lse) {
+    const bool fp8_operands = p.fp8.on && p.fp8.operands && ref.magnitude.size() == lse_count;
     std::vector<float> got(lse_count);
     const std::vector<double>& want = ref.lse;
     lse.download(got.data(), lse_count * 4);
@@ -474,6 +490,10 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
       double err;
       if (std::isnan(got[i])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
       else if (std::isinf(want[i])) err = (std::isinf(got[i]) && got[i] < 0) ? 0 : std::numeric_limits<double>::infinity();
+      else if (fp8_operands) {
+        err = fp8_lse_error(got[i], want[i], ref.magnitude[i], p.fp8.exact());
+        if (ref.magnitude[i] > 0) result.lse_per_magnitude = std::max(result.lse_per_magnitude, std::fabs(got[i] - want[i]) / ref.magnitude[i]);
+      }
       else err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
       result.lse_error = std::max(result.lse_error, err);
     }

@@ -201,6 +201,7 @@ struct RefParams {
   int window_left, window_right, chunk, has_sinks; double softcap;
   u64 sinks, alibi_slopes; i64 alibi_batch_stride;
   int head_dim_v;
+  u64 magnitude;
 };
 __device__ double load(u64 base, i64 index) {
   const u16 bits = reinterpret_cast<const u16*>(base)[index];
@@ -229,14 +230,16 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
   const double slope = p.alibi_slopes ? reinterpret_cast<const double*>(p.alibi_slopes)[alibi_slope_index(b, h, p.alibi_batch_stride)] : 0.0;
   for (int c = t; c < d; c += 128) q_row[c] = load(p.q, b * p.qs[0] + row * p.qs[1] + h * p.qs[2] + c);
   __syncthreads();
-  double mx = -1.0 / 0.0;
+  double mx = -1.0 / 0.0, magnitude = 0;
   for (int i = t; i < visible; i += 128) {
     const int j = first + i;
-    double dot = 0; const i64 kb = b * p.ks[0] + (i64)j * p.ks[1] + kvh * p.ks[2];
-    for (int c = 0; c < d; ++c) dot += q_row[c] * load(p.k, kb + c);
+    double dot = 0, dot_abs = 0; const i64 kb = b * p.ks[0] + (i64)j * p.ks[1] + kvh * p.ks[2];
+    for (int c = 0; c < d; ++c) { const double e = q_row[c] * load(p.k, kb + c); dot += e; dot_abs += fabs(e); }
     mx = fmax(mx, modified_logit(dot, p.scale, p.softcap, slope, pos, j));
+    magnitude = fmax(magnitude, dot_abs);
   }
   mx = block_max(mx, red);
+  if (p.magnitude) magnitude = block_max(magnitude, red);
   double acc[4] = {0, 0, 0, 0}, sum = 0;
   for (int c0 = 0; c0 < visible; c0 += 128) {
     const int i = c0 + t, j = first + i;
@@ -262,6 +265,7 @@ extern "C" __global__ void __launch_bounds__(128) reference_attention(const RefP
   for (int u = 0; u < 4; ++u)
     if (t + 128 * u < dv) o[t + 128 * u] = acc[u] * fin.o_scale;
   if (t == 0) reinterpret_cast<double*>(p.lse)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = fin.lse;
+  if (t == 0 && p.magnitude) reinterpret_cast<double*>(p.magnitude)[((i64)b * p.heads_q + h) * p.seqlen_q + row] = magnitude * p.scale;
 }
 )CUDA";
   return src;

@@ -78,7 +78,12 @@ void attend_row(const AttentionFeatures& features, bool causal, double scale, do
 struct Reference {
   std::vector<double> o;
   std::vector<double> lse;
+  // Per LSE entry, where asked for (FP8 operands' checks): scale x the largest sum over c of
+  // |q_c k_c| among the row's visible keys, the magnitude FP8 Q K^T's accumulation error scales with
+  // (fp8_lse_error); 0 for a row with no key.
+  std::vector<double> magnitude;
 };
+
 
 Reference cpu_reference(const Problem& p, const uint16_t* q, Strides qs, const uint16_t* k, Strides ks,
                         const uint16_t* v, Strides vs);
@@ -104,6 +109,7 @@ struct RefParams {
   uint64_t alibi_slopes = 0;       // double [batch][alibi_batch_stride], 0: no ALiBi
   int64_t alibi_batch_stride = 0;  // 0: one slope per head for every sequence
   int head_dim_v = 0;              // V's and O's head dim (O: double [b, s_q, h_q, head_dim_v]); 0 = head_dim
+  uint64_t magnitude = 0;          // double [b, h_q, s_q]: Reference::magnitude's, 0: not wanted
 };
 
 // ||a - b|| / ||b|| (or ||a - b|| when ||b|| is 0), over all elements.
