@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "config/kernel_config.hpp"
@@ -33,6 +34,17 @@ TEST(Fp8OperandsCheck, LseBoundScalesWithTheRowsScoreMagnitude) {
   EXPECT_LE(fp8_lse_error(52.0 + 0.6, 52.0, 350.0, false), kLseErrorBound);
   EXPECT_GT(fp8_lse_error(10.0 * 1.1, 10.0, 7.0, false), kLseErrorBound);  // a descale 10 % off
   EXPECT_GT(fp8_lse_error(3.0, 4.0, 20.0, false), kLseErrorBound);         // another key's score
+  // Both checks' entry rule: NaN unwritten, -inf matched exactly, the FP8 rows' ratio noted.
+  CheckResult r;
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(lse_entry_error(std::nan(""), 1.0, -1.0, true, r), inf);
+  EXPECT_EQ(r.unwritten, 1u);
+  EXPECT_EQ(lse_entry_error(-inf, -inf, 5.0, true, r), 0.0);
+  EXPECT_EQ(lse_entry_error(0.0, -inf, 5.0, true, r), inf);
+  EXPECT_NEAR(lse_entry_error(10.001, 10.0, -1.0, true, r), 1e-4, 1e-12);  // a 16-bit row: relative
+  EXPECT_EQ(r.lse_per_magnitude, 0.0);
+  EXPECT_LE(lse_entry_error(0.5005, 0.5, 7.0, true, r), kLseErrorBound);
+  EXPECT_NEAR(r.lse_per_magnitude, 5e-4 / 7.0, 1e-12);
 }
 
 const char* kFp8 = "dtype=e4m3,head_dim=128,causal=1";

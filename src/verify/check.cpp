@@ -278,6 +278,17 @@ double fp8_lse_error(double got, double want, double magnitude, bool exact_copie
   return std::fabs(got - want) / (std::max(1.0, std::fabs(want)) + magnitude * per_magnitude / kLseErrorBound);
 }
 
+double lse_entry_error(double got, double want, double magnitude, bool exact_copies, CheckResult& result) {
+  if (std::isnan(got)) {
+    ++result.unwritten;
+    return std::numeric_limits<double>::infinity();
+  }
+  if (std::isinf(want)) return (std::isinf(got) && got < 0) ? 0 : std::numeric_limits<double>::infinity();
+  if (magnitude < 0) return std::fabs(got - want) / std::max(1.0, std::fabs(want));
+  if (magnitude > 0) result.lse_per_magnitude = std::max(result.lse_per_magnitude, std::fabs(got - want) / magnitude);
+  return fp8_lse_error(got, want, magnitude, exact_copies);
+}
+
 namespace {
 
 // Problem::key_growth: key j scaled by 1 + growth * (seqlen_k - 1 - j) / seqlen_k, in place.
@@ -482,19 +493,12 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
   result.o_error = relative_l2_error(actual, expected);
   // Compare LSE.
   if (with_lse) {
-    const bool fp8_operands = p.fp8.on && p.fp8.operands && ref.magnitude.size() == lse_count;
+    const bool fp8_operands = ref.magnitude.size() == lse_count;  // filled for FP8 operands alone
+    const bool exact = p.fp8.exact();
     std::vector<float> got(lse_count);
-    const std::vector<double>& want = ref.lse;
     lse.download(got.data(), lse_count * 4);
     for (size_t i = 0; i < lse_count; ++i) {
-      double err;
-      if (std::isnan(got[i])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
-      else if (std::isinf(want[i])) err = (std::isinf(got[i]) && got[i] < 0) ? 0 : std::numeric_limits<double>::infinity();
-      else if (fp8_operands) {
-        err = fp8_lse_error(got[i], want[i], ref.magnitude[i], p.fp8.exact());
-        if (ref.magnitude[i] > 0) result.lse_per_magnitude = std::max(result.lse_per_magnitude, std::fabs(got[i] - want[i]) / ref.magnitude[i]);
-      }
-      else err = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
+      const double err = lse_entry_error(got[i], ref.lse[i], fp8_operands ? ref.magnitude[i] : -1.0, exact, result);
       result.lse_error = std::max(result.lse_error, err);
     }
   } else {

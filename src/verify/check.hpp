@@ -128,6 +128,12 @@ inline constexpr double kLseErrorBound = 1e-4;
 // and k_c by up to 2^-9, the kernel's codes x descales do not: 2^-8 more (the same H100: at most
 // 1.9e-3, 2^-9.1). A wrong descale or key is off by a large part of the magnitude and still fails.
 double fp8_lse_error(double got, double want, double magnitude, bool exact_copies);
+// One LSE entry against the float64 reference, in kLseErrorBound's units, for both checks: NaN (an
+// entry left unwritten: counted in result.unwritten) and anything but -inf where the reference has
+// -inf are infinite; an FP8 operands row (magnitude >= 0: Reference::magnitude's) by fp8_lse_error,
+// noting |got - want| / magnitude in result.lse_per_magnitude; any other row (magnitude < 0) by
+// |got - want| / max(1, |want|).
+double lse_entry_error(double got, double want, double magnitude, bool exact_copies, CheckResult& result);
 
 // Fresh random inputs in `layout`, poisoned outputs, one launch of `function` (a kernel of
 // `config`), then the float64 reference on the same inputs. The problem's features go to the

@@ -164,7 +164,8 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
   Reference ref;
   ref.o.assign(size_t(total_q) * p.heads_q * dv, 0.0);
   ref.lse.assign(size_t(p.heads_q) * total_q, -std::numeric_limits<double>::infinity());
-  ref.magnitude.assign(size_t(p.heads_q) * total_q, 0.0);  // the rows' score magnitudes (fp8_lse_error)
+  const bool magnitudes = p.fp8.on && p.fp8.operands;  // the rows' score magnitudes (fp8_lse_error)
+  if (magnitudes) ref.magnitude.assign(size_t(p.heads_q) * total_q, 0.0);
   const double scale = double(float(p.scale != 0 ? p.scale : 1.0 / std::sqrt(double(d))));
   auto load = [&](const std::vector<uint16_t>& t, int64_t i) { return double(half_bits_to_float(t[size_t(i)], p.bf16)); };
   struct Task { int b, row, h; };
@@ -188,9 +189,11 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
       auto dot = [&](int j) {
         const int64_t ki = at.kv_index(b, j, kvh);
         double sum = 0, sum_abs = 0;
-        for (int c = 0; c < d; ++c) {
-          const double e = load(q, qi + c) * (per_sequence ? per_sequence->load(false, b, kvh, ki + c) : load(k, ki + c));
-          sum += e, sum_abs += std::fabs(e);
+        auto add = [&](double e) { sum += e, sum_abs += std::fabs(e); };
+        if (per_sequence) {
+          for (int c = 0; c < d; ++c) add(load(q, qi + c) * per_sequence->load(false, b, kvh, ki + c));
+        } else {
+          for (int c = 0; c < d; ++c) add(load(q, qi + c) * load(k, ki + c));
         }
         magnitude = std::max(magnitude, sum_abs);
         return sum;
@@ -208,7 +211,7 @@ Reference engine_reference(const HostLayout& at, const std::vector<uint16_t>& q,
         }
       }
       ref.lse[size_t(h) * total_q + at.cu_q[b] + row] = row_attention.lse;
-      ref.magnitude[size_t(h) * total_q + at.cu_q[b] + row] = magnitude * scale;
+      if (magnitudes) ref.magnitude[size_t(h) * total_q + at.cu_q[b] + row] = magnitude * scale;
     }
   };
   const size_t threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
@@ -721,6 +724,7 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
     const int b = row / cap.max_seqlen_q, r = row % cap.max_seqlen_q;
     return (size_t(b) * p.heads_q + h) * cap.max_seqlen_q + r;
   };
+  const bool exact = p.fp8.exact();
   for (int h = 0; h < p.heads_q; ++h) {
     for (int row = 0; row < cap.total_q; ++row) {
       const size_t i = size_t(h) * cap.total_q + row;
@@ -733,15 +737,8 @@ EngineCheck check_engine_attention(const CheckDevice& device, const AttentionFun
         continue;
       }
       const double want = ref.lse[i];
-      double err;
-      if (std::isnan(lse[got])) { ++result.unwritten; err = std::numeric_limits<double>::infinity(); }
-      else if (!checked[size_t(row)]) continue;  // written; not covered by the reference
-      else if (std::isinf(want)) err = (std::isinf(lse[got]) && lse[got] < 0) ? 0 : std::numeric_limits<double>::infinity();
-      else if (p.fp8.on && p.fp8.operands) {
-        err = fp8_lse_error(lse[got], want, ref.magnitude[i], p.fp8.exact());
-        if (ref.magnitude[i] > 0) result.lse_per_magnitude = std::max(result.lse_per_magnitude, std::fabs(lse[got] - want) / ref.magnitude[i]);
-      }
-      else err = std::fabs(lse[got] - want) / std::max(1.0, std::fabs(want));
+      if (!std::isnan(lse[got]) && !checked[size_t(row)]) continue;  // written; not covered by the reference
+      const double err = lse_entry_error(lse[got], want, ref.magnitude.empty() ? -1.0 : ref.magnitude[i], exact, result);
       if (err > result.lse_error && err > kLseErrorBound && outcome.detail.empty()) {
         outcome.detail = "LSE head " + std::to_string(h) + " row " + std::to_string(row) + ": " + std::to_string(lse[got]) + " vs " + std::to_string(want);
       }
