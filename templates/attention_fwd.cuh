@@ -22,8 +22,9 @@
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
-//           snake; causal tiles in pairs of equal cost, with a few light query blocks per head
-//           held back for the CTAs idle in the pairs' last round.
+//           snake; causal tiles in pairs of equal cost (lengths on the device too), with a few
+//           light query blocks per head held back for the CTAs idle in the pairs' last round
+//           where the host knows the lengths.
 // Roles:    warpgroup 0 = producer (one thread issues every TMA load; with a paged cache up to four
 //           warps share a block's page loads; with FP8 warp 0 loads K/V by cp.async and warps 1-3
 //           widen or transpose them);
@@ -264,7 +265,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.ctas = gridDim.x;
   d.cta = blockIdx.x;
   set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p));
-  d.unit = deal_unit(deals_causal_pairs(kCausal, kDeviceLengths), kCluster, d.ctas, tile_count(p));
+  d.unit = deal_unit(deals_causal_pairs(kCausal), kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
   d.held_heads = fitted ? (uint32_t)p.held_heads : 0u;

@@ -205,6 +205,53 @@ TEST(TileDeal, KernelParametersCarryTheFittedDeal) {
     }
 }
 
+// Lengths read on the device (varlen, paged) deal causal tiles in pairs too, fitted with nothing
+// held back, and the kernel's deal from those parameters balances the CTAs: at 1 x 16k x 16 heads
+// (192/128, 128-row blocks: 128 a head) on 132 CTAs the busiest has at most 1.05x the mean cost
+// (query block i costs i + 1 key blocks); the single-tile snake the device-length deal was before
+// gave its busiest 1.54x.
+TEST(TileDeal, DeviceLengthsDealBalancedCausalPairs) {
+  for (const char* spec : {"dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1",
+                           "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1"}) {
+    SCOPED_TRACE(spec);
+    const KernelConfig config = config_of(spec);
+    AttentionArgs a = args_of(1, 16384, 16384, 16);
+    a.engine.total_q = 16384;
+    const CausalHold hold = causal_hold(config, a, 132);
+    EXPECT_TRUE(hold.fill_blocks == 0 && hold.held_heads == 0);
+    KernelParams p{};
+    p.num_splits = 1;
+    set_tile_deal(p, config, a, 132, CausalHold{8, 0});  // a hold asked for is dropped: the kernel holds nothing back
+    EXPECT_EQ(p.fill_blocks, 0);
+    TileDeal d{};
+    d.ctas = 132;
+    const uint32_t m_blocks = 16384 / uint32_t(config.spec.block_m), heads = 16;
+    set_deal_shape(d, m_blocks, heads);
+    d.unit = deal_unit(deals_causal_pairs(true), config.spec.cluster, d.ctas, m_blocks * heads);
+    ASSERT_EQ(d.unit, 2u);
+    fit_tile_deal(d);
+    EXPECT_EQ(int(d.full_rounds), p.deal_full_rounds);
+    EXPECT_EQ(int(d.last_units), p.deal_last_units);
+    EXPECT_EQ(int(d.odd_cta), p.deal_odd_cta);
+    std::vector<int> seen(size_t(m_blocks) * heads, 0);
+    std::vector<double> cost(d.ctas, 0.0);
+    double total = 0;
+    const auto per_cta = walk(d);
+    for (uint32_t c = 0; c < d.ctas; ++c) {
+      for (const DealtTile& t : per_cta[c]) {
+        ASSERT_LT(t.m_block, m_blocks);
+        ASSERT_LT(t.head, heads);
+        ++seen[size_t(t.head) * m_blocks + t.m_block];
+        cost[c] += t.m_block + 1.0;
+        total += t.m_block + 1.0;
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i;
+    const double busiest = *std::max_element(cost.begin(), cost.end());
+    EXPECT_LT(busiest, 1.05 * total / d.ctas);
+  }
+}
+
 bool holds_nothing(const CausalHold& h) { return h.fill_blocks == 0; }
 
 TEST(CausalHold, NothingHeldBackWherePairsAreNotDealt) {
@@ -213,6 +260,7 @@ TEST(CausalHold, NothingHeldBackWherePairsAreNotDealt) {
   EXPECT_GT(causal_hold(causal, big, 132).fill_blocks, 0);
   EXPECT_TRUE(holds_nothing(causal_hold(config_of("dtype=bf16,head_dim=128,causal=0"), big, 132)));
   EXPECT_TRUE(holds_nothing(causal_hold(config_of("dtype=bf16,head_dim=128,causal=1,cluster=2"), big, 132)));
+  EXPECT_TRUE(holds_nothing(causal_hold(config_of("dtype=bf16,head_dim=128,causal=1,varlen=1"), big, 132)));  // pairs, no hold
   EXPECT_TRUE(holds_nothing(causal_hold(causal, big, 0)));                            // no grid given
   EXPECT_TRUE(holds_nothing(causal_hold(causal, big, 2 * 64 * 16)));                  // a CTA per tile
   EXPECT_TRUE(holds_nothing(causal_hold(causal, args_of(2, 8192, 4096, 16), 132)));   // seqlen_k < seqlen_q

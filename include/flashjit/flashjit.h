@@ -277,7 +277,8 @@ typedef struct flashjit_tensor_strides {
  *
  * SCHEDULER (spec key scheduler=static|dynamic; static by default)
  *   static: the persistent grid's CTAs take their tiles by a fixed deal fitted on the host (causal
- *     tiles in pairs of equal cost where the host knows the lengths).
+ *     tiles in pairs of equal cost, a head's heaviest query block with its lightest, also where
+ *     the lengths are read on the device; light blocks held back where the host knows them).
  *   dynamic: each CTA takes its next tile from a counter when it is ready for one, head after
  *     head and each head's heaviest query blocks first, so tiles whose costs only the device
  *     knows (ragged varlen batches) balance themselves while the CTAs in flight share few heads'

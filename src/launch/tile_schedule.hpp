@@ -22,7 +22,8 @@ struct CausalHold {
 
 // Nothing held back (the pairs alone) unless the kernel deals causal pairs (causal, no clusters,
 // fewer CTAs than tiles, two Q buffers) over tiles whose cost grows with the query block
-// (seqlen_k >= seqlen_q) and a modelled deal with some held back finishes at least 1 % sooner.
+// (seqlen_k >= seqlen_q), the host knows the lengths (not varlen or paged: there the kernel holds
+// nothing back) and a modelled deal with some held back finishes at least 1 % sooner.
 // Any hold is correct: the kernel covers every tile exactly once whatever it is given.
 CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas);
 
