@@ -22,7 +22,9 @@ the shape (a cuDNN build without d_qk != d_v) is reported with its reason while 
 large: flashjit's head dim 512 against its own 256 (targets: d512 prefill >= 0.9x d256's TFLOP/s; d512 decode
 >= 85 % of the read bandwidth).
   large_prefill8k_d256, large_prefill8k_d512 (and _causal): varlen prefill, "dtype=bf16,head_dim=D[,causal=1],
-    varlen=1", 2 sequences of 8192 (queries = keys), 16 query heads over 8 K/V heads (GQA).
+    varlen=1", 2 sequences of 8192 (queries = keys), 16 query heads over 8 K/V heads (GQA);
+    large_prefill8k_d512_paired (and _causal) the same with spec key paired=1 (two warpgroups sharing each
+    tile's scores, where the default computes O in two parts).
   large_decode_d512: split-KV decode, "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
     8 sequences x 1 query x 32768 keys, 16 query heads over 4 K/V heads, K and V each a pool [pages, 64, 4, 512]
     under one shuffled block table; the workspace sized once (flashjit_attention_workspace_size at --max-splits),
@@ -117,8 +119,8 @@ def spec_of(causal):
     return f"dtype=bf16,head_dim={D},head_dim_v={DV},causal={int(causal)},varlen=1"
 
 
-def large_prefill_spec(d, causal):
-    return f"dtype=bf16,head_dim={d}{',causal=1' if causal else ''},varlen=1"
+def large_prefill_spec(d, causal, paired=False):
+    return f"dtype=bf16,head_dim={d}{',causal=1' if causal else ''},varlen=1{',paired=1' if paired else ''}"
 
 
 def visible_pairs(s, causal):
@@ -151,11 +153,13 @@ def prefill_cells(args):
 
 def large_cells(args):
     p = LARGE_PREFILL_SMOKE if args.smoke else LARGE_PREFILL
-    cells = [dict(part="large", kind="large_prefill", name=f"large_prefill8k_d{d}{'_causal' if causal else ''}",
+    variants = [(d, False) for d in p["dims"]] + [(p["dims"][-1], True)]  # (head dim, paired=1)
+    cells = [dict(part="large", kind="large_prefill",
+                  name=f"large_prefill8k_d{d}{'_paired' if paired else ''}{'_causal' if causal else ''}",
                   batch=p["batch"], seqlen=p["seqlen"], heads_q=p["heads_q"], heads_kv=p["heads_kv"], d=d,
-                  causal=causal, spec=large_prefill_spec(d, causal),
+                  causal=causal, spec=large_prefill_spec(d, causal, paired),
                   flops=useful_flops(p["batch"], p["seqlen"], p["heads_q"], causal, d, d))
-             for causal in (False, True) for d in p["dims"]]
+             for causal in (False, True) for d, paired in variants]
     c = LARGE_DECODE_SMOKE if args.smoke else LARGE_DECODE
     cells.append(dict(part="large", kind="large_decode", name=f"large_decode_d{c['d']}", spec=LARGE_DECODE_SPEC,
                       kv_bytes=c["batch"] * c["keys"] * c["heads_kv"] * (c["d"] + c["d"]) * ELEM, **c))
@@ -435,19 +439,21 @@ def summary_large(rows):
               f"{num(ms * 1e3 if ms is not None else None, '8.1f'):>8} {num(r.get('flashjit_tbps'), '6.3f'):>6} "
               f"{num(r.get('flashjit_pct_bw'), '5.1f'):>5}  {check}")
     by_name = {r["cell"]: r for r in rows}
-    for suffix in ("", "_causal"):
-        d256, d512 = by_name.get(f"large_prefill8k_d256{suffix}", {}), by_name.get(f"large_prefill8k_d512{suffix}", {})
-        if "flashjit_tflops" not in d256 or "flashjit_tflops" not in d512:
-            if d256 or d512:
-                print(f"large_prefill8k{suffix} d512 / d256: no figure (a cell failed)")
-            continue
-        ratio = d512["flashjit_tflops"] / d256["flashjit_tflops"]
-        checked = d256.get("flashjit_passed") and d512.get("flashjit_passed")
-        print(f"large_prefill8k{suffix} d512 / d256: {ratio:.3f}x (d512 {d512['flashjit_tflops']:.1f} TF/s, d256 "
-              f"{d256['flashjit_tflops']:.1f} TF/s; target >= {LARGE_RATIO_TARGET}): {met(ratio, LARGE_RATIO_TARGET)}"
-              f"{'' if checked else ' (a check FAILED)'}")
-        if checked:
-            print(f"target large_prefill_d512_vs_d256{suffix} {ratio:.3f}")
+    for variant in ("", "_paired"):
+        for suffix in ("", "_causal"):
+            d256 = by_name.get(f"large_prefill8k_d256{suffix}", {})
+            d512 = by_name.get(f"large_prefill8k_d512{variant}{suffix}", {})
+            if "flashjit_tflops" not in d256 or "flashjit_tflops" not in d512:
+                if d256 or d512:
+                    print(f"large_prefill8k{suffix} d512{variant} / d256: no figure (a cell failed)")
+                continue
+            ratio = d512["flashjit_tflops"] / d256["flashjit_tflops"]
+            checked = d256.get("flashjit_passed") and d512.get("flashjit_passed")
+            print(f"large_prefill8k{suffix} d512{variant} / d256: {ratio:.3f}x (d512 {d512['flashjit_tflops']:.1f} TF/s, "
+                  f"d256 {d256['flashjit_tflops']:.1f} TF/s; target >= {LARGE_RATIO_TARGET}): "
+                  f"{met(ratio, LARGE_RATIO_TARGET)}{'' if checked else ' (a check FAILED)'}")
+            if checked:
+                print(f"target large_prefill_d512{variant}_vs_d256{suffix} {ratio:.3f}")
     for r in rows:
         if "flashjit_pct_bw" in r:
             print(f"{r['cell']}: {r['flashjit_pct_bw']:.1f} % of the read bandwidth (target >= {LARGE_BW_TARGET:.0f}): "

@@ -17,8 +17,9 @@
 // in, V transposed), pack_probs and issue_pv (P in e4m3, V K-major) and the descales (ScoreRule's
 // scale_log2, write_output's factor). head_dim_v (issue 40) is kHeadDimV / kVCols wherever V and O are.
 // v_in_k=1 (kVInK, MLA's latent cache) enters at the producer (no V loads: V is K's slot) and at
-// the consumers' roles (consume_paired_first / _second: warpgroup 0 computes the scores and hands
-// P to warpgroup 1 through shared memory, each computes half of O).
+// pv_slot; the pairing it implies (kPairedO, also spec key paired=1: V in its own ring) at the
+// consumers' roles (consume_paired_first / _second: warpgroup 0 computes the scores and hands P to
+// warpgroup 1 through shared memory, each computes half of O).
 //
 // Schedule: tile_schedule.cuh (rendered before this file): tiles in grid order (one head after
 //           another, so the CTAs in flight share few heads' K/V in L2), dealt to the CTAs in a
@@ -67,16 +68,17 @@ static_assert(sizeof(Params) == kParamsBytes, "kernel Params differ from the hos
 constexpr uint32_t kEpilogueBarrier = 1;
 constexpr uint32_t kTurnBarrier = 4;
 constexpr uint32_t kVoteBarrier = 11;
-// kVInK: P (and its row factors) in the hand-over area (14: warpgroup 0 arrives once written,
+// kPairedO: P (and its row factors) in the hand-over area (14: warpgroup 0 arrives once written,
 // warpgroup 1 waits), and the area free again (15: warpgroup 1 arrives once its P V has read it).
 constexpr uint32_t kPFullBarrier = 14;
 constexpr uint32_t kPEmptyBarrier = 15;
-static_assert(!kVInK || (kConsumerWGs == 2 && kBlockM == 64 && kBlockN == 64 && !kPingpong && !kStageOInKV && kCluster == 1 &&
+static_assert(!kPairedO || (kConsumerWGs == 2 && kBlockM == 64 && (kBlockN == 64 || kBlockN == 32) && !kPingpong && !kStageOInKV && kCluster == 1 &&
                          !kInlineCombine && !kKvFp8 && !kFp8Operands),
-              "v_in_k: two consumer warpgroups on one 64-row tile, 64-key blocks (spec/ and config/ keep to these)");
-// The first of a consumer warpgroup's rows in its tile: its own 64, or with kVInK the tile's (both
-// warpgroups hold the same rows, each half of O's columns).
-FJ_DEVICE int wg_first_row(int wg) { return kVInK ? 0 : wg * 64; }
+              "v_in_k, paired: two consumer warpgroups on one 64-row tile, 32- or 64-key blocks (spec/ and config/ keep to these)");
+static_assert(!kVInK || kPairedO, "v_in_k pairs the consumer warpgroups");
+// The first of a consumer warpgroup's rows in its tile: its own 64, or with kPairedO the tile's
+// (both warpgroups hold the same rows, each half of O's columns).
+FJ_DEVICE int wg_first_row(int wg) { return kPairedO ? 0 : wg * 64; }
 constexpr bool kSlotHandOff = kStageOInKV && kConsumerWGs == 2;
 // The element seam: a tile row is 128-byte swizzled chunks of kChunkColumns elements (64 16-bit, or
 // 128 e4m3 with FP8 operands); Q's load fills kQLoadBytes of its buffer (with FP8 operands the buffer
@@ -92,11 +94,11 @@ struct SmemLayout {
   FJ_DEVICE uint32_t q_buffer(int b) const { return q + b * kQTileBytes; }
   FJ_DEVICE uint32_t k_stage(int s) const { return k + s * kKTileBytes; }
   FJ_DEVICE uint32_t v_stage(int s) const { return v + s * kVTileBytes; }
-  // kVInK: P [64 rows][64 keys] (one 128-byte swizzled chunk, 1024-aligned: after whole tiles), then
+  // kPairedO: P [64 rows][kBlockN keys] (one 128-byte swizzled chunk, 1024-aligned: after whole tiles), then
   // per row the factor O owes before this P V, and the row's final max and sum (tile_layout.cuh:
   // paired_handover_bytes).
   FJ_DEVICE uint32_t p_tile() const { return handover; }
-  FJ_DEVICE uint32_t row_factor(int row) const { return handover + kBlockM * kBlockN * 2 + 4u * row; }
+  FJ_DEVICE uint32_t row_factor(int row) const { return handover + paired_p_tile_bytes(kBlockM) + 4u * row; }
   FJ_DEVICE uint32_t row_final_max(int row) const { return row_factor(row) + 4u * kBlockM; }
   FJ_DEVICE uint32_t row_final_sum(int row) const { return row_factor(row) + 8u * kBlockM; }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
@@ -202,13 +204,13 @@ FJ_DEVICE uint32_t q_phase_of(int local) { return (local / kQBuffers) & 1; }
 struct Tile {
   int m_block, head, batch;
   int split;  // split_kv: which of the sequence's key splits (else 0)
-  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts; with kVInK the consumer
+  int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts; with kPairedO the consumer
               // warpgroup's half (set for the epilogue alone); else not set
   // The part's first column of V and O: its V loads, O stores and partials start there.
   // NOTES: with one part nothing reads `part` (not even a 0 written to it): the engine kernels'
   // SASS moved with the store.
   FJ_DEVICE int v_col0() const {
-    if constexpr (kOParts > 1 || kVInK) return part * kVCols;
+    if constexpr (kOParts > 1 || kPairedO) return part * kVCols;
     return 0;
   }
 };
@@ -709,7 +711,8 @@ FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block,
   if constexpr (kStagingProducer) return fp8_block<true>(p, sm, pos, block, kv_head, seq, fp8_scale, col0);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
-  load_tile<kVChunks, false>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);
+  // kPairedO: the slot holds both consumer warpgroups' halves (the first's chunks, then the second's).
+  load_tile<kPairedO ? 2 * kVChunks : kVChunks, false>(p, &p.v, sm.v_stage(s), sm.full_v(s), block, kv_head, seq, rank, lane_page, col0);
 }
 
 // With two Q buffers the producer publishes each tile beside its Q, so that the consumers read two
@@ -1293,30 +1296,41 @@ struct Consumer {
   }
 };
 
-// ================================================================ paired consumers (v_in_k=1)
+// ================================================================ paired consumers (v_in_k=1, paired=1)
 // MLA's absorbed decode: the tile's 64 rows (packed heads x queries) against a latent K whose first
 // kHeadDimV columns are V. O (512 columns) is two wgmma N's: warpgroup 0 computes S = Q K^T, the
 // softmax and O's first half from P in registers, and hands P (16-bit) and each row's rescale factor
 // to warpgroup 1 through shared memory, which computes O's second half from them; both read V from
-// K's slot. No score is computed twice (with O in parts each part's tile recomputes Q K^T: 1.53x the
-// useful FLOPs at 576/512) and each block is loaded once for both halves.
+// K's slot (pv_slot). No score is computed twice (with O in parts each part's tile recomputes Q K^T:
+// 1.53x the useful FLOPs at 576/512) and each block is loaded once for both halves. paired=1 is the
+// same with V in its own ring (head dims 384 and 512): warpgroup 0 frees K's slot once S is done,
+// warpgroup 1 once it has P (it never reads K); each frees V's slot after its P V.
 // Per block it, warpgroup 0: S(it) and P(it-1) V(it-1) in flight together, the softmax of S(it)
 // while that P V runs, then P(it) into the hand-over area once warpgroup 1 has read P(it-1)
 // (kPEmptyBarrier), and kPFullBarrier. Warpgroup 1: kPFullBarrier, rescale, P(it) V(it), then
-// kPEmptyBarrier. A K slot is free once both warpgroups' P V of it are done (two empty arrivals).
+// kPEmptyBarrier. A slot is free once both warpgroups are done with it (two empty arrivals: with
+// v_in_k=1 K's after each P V; with paired=1 K's after S and the hand-over, V's after each P V).
 // NOTES (correctness): warpgroup 1 arrives on kPEmptyBarrier once before its first tile and
 // warpgroup 0 syncs once more after its last (consume), so every hand-over waits for the previous
 // one's reader, across tiles too.
 
-// V's rows past the sequence's last key, in K's slot (see Consumer::clear_v_past_keys): warpgroup
-// 0 zeroes them once its Q K^T has read them (the mask took their scores), before either P V reads
+// Where block it's V is for the paired consumers: K's slot (v_in_k=1: its first kHeadDimV columns)
+// or V's; its full barrier (with v_in_k=1 K's, which warpgroup 0 waited for before the scores);
+// this warpgroup's release of it.
+FJ_DEVICE uint32_t pv_slot(const Consumer& c, int it) { return kVInK ? c.sm.k_stage(c.stage(it)) : c.sm.v_stage(c.stage(it)); }
+FJ_DEVICE void wait_pv_slot(const Consumer& c, int it) { mbar_wait(kVInK ? c.sm.full_k(c.stage(it)) : c.sm.full_v(c.stage(it)), c.phase(it)); }
+FJ_DEVICE void release_pv_slot(const Consumer& c, int it) { c.release(kVInK ? c.sm.empty_k(c.stage(it)) : c.sm.empty_v(c.stage(it))); }
+
+// V's rows past the sequence's last key (see Consumer::clear_v_past_keys): warpgroup 0 zeroes them
+// (with v_in_k=1 once its Q K^T has read them: the mask took their scores) before either P V reads
 // them (warpgroup 1's after the hand-over, which orders these stores). Only a tile's first block
 // (right to left) can be short.
 FJ_DEVICE void clear_slot_rows_past_keys(const Consumer& c, int it) {
   if constexpr (kDeviceLengths) {
     const int valid = c.rule.seqlen_k - c.block_of(it) * kBlockN;  // this block's keys in the sequence
     if (valid >= kBlockN) return;
-    const uint32_t slot = c.sm.k_stage(c.stage(it));
+    if (!kVInK) wait_pv_slot(c, it);
+    const uint32_t slot = pv_slot(c, it);
     const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
     constexpr int kChunks = 2 * kVChunks;                           // V's columns: both halves
 #pragma unroll 1
@@ -1387,16 +1401,18 @@ FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], fl
   PvOperand prev_p;
   pack_probs(prev_p, probs);
   rescale(o, pending);
-  issue_pv(o, prev_p, c.sm.k_stage(c.stage(it - 1)));  // V(it-1): the first kVChunks chunks of K's slot
+  if (!kVInK) wait_pv_slot(c, it - 1);
+  issue_pv(o, prev_p, pv_slot(c, it - 1));  // V(it-1): the first kVChunks chunks of its slot
   mbar_wait(c.sm.full_k(s), c.phase(it));
   QOperand q = c.q;
   asm volatile("" : "+r"(q.slice));         // (see above)
   issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
   wgmma_wait<1>();                          // P(it-1) V(it-1) done, S(it) still running
   fence_registers(o);
-  c.release(c.sm.empty_k(c.stage(it - 1)));
+  release_pv_slot(c, it - 1);
   wgmma_wait<0>();
   fence_registers(probs);
+  if (!kVInK) c.release(c.sm.empty_k(s));  // paired=1: K(it) read
   scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(it), st, c.p, pending);
   hand_over_probs(c, probs, pending, st, it == c.n_blocks - 1, t);
 }
@@ -1412,6 +1428,7 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
   issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
   wgmma_wait<0>();
   fence_registers(probs);
+  if (!kVInK) c.release(c.sm.empty_k(c.stage(0)));  // paired=1: K(0) read
   scores_to_probs<true>(probs, c.rule, c.f, c.block_of(0), st, c.p, pending);
   pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
   clear_slot_rows_past_keys(c, 0);
@@ -1430,14 +1447,15 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
   PvOperand last_p;
   pack_probs(last_p, probs);
   rescale(o, pending);
-  issue_pv(o, last_p, c.sm.k_stage(c.stage(n - 1)));
+  if (!kVInK) wait_pv_slot(c, n - 1);
+  issue_pv(o, last_p, pv_slot(c, n - 1));
   wgmma_wait<0>();
   fence_registers(o);
-  c.release(c.sm.empty_k(c.stage(n - 1)));
+  release_pv_slot(c, n - 1);
 }
 
 // Warpgroup 1's tile: per block P(it) and its factor from warpgroup 0, O's second half += P(it) V(it)
-// (V's columns from kVCols on, in K's slot, both operands from shared memory). Leaves the rows'
+// (V's columns from kVCols on, in pv_slot, both operands from shared memory). Leaves the rows'
 // final max and sum in st (the sum whole in the quad's first lane) for the epilogue.
 FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], SoftmaxState& st, int t) {
   const int my_row = (t / 32) * 16 + (t % 32) / 4;
@@ -1447,6 +1465,7 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     asm volatile("" : "+r"(p_tile));  // the descriptors per block, not kept through the loop
     const TileDesc p_desc(p_tile, 16, 1024);
     named_barrier_sync(kPFullBarrier, 256);  // P(it) and its factors are in the hand-over area
+    if (!kVInK) c.release(c.sm.empty_k(c.stage(it)));  // paired=1: S(it) is done (this warpgroup never reads K)
     float factor[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) asm volatile("ld.shared.f32 %0, [%1];" : "=f"(factor[r]) : "r"(c.sm.row_factor(my_row + 8 * r)) : "memory");
@@ -1460,8 +1479,8 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
       }
     }
     rescale(o, factor);
-    mbar_wait(c.sm.full_k(c.stage(it)), c.phase(it));  // long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
-    const TileDesc v_desc(c.sm.k_stage(c.stage(it)) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
+    wait_pv_slot(c, it);  // v_in_k=1: long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
+    const TileDesc v_desc(pv_slot(c, it) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < kBlockN / 16; ++j) wgmma_pv_ss(o, p_desc.at(j * 32), v_desc.at(j * 2048));
@@ -1469,7 +1488,7 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     wgmma_wait<0>();
     fence_registers(o);
     named_barrier_arrive(kPEmptyBarrier, 256);  // P read: warpgroup 0 may write the next
-    c.release(c.sm.empty_k(c.stage(it)));
+    release_pv_slot(c, it);
   }
 }
 
@@ -1493,8 +1512,8 @@ FJ_DEVICE OStaging o_staging(const SmemLayout& sm, int wg, int local, int n_bloc
                    : OStaging{sm.v_stage(last_stage), 64, 0, sm.empty_v(last_stage)};
   }
   const int b = q_buffer_of(local);
-  // kVInK: both warpgroups' rows are the tile's 64, each its half of the columns (chunks).
-  if constexpr (kVInK) return OStaging{sm.q_buffer(b) + wg * (kVChunks * kBlockM * 128), kBlockM, 0, sm.empty_q(b)};
+  // kPairedO: both warpgroups' rows are the tile's 64, each its half of the columns (chunks).
+  if constexpr (kPairedO) return OStaging{sm.q_buffer(b) + wg * (kVChunks * kBlockM * 128), kBlockM, 0, sm.empty_q(b)};
   return OStaging{sm.q_buffer(b), kBlockM, wg * 64, sm.empty_q(b)};
 }
 
@@ -1584,14 +1603,14 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
   const int rows = min(64, seq.seqlen_q - first);
   // NOTES: an O column part's offset goes into the base alone (written into the expressions below,
   // even as a constant 0 it moved the engine kernels' SASS).
-  uint16_t* const o_rows = kOParts > 1 || kVInK ? p.o_rows + tile.v_col0() : p.o_rows;
+  uint16_t* const o_rows = kOParts > 1 || kPairedO ? p.o_rows + tile.v_col0() : p.o_rows;
   uint16_t* const head_base = o_rows + (int64_t)tile.head * p.o_head_stride;
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
     const RowTarget at = row_target(p, tile, first + r);
     if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
-    if constexpr (kOParts > 1 || kVInK) {
+    if constexpr (kOParts > 1 || kPairedO) {
       if (tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;
     }
     uint32_t v0, v1, v2, v3;
@@ -1621,7 +1640,7 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
       inv_sum[r] *= kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, (int)fast_div((uint32_t)tile.head, p.div_group));
     }
     float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
-    if (lse_base != nullptr && (f.lane & 3) == 0 && (!kVInK || wg == 0)) {  // kVInK: the rows' LSE once
+    if (lse_base != nullptr && (f.lane & 3) == 0 && (!kPairedO || wg == 0)) {  // kPairedO: the rows' LSE once
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
       if (at.query < seq.seqlen_q) lse_base[lse_offset(p, tile, seq, at.head) + at.query] = Finalize::lse(p, at.head, st.row_max[r], sum, inv_sum[r], !partials);
     }
@@ -1757,7 +1776,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
   mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
-  if constexpr (kVInK) {
+  if constexpr (kPairedO) {
     if (n_blocks > 0 && wg == 0) consume_paired_first(c, o, st, t, range.n_masked_right, Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks);
     if (n_blocks > 0 && wg == 1) consume_paired_second(c, o, st, t);
   } else if (n_blocks > 0) {
@@ -1829,7 +1848,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   }
   asm volatile("" : "+r"(which));  // decode the tile again rather than keep it (see tile_of)
   Tile again = consumer_tile(p, sm, which);
-  if constexpr (kVInK) again.part = wg;  // the warpgroup's half of O's columns
+  if constexpr (kPairedO) again.part = wg;  // the warpgroup's half of O's columns
   write_output(p, c.f, o, st, wg, t, again, consumer_seqlen(p, sm, which, again),
                o_staging(sm, wg, kWalkBySlot ? local : which, n_blocks, c.stage(n_blocks - 1)));
   return n_blocks;
@@ -1841,7 +1860,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
-  if (kVInK && wg == 1) named_barrier_arrive(kPEmptyBarrier, 256);  // the hand-over area starts free
+  if (kPairedO && wg == 1) named_barrier_arrive(kPEmptyBarrier, 256);  // the hand-over area starts free
   int ring = 0, local = 0;
 #pragma unroll 1
   for (int slot = 0;; ++slot) {
@@ -1861,7 +1880,7 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
-  if (kVInK && wg == 0) named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's last release (see the paired consumers)
+  if (kPairedO && wg == 0) named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's last release (see the paired consumers)
 }
 
 // ================================================================ kernel
@@ -1873,7 +1892,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.v = sm.k + kStages * kKTileBytes;
   sm.staging = sm.v + kStages * kVTileBytes;
   sm.handover = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;
-  sm.bars = sm.handover + paired_handover_bytes(kVInK, kBlockM, kBlockN);  // as the host allocates
+  sm.bars = sm.handover + paired_handover_bytes(kPairedO, kBlockM);  // as the host allocates
   const int tid = threadIdx.x;
 
   if (tid == 0) {

@@ -41,11 +41,13 @@ FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
 // tensors, the host one with FP8 operands: the barriers fell outside the allocation).
 FJ_DEVICE constexpr int staged_tensors(bool kv_fp8, bool fp8_operands) { return kv_fp8 ? 2 : fp8_operands ? 1 : 0; }
 // v_in_k=1's hand-over area between the ring (or the staging slots) and the barriers: P, the tile's
-// [block_m][block_n] 16-bit probabilities in 128-byte swizzled rows (block_n 64: one chunk), then
-// three floats a row: the factor O owes before this block's P V, and the row's final max and sum.
+// [block_m][block_n] 16-bit probabilities in one chunk of 128-byte swizzled rows (block_n 64 fills
+// a row, 32 its first half), then three floats a row: the factor O owes before this block's P V,
+// and the row's final max and sum.
 // NOTES (correctness): the kernel places its barriers after these bytes and the host allocates them
 // (one rule, as staged_tensors).
-FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m, int block_n) {
-  return v_in_k ? block_m * block_n * 2 + 3 * block_m * 4 : 0;
+FJ_DEVICE constexpr int paired_p_tile_bytes(int block_m) { return block_m * 128; }
+FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
+  return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 : 0;
 }
 #endif  // FJ_TILE_LAYOUT_CUH

@@ -781,6 +781,7 @@ TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
           p.head_dim_v = dv;
           p.head_major_pool = kv == KvSource::kPaged && !causal;
           cases.push_back({engine_spec(p), p});
+          cases.push_back({engine_spec(p, "paired=1"), p});  // the two warpgroups sharing each tile's scores
         }
       for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
         EngineProblem p = ragged(shapes, bf16, 576, causal, 16, 1, kv, 64, 6, 500);
@@ -793,6 +794,7 @@ TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
     EngineProblem p = decode_batch(shapes, true, 512, true, 16, 4, KvSource::kPaged, 64, 7, queries, 3000);
     p.max_splits = 16;
     cases.push_back({engine_spec(p, kDecode), p});
+    cases.push_back({engine_spec(p, std::string(kDecode) + ",paired=1"), p});
     p.max_splits = 3;
     cases.push_back({engine_spec(p, kDecode), p, 0});
   }
@@ -831,6 +833,10 @@ TEST(MlaDecodeGpu, AbsorbedHeadsQueriesPagesAndSplits) { run_absorbed_decode(45,
 // v_in_k=1: one hand-over of P a block, the latent block loaded once for both halves of O).
 TEST(MlaDecodeGpu, VInKHeadsQueriesPagesAndSplits) { run_absorbed_decode(47, ",v_in_k=1"); }
 
+// v_in_k=1 with 32-key blocks (four stages; P the first half of its hand-over rows): a sequence's
+// last block is short more often (every 32 keys), and pages of 64 hold two blocks.
+TEST(MlaDecodeGpu, VInK32KeyBlocksHeadsQueriesPagesAndSplits) { run_absorbed_decode(49, ",block_n=32,v_in_k=1"); }
+
 // v_in_k=1 beyond decode: MLA's 576/512 ragged (prefill-like, many query blocks a sequence) through
 // packed, dense and paged K/V, causal or not, both dtypes; 512/512 and 384/384 with V = K (the whole
 // rows), paged and packed.
@@ -844,6 +850,7 @@ TEST(MlaDecodeGpu, VInKRaggedThroughEveryKvSource) {
         p.head_dim_v = 512;
         p.v_is_k_prefix = true;
         cases.push_back({engine_spec(p, "v_in_k=1"), p});
+        cases.push_back({engine_spec(p, "block_n=32,v_in_k=1"), p});
       }
       for (int d : {512, 384}) {
         EngineProblem p = ragged(shapes, bf16, d, causal, 8, 2, causal ? KvSource::kPaged : KvSource::kPacked, 16, 5, 400);

@@ -532,6 +532,22 @@ TEST(LargeHeadDimGpu, EveryPairDtypeAndMask) {
   run_all(cases);
 }
 
+// paired=1: the tile's two consumer warpgroups share its 64 rows, the first computing the scores
+// and handing P to the second, each computing half of O (V from its own ring): every pair with V
+// wider than 256, both dtypes, causal or not, lengths that are not block multiples, GQA and MQA.
+TEST(LargeHeadDimGpu, PairedWarpgroupsEveryPairDtypeAndMask) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (auto [d, dv] : {std::pair{512, 512}, {576, 512}, {384, 384}, {576, 384}})
+        for (auto [sq, sk] : {std::pair{1, 1}, {31, 33}, {129, 129}, {1000, 700}, {700, 1000}, {1, 2049}, {300, 17}})
+          cases.push_back({spec_text_v(bf16, d, dv, causal, "paired=1"), problem_v(bf16, d, dv, causal, sq, sk, 2, 4, 2)});
+  for (auto [hq, hkv] : {std::pair{8, 2}, {16, 1}})
+    cases.push_back({spec_text_v(true, 512, 512, true, "paired=1"), problem_v(true, 512, 512, true, 300, 300, 2, hq, hkv)});
+  run_all(cases);
+}
+
 // The same kernels with GQA and MQA (16 query heads on 1 K/V head), every layout (packed QKV rows
 // hold Q's, K's and V's heads at their own widths), no LSE, and persistent grids of 1, 3 and one
 // CTA per tile (both O parts of a query block then on different CTAs).

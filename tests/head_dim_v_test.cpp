@@ -117,6 +117,14 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
   const std::string source = render_attention_source(*config);
   EXPECT_NE(source.find("constexpr bool kVInK = 1;"), std::string::npos);
   EXPECT_NE(source.find("wgmma_pv_ss"), std::string::npos);
+  // 32-key blocks: P fills the first half of its 128-byte rows (the same hand-over area), and the
+  // ring takes as many stages as fit: four of 36 KB, the bytes of two 64-key ones.
+  auto narrow = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1"));
+  ASSERT_TRUE(narrow.ok()) << narrow.error().message;
+  EXPECT_EQ(narrow->spec.block_n, 32);
+  EXPECT_EQ(narrow->spec.stages, 4);
+  EXPECT_EQ(narrow->smem_bytes, 1024 + 64 * 576 * 2 + 4 * 32 * 576 * 2 + 64 * 128 + 3 * 64 * 4 + 256);  // (eight more mbarriers: 256)
+  EXPECT_LE(narrow->smem_bytes, shared_memory_budget(narrow->spec));
   // Off by default: the key is not printed and the kernel keeps its O parts.
   auto plain = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
   ASSERT_TRUE(plain.ok());
@@ -134,7 +142,7 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,v_in_k=1", "qv"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,consumer_wgs=1,v_in_k=1", "consumer_wgs"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_m=128,v_in_k=1", "block_m"},
-                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_n=32,v_in_k=1", "block_n"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_n=48,v_in_k=1", "block_n"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,pingpong=1,v_in_k=1", "pingpong"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,cluster=2,v_in_k=1", "cluster"},
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,split_kv=1,combine=inline,v_in_k=1", "combine"}}) {
@@ -144,6 +152,57 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
     if (std::string(c.field) != "cluster" && std::string(c.field) != "combine") {  // (those are refused above head dim 256 alike)
       EXPECT_NE(bad.error().message.find("v_in_k"), std::string::npos) << c.spec << ": " << bad.error().message;
     }
+  }
+}
+
+// paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
+// 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
+TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
+  auto spec = parse_spec("dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,paired=1");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->paired && spec->pairs_o() && !spec->v_in_k);
+  EXPECT_EQ(to_string(*spec), "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,paired=1");
+  EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
+  auto config = make_config(*spec);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->spec.consumer_wgs, 2);
+  EXPECT_EQ(config->spec.block_m, 64);
+  EXPECT_EQ(config->spec.block_n, 32);
+  EXPECT_EQ(config->spec.stages, 2);
+  EXPECT_EQ(config->o_parts, 1);
+  EXPECT_EQ(config->v_cols, 256);
+  EXPECT_EQ(config->v_tile_bytes, 32 * 512 * 2);  // both halves of V
+  EXPECT_EQ(config->consumer_regs, 232u);
+  EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
+  const std::string source = render_attention_source(*config);
+  EXPECT_NE(source.find("constexpr bool kPairedO = 1;"), std::string::npos);
+  EXPECT_NE(source.find("constexpr bool kVInK = 0;"), std::string::npos);
+  // 384/384 takes a third stage.
+  auto narrow = make_config(*parse_spec("dtype=bf16,head_dim=384,causal=1,varlen=1,paired=1"));
+  ASSERT_TRUE(narrow.ok()) << narrow.error().message;
+  EXPECT_EQ(narrow->spec.stages, 3);
+  EXPECT_LE(narrow->smem_bytes, shared_memory_budget(narrow->spec));
+  // Off: O in parts, one consumer warpgroup.
+  auto plain = make_config(*parse_spec("dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->o_parts, 2);
+  EXPECT_EQ(plain->spec.consumer_wgs, 1);
+  EXPECT_NE(render_attention_source(*plain).find("constexpr bool kPairedO = 0;"), std::string::npos);
+  struct Case {
+    const char* spec;
+    const char* field;
+  };
+  for (const Case& c : {Case{"dtype=bf16,head_dim=256,paired=1", "head_dim_v"},
+                        Case{"dtype=bf16,head_dim=512,head_dim_v=256,paired=1", "head_dim_v"},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,v_in_k=1,paired=1", "paired"},
+                        Case{"dtype=bf16,head_dim=512,varlen=1,paged=1,kv_dtype=e4m3,paired=1", "paired"},
+                        Case{"dtype=bf16,head_dim=512,consumer_wgs=1,paired=1", "consumer_wgs"},
+                        Case{"dtype=bf16,head_dim=512,block_n=48,paired=1", "block_n"},
+                        Case{"dtype=bf16,head_dim=512,pingpong=1,paired=1", "pingpong"}}) {
+    auto bad = parse_spec(c.spec);
+    ASSERT_FALSE(bad.ok()) << c.spec;
+    EXPECT_EQ(bad.error().field, c.field) << c.spec << ": " << bad.error().message;
+    EXPECT_NE(bad.error().message.find("paired"), std::string::npos) << c.spec << ": " << bad.error().message;
   }
 }
 

@@ -363,7 +363,10 @@ typedef struct flashjit_tensor_strides {
  *   refused, naming args.v or args.v_strides). The kernel loads each K/V block once and reads V from
  *   it; a tile's two consumer warpgroups share its 64 rows, the first computing the scores and each
  *   computing half of O. head_dim_v 384 or 512 (MLA's absorbed 576/512); with varlen=1 or paged=1;
- *   16-bit dtypes, not with qv=1 or combine=inline. The same inputs and results as the spec without the key. */
+ *   16-bit dtypes, not with qv=1 or combine=inline. The same inputs and results as the spec without the key.
+ *   paired=1 (off by default) is the same pairing of the warpgroups with V in its own ring, for any
+ *   head_dim_v of 384 or 512 (Gemma 4's 512/512): the scores once per tile, where the default
+ *   computes O in two parts that each compute them. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start

@@ -40,9 +40,9 @@ struct TileBytes {
   int qk_chunks, v_chunks, q, k, v;
 };
 // O's column shares: a V wider than 256 columns (one wgmma's N) is computed in two halves, each its
-// own tile (o_parts), or with v_in_k=1 each one consumer warpgroup's of the same tile.
+// own tile (o_parts), or with v_in_k=1 or paired=1 each one consumer warpgroup's of the same tile.
 int o_shares(const AttentionSpec& s) { return s.effective_head_dim_v() > 256 ? 2 : 1; }
-int o_parts(const AttentionSpec& s) { return s.v_in_k ? 1 : o_shares(s); }
+int o_parts(const AttentionSpec& s) { return s.pairs_o() ? 1 : o_shares(s); }
 TileBytes tile_bytes(const AttentionSpec& s) {
   const ElementType type = element_type(s.fp8_operands());
   TileBytes t;
@@ -50,8 +50,8 @@ TileBytes tile_bytes(const AttentionSpec& s) {
   t.v_chunks = (s.effective_head_dim_v() / o_shares(s) + 63) / 64;  // of O's share (and of a 16-bit V's)
   t.q = s.block_m * 128 * (s.fp8_operands() ? std::max(t.qk_chunks, t.v_chunks) : t.qk_chunks);
   t.k = s.block_n * 128 * t.qk_chunks;
-  // v_in_k=1: V is read from K's slot, no V ring.
-  t.v = s.v_in_k ? 0 : s.fp8_operands() ? 64 * t.v_chunks * 128 * ((s.block_n + 127) / 128) : s.block_n * 128 * t.v_chunks;
+  // v_in_k=1: V is read from K's slot, no V ring; paired=1: V's slot holds both warpgroups' halves.
+  t.v = s.v_in_k ? 0 : s.fp8_operands() ? 64 * t.v_chunks * 128 * ((s.block_n + 127) / 128) : s.block_n * 128 * t.v_chunks * (s.paired ? 2 : 1);
   return t;
 }
 
@@ -61,7 +61,7 @@ int shared_memory_bytes(const AttentionSpec& s, int q_buffers, int staging_slots
   const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages + 4 * staging_slots) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) +
                             words * q_buffers;
   return 1024 + q_buffers * t.q + s.stages * (t.k + t.v) + staged_tensors(s) * staging_slots * kv_staging_bytes(s) +
-         paired_handover_bytes(s.v_in_k, s.block_m, s.block_n) + round_up(barrier_bytes, 128);
+         paired_handover_bytes(s.pairs_o(), s.block_m) + round_up(barrier_bytes, 128);
 }
 
 // The staging depth (FP8 cache, FP8 operands): two slots each where they fit (the next blocks in
@@ -111,8 +111,9 @@ RegisterSplit register_split(const AttentionSpec& s) {
   // NOTES: above head_dim 512 (MLA's 576) the dense causal kernel spilled 16 bytes at 240; 248
   // holds it (the paged producer keeps its 40: at 32 it spilled 36).
   if (s.consumer_wgs == 1 && s.head_dim > 512) return {40, 248};
-  // v_in_k=1: the first consumer warpgroup holds S, P and its half of O (the paged producer as below).
-  if (s.v_in_k) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
+  // v_in_k=1, paired=1: the first consumer warpgroup holds S, P and its half of O (the paged producer
+  // as below; paired=1's also pages in V's both halves: at 32 its 512/512 split-KV kernel spilled 8 bytes).
+  if (s.pairs_o()) return s.paged ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
   if (s.consumer_wgs == 1) return {40, 240};
   if (s.consumer_wgs == 2) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
   return {32, 160};
@@ -190,15 +191,17 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // blocks (512/512 causal spilled 96 bytes at 48; MLA's 576/512 fits two stages beside one Q buffer).
   const bool large = d > 320 || s.effective_head_dim_v() > 256;
   // v_in_k=1 (MLA's latent cache): two consumer warpgroups on one 64-row tile, each half of O, and
-  // 64-key blocks (a 128-byte row of P), two stages of K alone (V is read from K's slot).
-  if (s.v_in_k) {
+  // 64-key blocks (a 128-byte row of P), two stages of K alone (V is read from K's slot); with
+  // block_n=32 as many stages as fit (four: the same bytes in flight, each slot freed sooner).
+  // paired=1: the same warpgroups with V in its own ring, 32-key blocks (512/512: K's and V's 32 KB
+  // a stage beside Q's 64 KB).
+  if (s.pairs_o()) {
     if (s.consumer_wgs == 0) s.consumer_wgs = 2;
     if (s.block_m == 0) s.block_m = 64;
     if (s.pingpong < 0) s.pingpong = 0;
-    block_n = 64;
   }
   if (large && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
-  if (large && !s.v_in_k) block_n = 32;
+  if (large) block_n = s.v_in_k ? 64 : 32;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
   // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
@@ -220,6 +223,10 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
   // (Large head dims keep two stages and one Q buffer: a one-stage ring cannot overlap the loads.)
   if (s.stages == 0 && (s.split_kv || s.ctas_per_sm == 2) && !large) {
     for (s.stages = 4; s.stages > 1 && shared_memory_bytes(s, 2) > shared_memory_budget(s); --s.stages) {
+    }
+  }
+  if (s.stages == 0 && s.pairs_o()) {
+    for (s.stages = 4; s.stages > 2 && shared_memory_bytes(s, 1) > shared_memory_budget(s); --s.stages) {
     }
   }
   if (s.stages == 0) s.stages = 2;
@@ -264,8 +271,8 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // With one Q buffer, each consumer warpgroup stages its O slice in a slot of the tile's last K/V
   // block instead (warpgroup 0 in K's, 1 in V's: block_n >= 64 rows hold its 64), so that the
   // next tile's Q can load during this tile's last blocks. Not with clusters (one tile per CTA).
-  // Not with v_in_k=1 either (no V slot; the warpgroups stage their halves in the Q buffer).
-  c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64 && !s.fp8_operands() && !s.v_in_k;
+  // Not with v_in_k=1 or paired=1 either (the warpgroups stage their halves in the Q buffer).
+  c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64 && !s.fp8_operands() && !s.pairs_o();
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
   c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);

@@ -58,6 +58,8 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kQvChunks", s.qv ? s.head_dim_v / 64 : 0);
   // v_in_k=1: V read from K's ring slot; two consumer warpgroups share a tile, each half of O.
   add_constant(out, "bool", "kVInK", s.v_in_k);
+  // v_in_k=1 or paired=1: two consumer warpgroups share a tile, each half of O.
+  add_constant(out, "bool", "kPairedO", s.pairs_o());
   add_constant(out, "int", "kKvStagingSlots", c.kv_staging_slots);
   add_constant(out, "int", "kKvStagingBytes", c.kv_staging_bytes);
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the

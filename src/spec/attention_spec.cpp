@@ -168,6 +168,8 @@ const std::vector<Field>& fields() {
       printed_when_on("qv", &AttentionSpec::qv),
       // V read from K's rows, two consumer warpgroups sharing a tile's scores (issue 40).
       printed_when_on("v_in_k", &AttentionSpec::v_in_k),
+      // The same two warpgroups sharing a tile's scores, V from its own ring (issue 40).
+      printed_when_on("paired", &AttentionSpec::paired),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -260,7 +262,7 @@ Status validate_spec(const AttentionSpec& s) {
       return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
                                             " is not allowed with head_dim above 256; allowed: " + allowed);
     };
-    if ((s.head_dim > 320 || v_dim > 256) && !s.v_in_k) {  // one consumer warpgroup: Q's tile and O's part fit
+    if ((s.head_dim > 320 || v_dim > 256) && !s.pairs_o()) {  // one consumer warpgroup: Q's tile and O's part fit
       if (s.consumer_wgs > 1) return fail_large("consumer_wgs", s.consumer_wgs, "1 (a 64-row tile: Q's and the K/V blocks' shared memory)");
     }
     if (s.cluster == 2) return fail_large("cluster", 2, "1");
@@ -291,37 +293,42 @@ Status validate_spec(const AttentionSpec& s) {
   }
   // NOTES: v_in_k=1 reads V from K's ring slot (no V ring) and splits O between two consumer
   // warpgroups on the same 64 rows, the first one computing the scores and handing P to the second
-  // through shared memory (templates/attention_fwd.cuh: the paired consumers). Q's 64 rows, the P
-  // tile and two 64-key stages of K's 576 columns fill the 227 KB.
-  if (s.v_in_k) {
-    auto fail_v_in_k = [](const char* field, const std::string& value, const char* allowed) {
+  // through shared memory (templates/attention_fwd.cuh: the paired consumers); paired=1 is the
+  // same split with V in its own ring. Q's 64 rows, the P tile and two 64-key stages of K's 576
+  // columns fill the 227 KB (512/512 paired: two 32-key stages of K and V).
+  if (s.v_in_k && s.paired) {
+    return Error::invalid_spec("paired", "spec field 'paired': value 1 is not allowed with v_in_k=1; allowed: 0 (v_in_k=1 pairs the warpgroups itself)");
+  }
+  if (s.pairs_o()) {
+    const char* key = s.v_in_k ? "v_in_k" : "paired";
+    auto fail_paired = [key](const char* field, const std::string& value, const char* allowed) {
       return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + value +
-                                            " is not allowed with v_in_k=1; allowed: " + allowed);
+                                            " is not allowed with " + key + "=1; allowed: " + allowed);
     };
     if (v_dim != 384 && v_dim != 512) {
-      return fail_v_in_k("head_dim_v", std::to_string(v_dim), "384 or 512 (O split between two consumer warpgroups; MLA's latent: 512)");
+      return fail_paired("head_dim_v", std::to_string(v_dim), "384 or 512 (O split between two consumer warpgroups; MLA's latent: 512)");
     }
     if (s.kv_fp8() || s.fp8_operands()) {
-      return Error::invalid_spec("v_in_k", "spec field 'v_in_k': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
+      return Error::invalid_spec(key, std::string("spec field '") + key + "': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
     }
-    if (s.qv) return fail_v_in_k("qv", "1", "0 (the absorbed form: Q and K whole)");
+    if (s.qv) return fail_paired("qv", "1", "0 (the absorbed form: Q and K whole)");
     // NOTES: a latent cache is an engine's input (packed or paged K/V); the dense check and
     // benchmarks have no form with V in K's rows, so no dense kernel would ever be run.
-    if (!s.varlen && !s.paged) {
+    if (s.v_in_k && !s.varlen && !s.paged) {
       return Error::invalid_spec("v_in_k", "spec field 'v_in_k': value 1 is not allowed without varlen=1 or paged=1; allowed: 0 (V in K's rows is an engine's latent cache)");
     }
-    if (s.consumer_wgs != 0 && s.consumer_wgs != 2) return fail_v_in_k("consumer_wgs", std::to_string(s.consumer_wgs), "2 (the two halves of O)");
-    if (s.block_m != 0 && s.block_m != 64) return fail_v_in_k("block_m", std::to_string(s.block_m), "64 (both consumer warpgroups take the tile's 64 rows)");
-    if (s.pingpong == 1) return fail_v_in_k("pingpong", "1", "0 (the warpgroups hand P on instead of taking turns)");
-    if (s.block_n != 0 && s.block_n != 64) return fail_v_in_k("block_n", std::to_string(s.block_n), "64 (one P tile of 128-byte rows)");
+    if (s.consumer_wgs != 0 && s.consumer_wgs != 2) return fail_paired("consumer_wgs", std::to_string(s.consumer_wgs), "2 (the two halves of O)");
+    if (s.block_m != 0 && s.block_m != 64) return fail_paired("block_m", std::to_string(s.block_m), "64 (both consumer warpgroups take the tile's 64 rows)");
+    if (s.pingpong == 1) return fail_paired("pingpong", "1", "0 (the warpgroups hand P on instead of taking turns)");
+    if (s.block_n != 0 && s.block_n != 64 && s.block_n != 32) return fail_paired("block_n", std::to_string(s.block_n), "32 or 64 (P one tile of 128-byte rows)");
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");
   if (s.block_m != 0 && s.block_m != 64 && s.block_m != 128 && s.block_m != 192) {
     return fail("block_m", s.block_m, "64, 128 or 192 (64 rows per consumer warpgroup)");
   }
-  // NOTES: v_in_k=1 (below) puts two consumer warpgroups on one 64-row tile: block_m 64, consumer_wgs 2.
-  if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs && !s.v_in_k) {
+  // NOTES: v_in_k=1 and paired=1 (above) put two consumer warpgroups on one 64-row tile: block_m 64, consumer_wgs 2.
+  if (s.block_m != 0 && s.consumer_wgs != 0 && s.block_m != 64 * s.consumer_wgs && !s.pairs_o()) {
     return fail("block_m", s.block_m, ("64 * consumer_wgs = " + std::to_string(64 * s.consumer_wgs)).c_str());
   }
   if (s.cluster != 0 && s.cluster != 1 && s.cluster != 2) return fail("cluster", s.cluster, "1 or 2");

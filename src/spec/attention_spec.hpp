@@ -31,6 +31,13 @@ struct AttentionSpec {
   // 256 a tile's two consumer warpgroups share its 64 rows, the first computing the scores and each
   // one half of O (P through shared memory): no score is computed twice. Needs head_dim_v 384 or 512.
   bool v_in_k = false;
+  // paired=1: V and O wider than 256 (384 or 512) computed as with v_in_k=1, by a tile's two consumer
+  // warpgroups on the same 64 rows, each one half of O, P handed from the first to the second
+  // (V from its own ring). Off: O in two parts, each its own tile computing the scores again.
+  bool paired = false;
+  // Whether a tile's two consumer warpgroups share its rows and split O's columns (paired=1, or
+  // v_in_k=1, which implies it).
+  bool pairs_o() const { return paired || v_in_k; }
   bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
   int stages = 0;            // K/V ring depth 1..4; 0 = from the table
   int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table

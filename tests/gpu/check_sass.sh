@@ -33,10 +33,11 @@ while read -r key smem spec; do
   "$CUOBJDUMP" --dump-sass "$work/k.cubin" >"$work/k.sass" 2>&1
   hgmma=$(grep -cE "HGMMA|QGMMA" "$work/k.sass"); local_mem=$(grep -cE "\b(LDL|STL)\b" "$work/k.sass")
   # Overlapped loops without an exponential between the two waits (0 when none, or overlap is off).
-  # v_in_k=1's first warpgroup waits its P V before its scores on purpose (the K slot's early release
-  # paces the ring; its softmax overlaps the second warpgroup's P V instead): not checked there.
+  # v_in_k=1's and paired=1's first warpgroup waits its P V before its scores on purpose (the slot's
+  # early release paces the ring; its softmax overlaps the second warpgroup's P V instead): not
+  # checked there.
   serial=0
-  if [[ "$spec" == *overlap=1* && "$spec" != *v_in_k=1* ]]; then
+  if [[ "$spec" == *overlap=1* && "$spec" != *v_in_k=1* && "$spec" != *paired=1* ]]; then
     serial=$(awk '/DEPBAR.LE gsb0, 0x1/ {open = 1; ex = 0; next}
                   open && /MUFU.EX2/ {ex++}
                   open && /DEPBAR.LE gsb0, 0x0/ {open = 0; if (ex == 0) bad++}

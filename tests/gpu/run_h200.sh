@@ -451,6 +451,10 @@ mla_decode64x4k_h16_e4m3 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=
 mla_decode64x4k_h16_qv dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512_paired dtype=bf16,head_dim=512,paired=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_decode64x4k_h16_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
@@ -487,17 +491,20 @@ BENCHES
   # Issue 40's large head dims: d512 prefill against d256's (>= 0.9x), MLA's absorbed decode (128 heads
   # >= 600 TFLOP/s; 16 heads >= 90 % and Gemma's d512 decode >= 85 % of the read bandwidth, here against
   # the HBM figure; bench/mla_peers.py's decode part against the bandwidth measured in its run).
-  t256=$(kv_field mla_prefill8k_d256 12) t512=$(kv_field mla_prefill8k_d512 12)
-  if [ -n "$t256" ] && [ -n "$t512" ]; then
-    ratio=$(awk -v a="$t512" -v b="$t256" 'BEGIN{printf "%.2f", a / b}')
-    row "mla d512 / d256 prefill TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($t512 against $t256 TF/s)"
-  fi
-  for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink; do
+  t256=$(kv_field mla_prefill8k_d256 12)
+  for d512 in mla_prefill8k_d512 mla_prefill8k_d512_paired; do
+    t512=$(kv_field $d512 12)
+    if [ -n "$t256" ] && [ -n "$t512" ]; then
+      ratio=$(awk -v a="$t512" -v b="$t256" 'BEGIN{printf "%.2f", a / b}')
+      row "mla $d512 / d256 prefill TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($t512 against $t256 TF/s)"
+    fi
+  done
+  for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink mla_decode64x4k_h128_vink32 mla_decode64x4k_h128_q2_vink32; do
     tf=$(kv_field $cell 12)
     [ -n "$tf" ] && row "mla absorbed decode $cell: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
   done
   for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode64x4k_h16_vink:90 \
-              mla_decode64x4k_h16_q2_vink:90 mla_decode8x32k_d512:85; do
+              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
