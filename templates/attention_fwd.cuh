@@ -1122,6 +1122,23 @@ FJ_DEVICE void rescale(float (&o)[kVCols / 2], const float (&correction)[2]) {
   for (int i = 0; i < kVCols / 2; ++i) o[i] *= correction[Fragment::row_half(i)];
 }
 
+// Zeroes the rows of a V slot ([kChunks][kBlockN][128 B]) from its block's first key past the
+// sequence's end (valid: the block's keys in it, below kBlockN), the warpgroup's 128 threads
+// together, then the fence for the P Vs' async-proxy reads and the warpgroup's barrier (every
+// thread's zeros before its own P V). Consumer::clear_v_past_keys says why.
+template <int kChunks>
+FJ_DEVICE void zero_slot_rows_past_keys(uint32_t slot, int valid, uint32_t barrier) {
+  const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
+#pragma unroll 1
+  for (int u = (int)(threadIdx.x % 128); u < kChunks * units; u += 128) {
+    const int chunk = u / units, unit = u - chunk * units;
+    const uint32_t at = slot + chunk * (kBlockN * 128) + (first + unit / 8) * 128 + (unit % 8) * 16;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
+  }
+  fence_proxy_async_smem();  // the zeros, then the P Vs' async-proxy reads (and the ring's next TMA)
+  named_barrier_sync(barrier, 128);
+}
+
 struct Consumer {
   const Params& p;
   const SmemLayout& sm;
@@ -1212,16 +1229,7 @@ struct Consumer {
       const int valid = rule.seqlen_k - block_of(it) * kBlockN;  // this block's keys in the sequence
       if (valid >= kBlockN) return;
       mbar_wait(sm.full_v(stage(it)), phase(it));
-      const uint32_t slot = sm.v_stage(stage(it));
-      const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
-#pragma unroll 1
-      for (int u = (int)(threadIdx.x % 128); u < kVChunks * units; u += 128) {
-        const int chunk = u / units, unit = u - chunk * units;
-        const uint32_t at = slot + chunk * (kBlockN * 128) + (first + unit / 8) * 128 + (unit % 8) * 16;
-        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
-      }
-      fence_proxy_async_smem();  // the zeros, then the PV's async-proxy reads (and the ring's next TMA)
-      named_barrier_sync(kEpilogueBarrier + turn.wg, 128);
+      zero_slot_rows_past_keys<kVChunks>(sm.v_stage(stage(it)), valid, kEpilogueBarrier + turn.wg);
     }
   }
 
@@ -1330,17 +1338,7 @@ FJ_DEVICE void clear_slot_rows_past_keys(const Consumer& c, int it) {
     const int valid = c.rule.seqlen_k - c.block_of(it) * kBlockN;  // this block's keys in the sequence
     if (valid >= kBlockN) return;
     if (!kVInK) wait_pv_slot(c, it);
-    const uint32_t slot = pv_slot(c, it);
-    const int first = max(valid, 0), units = (kBlockN - first) * 8;  // 16-byte units of whole rows
-    constexpr int kChunks = 2 * kVChunks;                           // V's columns: both halves
-#pragma unroll 1
-    for (int u = (int)(threadIdx.x % 128); u < kChunks * units; u += 128) {
-      const int chunk = u / units, unit = u - chunk * units;
-      const uint32_t at = slot + chunk * (kBlockN * 128) + (first + unit / 8) * 128 + (unit % 8) * 16;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(at), "r"(0u) : "memory");
-    }
-    fence_proxy_async_smem();  // the zeros, then the P Vs' async-proxy reads
-    named_barrier_sync(kEpilogueBarrier, 128);  // every thread's zeros before warpgroup 0's own P V
+    zero_slot_rows_past_keys<2 * kVChunks>(pv_slot(c, it), valid, kEpilogueBarrier);  // V's columns: both halves
   }
 }
 
