@@ -101,6 +101,8 @@ struct SmemLayout {
   FJ_DEVICE uint32_t row_factor(int row) const { return handover + paired_p_tile_bytes(kBlockM) + 4u * row; }
   FJ_DEVICE uint32_t row_final_max(int row) const { return row_factor(row) + 4u * kBlockM; }
   FJ_DEVICE uint32_t row_final_sum(int row) const { return row_factor(row) + 8u * kBlockM; }
+  // One arrival per block when the first warpgroup's S(it) has completed (scores_done_phase).
+  FJ_DEVICE uint32_t scores_done() const { return row_factor(0) + 12u * kBlockM; }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
   // once the TMA store of its O slice has read the buffer).
   FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
@@ -1410,6 +1412,7 @@ FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], fl
   release_pv_slot(c, it - 1);
   wgmma_wait<0>();
   fence_registers(probs);
+  if (c.leader) mbar_arrive(c.sm.scores_done());  // (see consume_paired_second)
   if (!kVInK) c.release(c.sm.empty_k(s));  // paired=1: K(it) read
   scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(it), st, c.p, pending);
   hand_over_probs(c, probs, pending, st, it == c.n_blocks - 1, t);
@@ -1426,6 +1429,7 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
   issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
   wgmma_wait<0>();
   fence_registers(probs);
+  if (c.leader) mbar_arrive(c.sm.scores_done());
   if (!kVInK) c.release(c.sm.empty_k(c.stage(0)));  // paired=1: K(0) read
   scores_to_probs<true>(probs, c.rule, c.f, c.block_of(0), st, c.p, pending);
   pending[0] = pending[1] = 1.f;  // O is still zero: it owes no factor
@@ -1478,6 +1482,18 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     }
     rescale(o, factor);
     wait_pv_slot(c, it);  // v_in_k=1: long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
+    // Scheduling alone (the results do not depend on it): both warpgroups' GEMMs share the SM's
+    // tensor cores, so a P V issued beside warpgroup 0's S(it+1) slows it, and warpgroup 0's
+    // softmax of S(it+1) then runs with the tensor cores idle. Where K(it+1) has landed (S(it+1) is
+    // about to run, or runs), this P V waits for S(it+1) to complete and runs beside that softmax
+    // instead; where it has not (a memory-bound walk), it goes at once and frees its slot sooner.
+    // NOTES (correctness, no hang): warpgroup 0 arrives once per block after its S (arrival ring +
+    // it), so this waits for arrival ring + it + 1 by its parity; warpgroup 0 cannot arrive for
+    // S(it+2) before this P V has run (its hand-over of P(it+1) waits for kPEmptyBarrier), so no
+    // later phase of the same parity can be mistaken for it.
+    if (it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(c.sm.full_k(c.stage(it + 1)), c.phase(it + 1)))) {
+      mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
+    }
     const TileDesc v_desc(pv_slot(c, it) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
     wgmma_fence();
 #pragma unroll
@@ -1898,6 +1914,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.full_q(b), 1);
       mbar_init(sm.empty_q(b), kConsumerWGs);
     }
+    if (kPairedO) mbar_init(sm.scores_done(), 1);
     // A ring slot is full with the TMA's bytes and the producer's one arrival, or (FP8 cache) with
     // one arrival per widening warp.
     // FP8 operands: K lands by the loading warp's cp.async (one arrival a lane), V transposed.

@@ -107,6 +107,14 @@ FJ_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// Whether the phase with this parity has completed, without waiting.
+FJ_DEVICE bool mbar_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
+               : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  return done != 0;
+}
+
 // ---------------------------------------------------------------- cp.async (the FP8 cache's loads)
 // 16 bytes global -> shared, bypassing L1; src_bytes 0 reads nothing and writes zeros.
 FJ_DEVICE void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {

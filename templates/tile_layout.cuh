@@ -43,11 +43,11 @@ FJ_DEVICE constexpr int staged_tensors(bool kv_fp8, bool fp8_operands) { return 
 // v_in_k=1's hand-over area between the ring (or the staging slots) and the barriers: P, the tile's
 // [block_m][block_n] 16-bit probabilities in one chunk of 128-byte swizzled rows (block_n 64 fills
 // a row, 32 its first half), then three floats a row: the factor O owes before this block's P V,
-// and the row's final max and sum.
+// and the row's final max and sum; then an mbarrier (8 bytes): the first warpgroup's scores done.
 // NOTES (correctness): the kernel places its barriers after these bytes and the host allocates them
 // (one rule, as staged_tensors).
 FJ_DEVICE constexpr int paired_p_tile_bytes(int block_m) { return block_m * 128; }
 FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
-  return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 : 0;
+  return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 + 8 : 0;
 }
 #endif  // FJ_TILE_LAYOUT_CUH
