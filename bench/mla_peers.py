@@ -38,7 +38,8 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   TFLOP/s). The spec is the package's (mla_plan: "dtype=bf16,head_dim=576,head_dim_v=512[,causal=1],varlen=1,
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
   two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
-  warpgroups share each tile's scores, the latent block loaded once for both halves of O).
+  warpgroups share each tile's scores, the latent block loaded once for both halves of O). --pdl launches the
+  decode cells with programmatic dependent launch (flash_mla.PDL = True), as large_decode_d512 always is.
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
 
@@ -383,9 +384,11 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     def call():
         return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
+    fm.PDL = bool(args.pdl)
     spec, max_splits = mla_plan_of(fm, c, sm_count)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
-               page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"])
+               page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
+               pdl=bool(args.pdl))
     samples = []
     for i in sampled_sequences(b):
         kv = paged_rows(pool, table, i, sk, page)  # [keys, 1, 576]
@@ -500,6 +503,7 @@ def parse_args():
     ap.add_argument("--decode-per-graph", type=int, default=20,
                     help="calls a graph holds in the decode cells (large_decode_d512, mla_decode_*): short kernels")
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
+    ap.add_argument("--pdl", action="store_true", help="decode cells: flash_mla.PDL = True (programmatic dependent launch)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

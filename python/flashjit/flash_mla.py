@@ -48,8 +48,14 @@ splits at n, 0 lets flashjit choose (what None and FlashMLA's tensors mean).
 flashjit extension: V_IN_K (module attribute, read at each call; True by default) runs the spec key v_in_k=1's
 kernels: V read from the latent block already loaded for K, two consumer warpgroups sharing each tile's scores
 (FlashMLA's design: the first computes Q K^T and hands P to the second, each computes half of O), so no score is
-computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.2x (16-32
-heads) to 2.3x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells (bench/NOTES.md, 2026-12-05).
+computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.6x (16-32
+heads) to 2.4x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells on the H200 (BENCHMARKS.md).
+
+flashjit extension: PDL (module attribute, read at each call; False by default) launches with programmatic
+dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in
+the stream and the split combine's the attention kernel's tail; each waits for its predecessor's memory before
+it reads or writes a tensor, so results are the same. For back-to-back decode layers and CUDA graphs whose
+other kernels are launched with PDL too.
 
 Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
 stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
@@ -68,6 +74,7 @@ _DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}
 _INT32 = "torch.int32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
+PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 
 # The C fields as this interface's arguments call them (a library error names the argument).
 _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v columns)", "o": "out",
@@ -427,7 +434,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K))
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(PDL))
         plan = _plans.get(key)
     except (AttributeError, TypeError):  # an argument that is not a tensor (or a scale that is not hashable): the
         key = plan = None               # checks below name it
@@ -526,6 +533,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
                        block_table.data_ptr(), batch, seqlen_q, heads_q, head_dim, q_rows, k_cache.shape,
                        k_cache.stride(), table_columns, block_table.stride()[0], head_dim_v, scale)
     args.max_splits = max_splits
+    args.flags = _capi.FLAG_PDL if PDL else 0
     bounds = (total_q, heads_q, batch, seqlen_q)
     template = bytes(args)
     _launch(rt, dev, handle, spec, args, max_splits, index, *bounds)

@@ -289,6 +289,19 @@ class Launch(MlaCase):
             if name not in _pointer_fields() - {"q", "k", "v", "seqused_k", "block_table"}:
                 self.assertEqual(_field(a, name), _field(b, name), name)
 
+    def test_pdl_switch_sets_the_launch_flag_and_keeps_its_own_plan(self):
+        q, cache, table, lens = decode_inputs(batch=4, heads_q=16)
+        self.call(q, cache, table, lens)
+        try:
+            self.m.PDL = True
+            self.call(q, cache, table, lens)
+            self.call(q, cache, table, lens)  # the fast path keeps the flag
+        finally:
+            self.m.PDL = False
+        self.call(q, cache, table, lens)
+        self.assertEqual([a.flags for _, a in self.rt.launches], [0, self.m._capi.FLAG_PDL, self.m._capi.FLAG_PDL, 0])
+        self.assertEqual(len({spec for spec, _ in self.rt.launches}), 1, "the same kernel either way")
+
     def test_no_plan_is_kept_inside_a_capture(self):
         self.rt.capture = True
         q, cache, table, lens = decode_inputs(batch=2, heads_q=16)
