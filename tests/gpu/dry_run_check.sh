@@ -11,7 +11,7 @@ TESTS=${1:?usage: dry_run_check.sh TESTS_BINARY}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-for f in tests/gpu/run_h200.sh tests/gpu/check_sass.sh bench/ab_engine.sh bench/ab_dense.sh bench/ab_specs.sh; do
+for f in tests/gpu/run_h200.sh tests/gpu/check_sass.sh bench/ab_engine.sh bench/ab_dense.sh bench/ab_specs.sh bench/ab_mla.sh; do
   bash -n "$f" || bad "$f does not parse"
 done
 FLASHJIT_PART=nonsense bash tests/gpu/run_h200.sh /nonexistent >/dev/null 2>&1

@@ -333,6 +333,15 @@ if [ -n "${FLASHJIT_AB_ENGINE_BASE:-}" ] && [ -f "$LIB" ]; then
   cat "$OUT/ab_engine.txt"
 fi
 
+# 6d. A/B: MLA's kernels (bench/mla_peers.py's decode part; PARTS adds large) on a baseline library and
+# this one, A B A B in one run (bench/ab_mla.sh): B / A per cell, ms per call.
+if [ -n "${FLASHJIT_AB_MLA_BASE:-}" ] && [ -f "$LIB" ]; then
+  OUT=$OUT/ab-mla bash bench/ab_mla.sh "$FLASHJIT_AB_MLA_BASE" "$LIB" >"$OUT/ab_mla.txt" 2>&1 &&
+    row "A/B mla (this / baseline)" pass "$(tail -1 "$OUT/ab_mla.txt" | cut -c1-90)" ||
+    row "A/B mla" FAIL "$(tail -1 "$OUT/ab_mla.txt")"
+  cat "$OUT/ab_mla.txt"
+fi
+
 # 6f. The defaults by measurement (FLASHJIT_DECIDE: a comma list of combine, scheduler, dense_dynamic).
 #   combine: decode cells (small and large, speculative, paged) with combine=inline against combine=kernel,
 #     A B A B on this library, then the package's host cost per call each way, interleaved;
