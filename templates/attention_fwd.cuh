@@ -269,7 +269,7 @@ FJ_DEVICE TileDeal tile_deal(const Params& p) {
   d.ctas = gridDim.x;
   d.cta = blockIdx.x;
   set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p));
-  d.unit = deal_unit(deals_causal_pairs(kCausal), kCluster, d.ctas, tile_count(p));
+  d.unit = deal_unit(kCausal, kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
   d.fill = fitted ? (uint32_t)p.fill_blocks : 0u;
   d.held_heads = fitted ? (uint32_t)p.held_heads : 0u;

@@ -70,20 +70,17 @@ struct TileDeal {
 
 // Tiles per phase-1 unit: causal pairs where a persistent grid has fewer CTAs than tiles (no
 // clusters: with them every tile gets its own CTA and the hardware balances them); else one.
-FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t tiles) {
-  return causal && cluster == 1 && ctas < tiles ? 2u : 1u;
-}
-
-// Causal tiles go out in pairs (a head's heaviest query block with its lightest), also where the
-// lengths are read on the device (varlen, seqused_k, paged): a sequence's query block i costs its
-// diagonal's offset plus i blocks whatever its length, so a pair of one sequence costs the same as
-// any other of it. A shorter sequence's blocks past its queries are skipped, pair or not.
+// Pairs (a head's heaviest query block with its lightest) also where the lengths are read on the
+// device (varlen, seqused_k, paged): a sequence's query block i costs its diagonal's offset plus i
+// blocks whatever its length, so a pair of one sequence costs the same as any other of it. A shorter sequence's blocks past its queries are skipped, pair or not.
 // NOTES: device lengths once took single tiles in a snake, heaviest first: its rounds (the CTA
 // count) drift against a head's query blocks, and at 1 x 16k x 16 heads (128 blocks a head, 132
 // CTAs) the busiest CTA had 1.54x the mean work, the pairs 1.03x (192/128 causal on the H200:
 // bench/NOTES.md, 2026-12-05). Nothing is held back there (causal_hold: the costs are the host's
 // upper bounds only).
-FJ_DEVICE bool deals_causal_pairs(bool causal) { return causal; }
+FJ_DEVICE uint32_t deal_unit(bool causal, int cluster, uint32_t ctas, uint32_t tiles) {
+  return causal && cluster == 1 && ctas < tiles ? 2u : 1u;
+}
 
 // The deal's shape: tiles go [heads][query blocks], each head's blocks heaviest first, also where
 // the lengths are read on the device (there a head's blocks past its sequence's queries are

@@ -227,7 +227,7 @@ TEST(TileDeal, DeviceLengthsDealBalancedCausalPairs) {
     d.ctas = 132;
     const uint32_t m_blocks = 16384 / uint32_t(config.spec.block_m), heads = 16;
     set_deal_shape(d, m_blocks, heads);
-    d.unit = deal_unit(deals_causal_pairs(true), config.spec.cluster, d.ctas, m_blocks * heads);
+    d.unit = deal_unit(true, config.spec.cluster, d.ctas, m_blocks * heads);
     ASSERT_EQ(d.unit, 2u);
     fit_tile_deal(d);
     EXPECT_EQ(int(d.full_rounds), p.deal_full_rounds);

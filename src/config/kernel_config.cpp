@@ -225,10 +225,7 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
     for (s.stages = 4; s.stages > 1 && shared_memory_bytes(s, 2) > shared_memory_budget(s); --s.stages) {
     }
   }
-  if (s.stages == 0 && s.pairs_o()) {
-    for (s.stages = 4; s.stages > 2 && shared_memory_bytes(s, 1) > shared_memory_budget(s); --s.stages) {
-    }
-  }
+  if (s.stages == 0 && s.pairs_o()) s.stages = std::max(2, most_stages_that_fit(s));  // (two that do not fit: refused below)
   if (s.stages == 0) s.stages = 2;
   // Overlap always (FlashAttention-3; bench/NOTES.md, versions 3-4a, 6). Pingpong wherever there
   // are two or more consumer warpgroups (round a ring of three at 64): FlashAttention-3 stops at

@@ -157,7 +157,7 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   const int splits = std::max(1, p.num_splits);  // set_decode_inputs first
   const TileGeometry g = tile_geometry(c, a, 0);
   set_deal_shape(d, uint32_t(attention_query_blocks(c, a)), uint32_t(g.tile_heads) * uint32_t(a.batch) * uint32_t(splits));
-  d.unit = deal_unit(deals_causal_pairs(c.spec.causal), c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a, splits)));  // below 2^31: validated
+  d.unit = deal_unit(c.spec.causal, c.spec.cluster, d.ctas, uint32_t(attention_tile_count(c, a, splits)));  // below 2^31: validated
   // The kernel holds nothing back where it reads the lengths (kHoldBack): its rounds are fitted
   // without a hold there, whatever was asked.
   if (device_lengths) hold = CausalHold{};

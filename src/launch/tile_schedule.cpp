@@ -68,7 +68,7 @@ std::pair<double, int64_t> whole_heads_estimate(const Shape& s, int64_t rounds, 
 CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const AttentionSpec& spec = config.spec;
   const uint32_t tiles = uint32_t(attention_tile_count(config, args));  // below 2^31: validated
-  if (grid_ctas == 0 || deal_unit(deals_causal_pairs(spec.causal), spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
+  if (grid_ctas == 0 || deal_unit(spec.causal, spec.cluster, grid_ctas, tiles) != 2) return {};  // no pairs dealt
   if (spec.varlen || spec.paged) return {};  // the lengths are the device's: costs unknown here (the kernel holds nothing back)
   if (args.seqlen_k < args.seqlen_q) return {};
   if (config.q_buffers < 2) return {};  // a held-back tile's Q load would wait for the last O store
@@ -123,7 +123,7 @@ CausalHold causal_hold(const KernelConfig& config, const AttentionArgs& args, un
 int pairs_round_use_percent(const KernelConfig& config, const AttentionArgs& args, unsigned grid_ctas) {
   const uint64_t tiles = attention_tile_count(config, args);
   // Unvalidated arguments may come here (the kernel is chosen first): past 2^31 tiles none runs.
-  if (grid_ctas == 0 || tiles > 0x7fffffffu || deal_unit(deals_causal_pairs(config.spec.causal), config.spec.cluster, grid_ctas, uint32_t(tiles)) != 2) return 100;
+  if (grid_ctas == 0 || tiles > 0x7fffffffu || deal_unit(config.spec.causal, config.spec.cluster, grid_ctas, uint32_t(tiles)) != 2) return 100;
   // fit_tile_deal's phase 1 with fill 0: units of two tiles, the last one half where tiles are odd.
   const uint64_t units = (tiles + 1) / 2, rounds = (units + grid_ctas - 1) / grid_ctas;
   return int(units * 100 / (rounds * grid_ctas));
