@@ -5,7 +5,8 @@
 # milliseconds per call and B / A (below 1: B faster), the geomean last. Logs and JSON in $OUT (or
 # ./out); a pass that fails or times out leaves the others.
 #   bench/ab_mla.sh LIB_A LIB_B        (libflashjit.so of each build; one library twice: ARGS_A/ARGS_B)
-#   env: PARTS (mla_peers --parts, default decode), ARGS_A / ARGS_B (more mla_peers arguments for that
+#   env: PARTS (mla_peers --parts, default decode), ARGS (more mla_peers arguments for both sides, e.g.
+#        --decode-forms vink), ARGS_A / ARGS_B (more mla_peers arguments for that
 #        side, e.g. ARGS_B=--pdl), REPS (default 5), PASS_TIMEOUT (s, default 200), BUDGET_S (no pass
 #        starts past it, default 480).
 set -u -o pipefail
@@ -21,7 +22,7 @@ for pass in a1 b1 a2 b2; do
   [ $SECONDS -lt "$BUDGET" ] || break
   # Separate caches: the two builds' kernels differ under equal spec texts.
   FLASHJIT_CACHE_DIR="$OUT/cache-$side" timeout "$LIMIT" python3 "$HERE/mla_peers.py" --lib "$lib" --parts "$PARTS" \
-    --reps "${REPS:-5}" $extra --out "$OUT/mla-$pass.json" >"$OUT/mla-$pass.txt" 2>&1
+    --reps "${REPS:-5}" ${ARGS:-} $extra --out "$OUT/mla-$pass.json" >"$OUT/mla-$pass.txt" 2>&1
   echo "mla $pass: rc $? (${SECONDS} s)"
 done
 python3 - "$OUT" <<'EOF'

@@ -3,7 +3,8 @@
 
   python3 bench/mla_peers.py --lib build/libflashjit.so --out mla.json [--parts prefill,large,decode]
                              [--cells 8k,16k] [--reps 7] [--per-graph 5] [--decode-per-graph 20] [--heads 16]
-                             [--max-splits 64] [--bw-gb 4] [--rows 16] [--smoke] [--dry-run]
+                             [--max-splits 64] [--decode-forms parts,vink] [--pdl] [--bw-gb 4] [--rows 16]
+                             [--smoke] [--dry-run]
 
 --parts picks the parts (comma list; default all three), --cells the prefill part's cells. --dry-run lists every
 cell of the chosen parts (sizes, spec, bytes, FLOPs) and exits without torch; --smoke runs every cell at a tiny
@@ -38,7 +39,8 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   TFLOP/s). The spec is the package's (mla_plan: "dtype=bf16,head_dim=576,head_dim_v=512[,causal=1],varlen=1,
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
   two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
-  warpgroups share each tile's scores, the latent block loaded once for both halves of O). --pdl launches the
+  warpgroups share each tile's scores, the latent block loaded once for both halves of O); --decode-forms vink
+  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh). --pdl launches the
   decode cells with programmatic dependent launch (flash_mla.PDL = True), as large_decode_d512 always is.
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
@@ -174,7 +176,7 @@ def mla_cells(args):
     for heads, sq in MLA_SHAPES:
         cache_bytes = b * sk * MLA_D * ELEM  # read once: V is the same memory
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
-        for v_in_k in (False, True):  # O in two parts, then the shared-scores kernels (the package's default)
+        for v_in_k in args.decode_forms:  # O in two parts, then the shared-scores kernels (the package's default)
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + ("_vink" if v_in_k else ""),
                               heads=heads, sq=sq, v_in_k=v_in_k, **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk), bound=mla_bound(heads, sq)))
@@ -503,6 +505,8 @@ def parse_args():
     ap.add_argument("--decode-per-graph", type=int, default=20,
                     help="calls a graph holds in the decode cells (large_decode_d512, mla_decode_*): short kernels")
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
+    ap.add_argument("--decode-forms", default="parts,vink",
+                    help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1); default both")
     ap.add_argument("--pdl", action="store_true", help="decode cells: flash_mla.PDL = True (programmatic dependent launch)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
@@ -510,6 +514,10 @@ def parse_args():
     ap.add_argument("--dry-run", action="store_true", help="list the cells and exit")
     args = ap.parse_args()
     args.part_list = [p for p in args.parts.split(",") if p]
+    forms = [f for f in args.decode_forms.split(",") if f]
+    if not forms or any(f not in ("parts", "vink") for f in forms):
+        ap.error(f"--decode-forms: {args.decode_forms!r}; allowed: a comma list of parts, vink")
+    args.decode_forms = [f == "vink" for f in ("parts", "vink") if f in forms]
     unknown = [p for p in args.part_list if p not in PARTS]
     if unknown or not args.part_list:
         ap.error(f"--parts: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(PARTS)}")

@@ -44,7 +44,7 @@ done
 # (the mla and mla-decode parts each pass their own).
 mapfile -t margs < <(sed -n 's/.*FLASHJIT_MLA_PEERS_ARGS:=\([^}]*\)}.*/\1/p' tests/gpu/run_h200.sh)
 [ ${#margs[@]} -ge 2 ] || bad "run_h200.sh: the mla and mla-decode parts' FLASHJIT_MLA_PEERS_ARGS not found"
-for args in "" "--smoke" "--smoke --parts decode" "${margs[@]}"; do
+for args in "" "--smoke" "--smoke --parts decode" "--smoke --parts decode --decode-forms vink" "${margs[@]}"; do
   n=$(python3 bench/mla_peers.py --dry-run $args 2>&1 | sed -n 's/^\([0-9]*\) cells$/\1/p')
   [ "${n:-0}" -gt 0 ] || bad "bench/mla_peers.py --dry-run $args selects no cell"
 done
