@@ -3,10 +3,12 @@
 
   python3 bench/mla_peers.py --lib build/libflashjit.so --out mla.json [--parts prefill,large,decode]
                              [--cells 8k,16k] [--reps 7] [--per-graph 5] [--decode-per-graph 20] [--heads 16]
-                             [--max-splits 64] [--decode-forms parts,vink] [--pdl] [--bw-gb 4] [--rows 16]
+                             [--max-splits 64] [--decode-forms parts,vink] [--decode-keys 4096]
+                             [--decode-splits 0] [--pdl] [--only REGEX] [--bw-gb 4] [--rows 16]
                              [--smoke] [--dry-run]
 
---parts picks the parts (comma list; default all three), --cells the prefill part's cells. --dry-run lists every
+--parts picks the parts (comma list; default all three), --cells the prefill part's cells, --only the cells (of
+those) whose names a regular expression finds. --dry-run lists every
 cell of the chosen parts (sizes, spec, bytes, FLOPs) and exits without torch; --smoke runs every cell at a tiny
 size (names unchanged; its bandwidth figures mean little: most of the data fits in L2). Every kernel of the
 chosen cells is compiled in parallel first (flashjit_prewarm; the decode part's specs as the package plans them).
@@ -40,7 +42,8 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
   two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
   warpgroups share each tile's scores, the latent block loaded once for both halves of O); --decode-forms vink
-  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh). --pdl launches the
+  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh); --decode-keys sets the keys a
+  sequence, --decode-splits passes flash_mla_with_kvcache an int num_splits (1 never splits). --pdl launches the
   decode cells with programmatic dependent launch (flash_mla.PDL = True), as large_decode_d512 always is.
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
@@ -79,6 +82,7 @@ import json
 import math
 import os
 import sys
+import re
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -170,7 +174,7 @@ def large_cells(args):
 
 
 def mla_cells(args):
-    size = MLA_SIZE_SMOKE if args.smoke else MLA_SIZE
+    size = MLA_SIZE_SMOKE if args.smoke else dict(MLA_SIZE, keys=args.decode_keys or MLA_SIZE["keys"])
     b, sk = size["batch"], size["keys"]
     cells = []
     for heads, sq in MLA_SHAPES:
@@ -365,9 +369,11 @@ def load_flash_mla(lib):
     return flash_mla
 
 
-def mla_plan_of(fm, c, sm_count):
-    """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it)."""
-    return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, v_in_k=c["v_in_k"])
+def mla_plan_of(fm, c, sm_count, splits):
+    """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it;
+    splits: its num_splits hint, 0 = the package's choice)."""
+    return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
+                       v_in_k=c["v_in_k"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -382,12 +388,14 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     lens = torch.full((b,), sk, device="cuda", dtype=torch.int32)
     q = torch.randn(b, sq, heads, MLA_D, device="cuda", dtype=torch.bfloat16)
     meta, splits = fm.get_mla_metadata(lens, sq * heads, 1)  # s_q x h_q / h_kv query rows a latent head
+    if args.decode_splits:
+        splits = args.decode_splits  # the package's extension: a Python int caps the split count
 
     def call():
         return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
     fm.PDL = bool(args.pdl)
-    spec, max_splits = mla_plan_of(fm, c, sm_count)
+    spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
                pdl=bool(args.pdl))
@@ -507,6 +515,10 @@ def parse_args():
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1); default both")
+    ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
+    ap.add_argument("--decode-keys", type=int, default=0, help="the decode part's keys a sequence (default 4096)")
+    ap.add_argument("--decode-splits", type=int, default=0,
+                    help="the decode part's num_splits hint (1: never split, n: at most n; default 0: the package's plan)")
     ap.add_argument("--pdl", action="store_true", help="decode cells: flash_mla.PDL = True (programmatic dependent launch)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
@@ -518,6 +530,12 @@ def parse_args():
     if not forms or any(f not in ("parts", "vink") for f in forms):
         ap.error(f"--decode-forms: {args.decode_forms!r}; allowed: a comma list of parts, vink")
     args.decode_forms = [f == "vink" for f in ("parts", "vink") if f in forms]
+    try:
+        re.compile(args.only)
+    except re.error as e:
+        ap.error(f"--only: {e}")
+    if args.decode_keys < 0 or args.decode_splits < 0:
+        ap.error("--decode-keys and --decode-splits: 0 (the default) or more")
     unknown = [p for p in args.part_list if p not in PARTS]
     if unknown or not args.part_list:
         ap.error(f"--parts: unknown {', '.join(unknown) or '(none given)'}; allowed: {', '.join(PARTS)}")
@@ -534,7 +552,8 @@ def parse_args():
 
 def all_cells(args):
     makers = dict(prefill=prefill_cells, large=large_cells, decode=mla_cells)
-    return [c for part in PARTS if part in args.part_list for c in makers[part](args)]
+    keep = re.compile(args.only) if args.only else None
+    return [c for part in PARTS if part in args.part_list for c in makers[part](args) if not keep or keep.search(c["name"])]
 
 
 def run_guarded(fn, c, *more):
@@ -570,7 +589,7 @@ def main():
           f"{', '.join(args.part_list)}{', smoke' if args.smoke else ''}", flush=True)
     torch.manual_seed(40)
     fm = load_flash_mla(args.lib) if "decode" in args.part_list else None
-    specs = [mla_plan_of(fm, c, props.multi_processor_count)[0] if c["kind"] == "mla_decode" else c["spec"]
+    specs = [mla_plan_of(fm, c, props.multi_processor_count, args.decode_splits)[0] if c["kind"] == "mla_decode" else c["spec"]
              for c in cells]
     kernels = compile_specs(fj, specs)  # every kernel compiled in parallel first (a no-op for those in the cache)
     bw = None
