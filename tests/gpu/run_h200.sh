@@ -28,6 +28,9 @@
 #                             decode and MLA's absorbed decode through flashjit.flash_mla (its v_in_k=1 kernels,
 #                             cells _vink, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
+#   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
+#                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), and Nsight
+#                             Compute on the kernels of three cells (bench/profile_mla.sh)
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -108,10 +111,13 @@ case "${FLASHJIT_PART:-}" in
   mla-decode)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
     : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts large,decode}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=540}" ;;
+  mla-anatomy)
+    : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
+    : "${FLASHJIT_MLA_ANATOMY:=1}" ;;
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla, mla-decode or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, regress, decide, targets, features, kvcache, fp8, mla, mla-decode, mla-anatomy or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
@@ -340,6 +346,30 @@ if [ -n "${FLASHJIT_AB_MLA_BASE:-}" ] && [ -f "$LIB" ]; then
     row "A/B mla (this / baseline)" pass "$(tail -1 "$OUT/ab_mla.txt" | cut -c1-90)" ||
     row "A/B mla" FAIL "$(tail -1 "$OUT/ab_mla.txt")"
   cat "$OUT/ab_mla.txt"
+fi
+
+# 6e. Where an MLA decode call's time goes (FLASHJIT_MLA_ANATOMY=1; the mla-anatomy part): the package's
+# v_in_k=1 cells with and without PDL (bench/ab_mla.sh on this library twice, ARGS_B=--pdl), the
+# memory-bound cells unsplit (--decode-splits 1: no partials, no combine, half the SMs), 16k keys
+# against 4k (the same spec: the fixed cost by difference), and Nsight Compute on each kernel of three
+# cells beside the call's graph time (bench/profile_mla.sh; needs ncu).
+if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
+  OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h32_q1|h128_q1|h128_q2" ARGS_B=--pdl PASS_TIMEOUT=120 BUDGET_S=420 \
+    bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_pdl.txt" 2>&1 &&
+    row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
+    row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
+  cat "$OUT/ab_pdl.txt"
+  for variant in "nosplit:--decode-splits 1 --only h16_q1|h32_q1" "keys16k:--decode-keys 16384 --only h16_q1|h128_q1"; do
+    PYTHONUNBUFFERED=1 timeout 180 python3 bench/mla_peers.py --lib "$LIB" --reps 5 --parts decode --decode-forms vink \
+      ${variant#*:} --out "$OUT/mla_${variant%%:*}.json" >"$OUT/mla_${variant%%:*}.txt" 2>&1 &&
+      row "mla decode ${variant%%:*} (report)" pass "" || row "mla decode ${variant%%:*}" FAIL "$(tail -1 "$OUT/mla_${variant%%:*}.txt" | cut -c1-90)"
+    sed -n '/^mla_decode (/,/^$/p' "$OUT/mla_${variant%%:*}.txt"
+  done
+  if command -v ncu >/dev/null; then
+    OUT=$OUT/profile-mla timeout "${FLASHJIT_PROFILE_TIMEOUT:-300}" bash bench/profile_mla.sh "$TOOL" >"$OUT/profile_mla.txt" 2>&1 &&
+      row "ncu mla decode (report)" pass "" || row "ncu mla decode" FAIL "$(tail -1 "$OUT/profile_mla.txt")"
+    cat "$OUT/profile_mla.txt"
+  fi
 fi
 
 # 6f. The defaults by measurement (FLASHJIT_DECIDE: a comma list of combine, scheduler, dense_dynamic).
