@@ -42,6 +42,14 @@ attention (indices, topk_length, extra_k_cache, extra_indices_in_kvcache, extra_
 several latent heads (h_kv > 1), flash_mla_sparse_fwd. Wrong tensors raise ValueError or TypeError naming the
 argument; strides and alignment the library checks, and its errors name the argument too.
 
+flashjit extension: an FP8 latent cache. k_cache of torch.float8_e4m3fn under a bf16 or fp16 q is read as e4m3
+codes (spec key kv_dtype=e4m3: flashjit.h, FP8 K/V CACHE), V's codes being K's first 512, dequantised by the
+keyword-only kv_descale: float32, one element (one scale for the cache) or [batch, 1] (one a sequence); None
+reads as 1.0, as FA3 reads a descale not given. The scores and P V run in 16 bits on the widened codes, so the
+cache's bytes are halved, not the arithmetic's precision. These launches run the O-in-parts kernels (the v_in_k=1
+kernels take no FP8 cache), whatever V_IN_K says. This is not FlashMLA's own FP8 format (is_fp8_kvcache: 656
+bytes a token with per-tile scales inside), which stays refused.
+
 flashjit extension: num_splits as a Python int is a hint, as in FA3's functions: 1 never splits, n > 1 caps the
 splits at n, 0 lets flashjit choose (what None and FlashMLA's tensors mean).
 
@@ -72,6 +80,8 @@ MLA_HEAD_DIM_V = 512        # FlashMLA's only V head dim: the latent's 512 colum
 METADATA_COLUMNS = 8        # FlashMLA's TileSchedulerMetaDataSize: int32 words per SM part
 _DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}
 _INT32 = "torch.int32"
+_E4M3 = "torch.float8_e4m3fn"  # an FP8 latent cache (flashjit extension: kv_descale)
+_FLOAT32 = "torch.float32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
@@ -88,9 +98,10 @@ _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v
 
 
 # ---- the launch plan (plain Python) -----------------------------------------------------------------
-def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False):
+def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False):
     """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
-    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1]" (head_dim_v left out where it equals head_dim)."""
+    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1][,kv_dtype=e4m3]" (head_dim_v left out where it equals
+    head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1 kernels do not take)."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -101,22 +112,25 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
         spec += ",split_kv=1"
     if v_in_k:
         spec += ",v_in_k=1"
+    if kv_fp8:
+        spec += ",kv_dtype=e4m3"
     return spec
 
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
-             v_in_k=False):
+             v_in_k=False, kv_fp8=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
     one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head. v_in_k:
-    the shared-scores kernels (see V_IN_K)."""
+    the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
     else:
         max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
-    spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0, v_in_k)
+    spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
+                    v_in_k and not kv_fp8, kv_fp8)
     return spec, max_splits
 
 
@@ -361,6 +375,9 @@ _ARGS_FROM = _capi.AttentionArgs.from_buffer_copy
 _PACK_IO = struct.Struct("<QQQQQ").pack_into      # q, k, v, o, lse at offset 8
 _PACK_ENGINE = struct.Struct("<QQQQ").pack_into  # cu_seqlens_q, cu_seqlens_k, seqused_k, block_table
 _ENGINE_AT = _capi.AttentionArgs.cu_seqlens_q.offset
+_PACK_SCALES = struct.Struct("<QQ").pack_into    # k_scale, v_scale
+_SCALES_AT = _capi.AttentionArgs.k_scale.offset
+assert _capi.AttentionArgs.v_scale.offset == _SCALES_AT + 8
 assert _capi.AttentionArgs.q.offset == 8 and _capi.AttentionArgs.lse.offset == 40
 
 
@@ -369,20 +386,25 @@ class _MlaPlan:
     scalar arguments): the kernel, its argument bytes without pointers, the shapes of out and LSE, the query
     offsets tensor it points to."""
     __slots__ = ("dev", "handle", "spec", "template", "max_splits", "index", "cu", "out_shape", "lse_shape",
-                 "lse_strides", "bounds")
+                 "lse_strides", "bounds", "kv_fp8")
 
-    def __init__(self, dev, handle, spec, template, max_splits, index, cu, out_shape, lse_shape, lse_strides, bounds):
+    def __init__(self, dev, handle, spec, template, max_splits, index, cu, out_shape, lse_shape, lse_strides, bounds,
+                 kv_fp8):
         self.dev, self.handle, self.spec, self.template = dev, handle, spec, template
         self.max_splits, self.index, self.cu = max_splits, index, cu
         self.out_shape, self.lse_shape, self.lse_strides, self.bounds = out_shape, lse_shape, lse_strides, bounds
+        self.kv_fp8 = kv_fp8
 
-    def __call__(self, rt, q, k_cache, block_table, cache_seqlens):
+    def __call__(self, rt, q, k_cache, block_table, cache_seqlens, kv_descale):
         out = rt.empty(self.out_shape, q.dtype, q)
         lse = rt.empty_lse(self.lse_shape, self.lse_strides, q)
         args = _ARGS_FROM(self.template)
         kv = k_cache.data_ptr()
         _PACK_IO(args, 8, q.data_ptr(), kv, kv, out.data_ptr(), lse.data_ptr())
         _PACK_ENGINE(args, _ENGINE_AT, self.cu.data_ptr(), 0, cache_seqlens.data_ptr(), block_table.data_ptr())
+        if self.kv_fp8:  # V's codes are K's: one scale for both (the strides are the template's)
+            scale = kv_descale.data_ptr() if kv_descale is not None else self.dev.unit_scale()
+            _PACK_SCALES(args, _SCALES_AT, scale, scale)
         _launch(rt, self.dev, self.handle, self.spec, args, self.max_splits, self.index, *self.bounds)
         return out, lse
 
@@ -406,7 +428,7 @@ def _splits_hint(num_splits):
 def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata=None,
                            num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None,
                            attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
-                           extra_topk_length=None):
+                           extra_topk_length=None, *, kv_descale=None):
     """FlashMLA's flash_mla_with_kvcache, dense decode: q [batch, seqlen_q, heads_q, 576] (bf16 or fp16), k_cache
     [num_blocks, page_block_size, 1, 576] of q's dtype (the latent cache; V is its first head_dim_v = 512 columns),
     block_table int32 [batch, max_blocks], cache_seqlens int32 [batch]. Returns (out [batch, seqlen_q, heads_q,
@@ -414,7 +436,10 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     seqlen_q, 1): no copy, see the module's notes). causal: bottom-right aligned per sequence (MTP's seqlen_q > 1).
     softmax_scale None: 1 / sqrt(576). tile_scheduler_metadata and num_splits: accepted, not read (flashjit
     schedules itself); a Python int num_splits is flashjit's split hint (1 never splits, n > 1 at most n splits).
-    FP8 caches, sparse attention and attn_sink raise NotImplementedError naming the argument."""
+    flashjit extension: k_cache of torch.float8_e4m3fn is an FP8 latent cache (spec key kv_dtype=e4m3; V's codes
+    are K's), dequantised by kv_descale (float32: one element, or [batch, 1] for one scale a sequence; None = 1.0);
+    it runs the O-in-parts kernels whatever V_IN_K says. FlashMLA's own FP8 format (is_fp8_kvcache), sparse
+    attention and attn_sink raise NotImplementedError naming the argument."""
     fn = "flash_mla_with_kvcache"
     if is_fp8_kvcache:
         _lacks(fn, "is_fp8_kvcache", is_fp8_kvcache, "FlashMLA's FP8 latent cache (656 bytes a token)")
@@ -434,14 +459,16 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(PDL))
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(PDL),
+               None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
+                                                kv_descale.device))
         plan = _plans.get(key)
     except (AttributeError, TypeError):  # an argument that is not a tensor (or a scale that is not hashable): the
         key = plan = None               # checks below name it
     if plan is not None:
-        return plan(rt, q, k_cache, block_table, cache_seqlens)
+        return plan(rt, q, k_cache, block_table, cache_seqlens, kv_descale)
     return _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal,
-                         splits)
+                         splits, kv_descale)
 
 
 def _check_tensor(fn, name, t, dims, layout):
@@ -451,6 +478,26 @@ def _check_tensor(fn, name, t, dims, layout):
         _fail(fn, name, f"expected {dims} dimensions {layout}, got shape {tuple(t.shape)}")
     if dims and t.shape[-1] > 1 and t.stride()[-1] != 1:
         _fail(fn, name, f"the last dimension must be contiguous (stride 1); strides {tuple(t.stride())}")
+
+
+def _check_kv_descale(fn, t, kv_fp8, kd, where, batch):
+    """kv_descale (flashjit extension): None, or with an FP8 latent cache a float32 tensor on q's device of one
+    element or [batch, 1]. Returns its (batch stride, head stride) in elements ((0, 0): one scale)."""
+    if t is None:
+        return 0, 0
+    if not kv_fp8:
+        _fail(fn, "kv_descale", f"given with a {kd} latent cache; it dequantises an FP8 one (k_cache of {_E4M3})")
+    if not (hasattr(t, "shape") and hasattr(t, "stride") and hasattr(t, "dtype")):
+        _fail(fn, "kv_descale", f"expected a float32 torch.Tensor, got {type(t).__name__}", TypeError)
+    if str(t.dtype) != _FLOAT32:
+        _fail(fn, "kv_descale", f"dtype {t.dtype}; expected {_FLOAT32}", TypeError)
+    if t.device != where:
+        _fail(fn, "kv_descale", f"is on {t.device}; expected {where} (where q is)")
+    strides = _plan.descale_strides(t.shape, t.stride(), batch, 1)
+    if strides is None:
+        _fail(fn, "kv_descale", f"shape {tuple(t.shape)}; expected one element (one scale for the cache) or "
+                                f"[batch, 1] = [{batch}, 1] (one a sequence)")
+    return strides
 
 
 def _check_metadata(fn, name, t, dims, layout, where, batch):
@@ -465,16 +512,19 @@ def _check_metadata(fn, name, t, dims, layout, where, batch):
         _fail(fn, name, f"has {t.shape[0]} rows; expected q's batch {batch}")
 
 
-def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, splits):
+def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, splits,
+                  kv_descale):
     _check_tensor(fn, "q", q, 4, "[batch, seqlen_q, heads_q, head_dim]")
     _check_tensor(fn, "k_cache", k_cache, 4, "[num_blocks, page_block_size, 1, head_dim]")
     qd, kd = str(q.dtype), str(k_cache.dtype)
     if qd not in _DTYPES:
         _fail(fn, "q", f"dtype {qd} is not supported; FlashMLA's dense decode takes torch.bfloat16 or "
                        "torch.float16", TypeError)
-    if kd != qd:
+    kv_fp8 = kd == _E4M3
+    if kd != qd and not kv_fp8:
         if "float8" in kd or "uint8" in kd or "int8" in kd:
-            _lacks(fn, "k_cache", k_cache, f"an FP8 latent cache ({kd}) under a {qd} q")
+            _lacks(fn, "k_cache", k_cache, f"an FP8 latent cache of {kd} under a {qd} q; flashjit's FP8 latent cache "
+                                           f"is {_E4M3}, dequantised by kv_descale")
         _fail(fn, "k_cache", f"dtype {kd} differs from q's {qd}", TypeError)
     if not getattr(q, "is_cuda", False):
         _fail(fn, "q", f"is on {q.device}; flashjit runs on CUDA devices")
@@ -497,6 +547,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
         _fail(fn, "k_cache", f"shape {tuple(k_cache.shape)}: no pages")
     _check_metadata(fn, "block_table", block_table, 2, "[batch, max_num_blocks_per_seq]", where, batch)
     _check_metadata(fn, "cache_seqlens", cache_seqlens, 1, "[batch]", where, batch)
+    scale_strides = _check_kv_descale(fn, kv_descale, kv_fp8, kd, where, batch)
     if softmax_scale is None:
         scale = head_dim ** -0.5
     else:
@@ -524,7 +575,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits, bool(V_IN_K))
+                                heads_kv, splits, bool(V_IN_K), kv_fp8)
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)
@@ -534,6 +585,10 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
                        k_cache.stride(), table_columns, block_table.stride()[0], head_dim_v, scale)
     args.max_splits = max_splits
     args.flags = _capi.FLAG_PDL if PDL else 0
+    if kv_fp8:  # V's codes are K's: one scale for both; none given reads as 1.0 (the device's, made once)
+        args.k_scale = args.v_scale = kv_descale.data_ptr() if kv_descale is not None else dev.unit_scale()
+        args.k_scale_batch_stride, args.k_scale_head_stride = scale_strides
+        args.v_scale_batch_stride, args.v_scale_head_stride = scale_strides
     bounds = (total_q, heads_q, batch, seqlen_q)
     template = bytes(args)
     _launch(rt, dev, handle, spec, args, max_splits, index, *bounds)
@@ -541,5 +596,5 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
         if len(_plans) > _MAX_PLANS:
             _plans.clear()
         _plans[key] = _MlaPlan(dev, handle, spec, template, max_splits, index, cu, out_shape, lse_shape, lse_strides,
-                               bounds)
+                               bounds, kv_fp8)
     return out, lse

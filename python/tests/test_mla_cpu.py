@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from stand_ins import contiguous_strides, fake_pointer  # noqa: E402
 BF16, FP16, F32, I32 = "torch.bfloat16", "torch.float16", "torch.float32", "torch.int32"
+E4M3 = "torch.float8_e4m3fn"
 MLA_SPEC = "dtype=bf16,head_dim=576,head_dim_v=512,causal={},varlen=1,paged=1,pack_gqa=1"
 
 class StandIn:
@@ -66,6 +67,8 @@ class RecordingRuntime:
         self.lib = flashjit.library()
         self.dev = type("Device", (), {})()
         self.dev.sm_count, self.dev.lib = sm_count, self.lib
+        self.unit = fake_pointer()  # the device's float32 1.0 (an FP8 cache's scale where none is given)
+        self.dev.unit_scale = lambda: self.unit
         self.capture = capturing
         self.kernels, self.launches, self.workspaces = [], [], []
         self.cu, self.cu_values = {}, {}
@@ -335,6 +338,87 @@ class Launch(MlaCase):
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1", seen)
 
 
+class Fp8LatentCache(MlaCase):
+    """k_cache of torch.float8_e4m3fn (flashjit extension): spec key kv_dtype=e4m3, the O-in-parts kernels, one
+    descale for K and V (V's codes are K's), every launch checked by the library's argument validation."""
+
+    def fp8_inputs(self, batch=4, seqlen_q=1, heads_q=128, page=64):
+        q, _, table, lens = decode_inputs(batch=batch, seqlen_q=seqlen_q, heads_q=heads_q, page=page)
+        return q, StandIn((100, page, 1, 576), E4M3), table, lens
+
+    def test_the_spec_has_kv_dtype_e4m3_and_no_v_in_k(self):
+        for heads, sq in ((16, 1), (128, 2), (64, 4)):
+            self.rt.launches.clear()
+            q, cache, table, lens = self.fp8_inputs(seqlen_q=sq, heads_q=heads)
+            self.call(q, cache, table, lens, causal=True)
+            spec, a = self.rt.launches[-1]
+            self.assertTrue(spec.startswith(MLA_SPEC.format(int(sq > 1))), spec)
+            self.assertTrue(spec.endswith(",kv_dtype=e4m3"), spec)
+            self.assertNotIn("v_in_k", spec, "the v_in_k=1 kernels take no FP8 cache: V_IN_K is passed over")
+            self.assertEqual((a.k, a.v), (cache.ptr, cache.ptr))
+            self.assertEqual((a.k_scale, a.v_scale), (self.rt.unit, self.rt.unit), "no kv_descale reads as 1.0")
+
+    def test_kv_descale_is_both_scales_with_its_layout(self):
+        q, cache, table, lens = self.fp8_inputs(batch=4)
+        one = StandIn((), F32)
+        per_seq = StandIn((4, 1), F32)
+        per_seq_strided = StandIn((4, 1), F32, strides=(8, 1))
+        expanded = StandIn((4, 1), F32, strides=(0, 0))  # one scale expanded to FA3's shape
+        for scale, strides in ((one, (0, 0)), (per_seq, (1, 0)), (per_seq_strided, (8, 0)), (expanded, (0, 0))):
+            self.call(q, cache, table, lens, kv_descale=scale)
+            _, a = self.rt.launches[-1]
+            self.assertEqual((a.k_scale, a.v_scale), (scale.ptr, scale.ptr))
+            self.assertEqual((a.k_scale_batch_stride, a.k_scale_head_stride), strides)
+            self.assertEqual((a.v_scale_batch_stride, a.v_scale_head_stride), strides)
+            self.assertEqual(a.q_scale, 0)
+
+    def test_fast_path_takes_each_calls_descale(self):
+        q, cache, table, lens = self.fp8_inputs(batch=8, seqlen_q=2, heads_q=32)
+        s1, s2 = StandIn((8, 1), F32), StandIn((8, 1), F32)
+        self.call(q, cache, table, lens, causal=True, kv_descale=s1)
+        self.call(q, cache, table, lens, causal=True, kv_descale=s2)
+        self.assertEqual(len(self.rt.kernels), 1, "the second call fetched no kernel: the fast path")
+        self.call(q, cache, table, lens, causal=True)  # no descale: another plan (the unit scale, strides 0)
+        self.call(q, cache, table, lens, causal=True)
+        self.assertEqual(len(self.rt.kernels), 2)
+        got = [(a.k_scale, a.v_scale, a.k_scale_batch_stride) for _, a in self.rt.launches]
+        self.assertEqual(got, [(s1.ptr, s1.ptr, 1), (s2.ptr, s2.ptr, 1), (self.rt.unit, self.rt.unit, 0),
+                               (self.rt.unit, self.rt.unit, 0)])
+        q16, cache16, _, _ = decode_inputs(batch=8, seqlen_q=2, heads_q=32)
+        self.call(q16, cache16, table, lens, causal=True)  # a 16-bit cache after: its own plan, no scale
+        self.assertEqual((self.rt.launches[-1][1].k_scale, self.rt.launches[-1][0].endswith(",v_in_k=1")), (0, True))
+
+    def test_refusals_name_kv_descale(self):
+        q, cache, table, lens = self.fp8_inputs(batch=2, heads_q=16)
+        q16, cache16, _, _ = decode_inputs(batch=2, heads_q=16)
+        one = StandIn((1,), F32)
+        for args, kwargs, exc, pattern in (
+                ((q16, cache16), {"kv_descale": one}, ValueError, "kv_descale: given with a torch.bfloat16 latent cache"),
+                ((q, cache), {"kv_descale": StandIn((1,), BF16)}, TypeError, "kv_descale: dtype torch.bfloat16"),
+                ((q, cache), {"kv_descale": StandIn((1,), F32, device="cuda:1")}, ValueError, "kv_descale: is on cuda:1"),
+                ((q, cache), {"kv_descale": 0.5}, TypeError, "kv_descale: expected a float32 torch.Tensor, got float"),
+                ((q, cache), {"kv_descale": StandIn((2,), F32)}, ValueError, r"kv_descale: shape \(2,\); expected one element"),
+                ((q, cache), {"kv_descale": StandIn((2, 2), F32)}, ValueError, r"kv_descale: shape \(2, 2\).*\[2, 1\]"),
+                ((q, cache), {"kv_descale": StandIn((3, 1), F32)}, ValueError, r"kv_descale: shape \(3, 1\)"),
+                ((StandIn((2, 1, 16, 576), E4M3), cache), {}, TypeError, "q: dtype torch.float8_e4m3fn is not supported")):
+            with self.assertRaisesRegex(exc, "^flashjit.flash_mla_with_kvcache: " + pattern):
+                self.call(*args, table, lens, **kwargs)
+        self.assertEqual(self.rt.launches, [])
+
+    def test_every_planned_fp8_spec_is_supported(self):
+        import flashjit
+        seen = set()
+        for dtype, d, heads, seqlen_q, batch, splits, causal, v_in_k in itertools.product(
+                ("bf16", "fp16"), (576, 512), (1, 16, 64, 128), (1, 2, 4), (1, 64), (0, 1, 4), (0, 1), (False, True)):
+            spec, _ = self.m.mla_plan(132, dtype, d, 512, causal, batch, seqlen_q, heads, 1, splits, v_in_k, True)
+            self.assertTrue(spec.endswith(",kv_dtype=e4m3") and "v_in_k" not in spec, spec)
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,"
+                      "kv_dtype=e4m3", seen)
+
+
 def _pointer_fields():
     return {"q", "k", "v", "o", "lse", "seqused_k", "block_table", "workspace"}
 
@@ -394,9 +478,9 @@ class Errors(MlaCase):
                         **{name: StandIn((2,), I32)})
         self.expect(NotImplementedError, "is_fp8_kvcache=True is not supported", *inputs, is_fp8_kvcache=True)
         q, _, table, lens = inputs
-        for dtype in ("torch.float8_e4m3fn", "torch.uint8"):
-            self.expect(NotImplementedError, "k_cache=.*FP8 latent cache", q, StandIn((10, 64, 1, 576), dtype), table,
-                        lens)
+        for dtype in ("torch.float8_e5m2", "torch.uint8"):  # FlashMLA's own FP8 rows are uint8; e4m3 is flashjit's
+            self.expect(NotImplementedError, f"k_cache=.*FP8 latent cache of {dtype}.*{E4M3}, dequantised by kv_descale",
+                        q, StandIn((10, 64, 1, 576), dtype), table, lens)
         self.expect(NotImplementedError, "k_cache=.*2 latent heads", q, StandIn((10, 64, 2, 576)), table, lens)
         with self.assertRaisesRegex(NotImplementedError, "flash_mla_sparse_fwd is not supported"):
             self.m.flash_mla_sparse_fwd(q, None, None, 0.1)
@@ -461,10 +545,15 @@ class Package(unittest.TestCase):
     def test_signature_is_flashmlas(self):
         import inspect
         from flashjit import flash_mla
-        names = list(inspect.signature(flash_mla.flash_mla_with_kvcache).parameters)
-        self.assertEqual(names, ["q", "k_cache", "block_table", "cache_seqlens", "head_dim_v", "tile_scheduler_metadata",
-                                 "num_splits", "softmax_scale", "causal", "is_fp8_kvcache", "indices", "attn_sink",
-                                 "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length"])
+        params = inspect.signature(flash_mla.flash_mla_with_kvcache).parameters.values()
+        flashmlas = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+        self.assertEqual(flashmlas, ["q", "k_cache", "block_table", "cache_seqlens", "head_dim_v", "tile_scheduler_metadata",
+                                     "num_splits", "softmax_scale", "causal", "is_fp8_kvcache", "indices", "attn_sink",
+                                     "extra_k_cache", "extra_indices_in_kvcache", "topk_length", "extra_topk_length"])
+        # flashjit's extensions: keyword-only, after FlashMLA's, so no positional call of FlashMLA's means another thing
+        self.assertEqual([(p.name, p.default) for p in params if p.kind != p.POSITIONAL_OR_KEYWORD],
+                         [("kv_descale", None)])
+        self.assertTrue(all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params))
 
 
 def main():

@@ -5,7 +5,9 @@ its first 512), heads 16/32/64/128, 1-4 queries a sequence (MTP, causal bottom-r
 split counts from none to 128, bf16 and fp16, head dim 512; cache slots past each length, spare pages and the
 allocator's free memory poisoned with NaN; rows that see no key; the fast path; FlashMLA's metadata values
 accepted and not read; a CUDA graph captured once and replayed after cache_seqlens, the block table and the
-data change; the errors naming their argument.
+data change; the errors naming their argument. An FP8 latent cache (flashjit's extension: k_cache of
+torch.float8_e4m3fn, kv_descale one element, [batch, 1] or none) against float64 on the dequantised cache, with
+the e4m3 NaN code in every slot no sequence reads, through the fast path and a graph replay.
 
   python3 python/tests/test_mla_gpu.py --lib build/libflashjit.so    # these cases alone (test_gpu.py's runner)
   python3 python/tests/test_gpu.py --lib build/libflashjit.so        # every case, these included (-k flash_mla)
@@ -34,7 +36,10 @@ class Latent:
         need = [-(-sk // page_size) for sk in keys]
         self.max_blocks = max_blocks or max(max(need), 1)
         total = sum(need) + spare
-        self.pool = torch.full((total, page_size, 1, d), float("nan"), dtype=dtype, device="cuda")
+        if dtype == torch.float8_e4m3fn:  # the e4m3 NaN code 0x7F (filled as bytes)
+            self.pool = torch.full((total, page_size, 1, d), 0x7F, dtype=torch.uint8, device="cuda").view(dtype)
+        else:
+            self.pool = torch.full((total, page_size, 1, d), float("nan"), dtype=dtype, device="cuda")
         pages = list(range(total))
         rng.shuffle(pages)
         table = [[-1] * self.max_blocks for _ in keys]
@@ -52,6 +57,8 @@ class Latent:
         torch = base.torch
         n = -(-self.keys[b] // self.page_size)
         pages = torch.tensor(self.table_host[b][:n], dtype=torch.long, device="cuda")
+        if self.pool.dtype == torch.float8_e4m3fn:  # gathered as bytes
+            return self.pool.view(torch.uint8)[pages].reshape(-1, self.d)[:self.keys[b]].view(torch.float8_e4m3fn)
         return self.pool[pages].reshape(-1, self.d)[:self.keys[b]]
 
 
@@ -127,15 +134,29 @@ def poison_allocator():
     del big, small
 
 
-def check(name, dtype_name, q, cache, out, lse, causal, scale):
+def check(name, dtype_name, q, cache, out, lse, causal, scale, kv_descale="16-bit"):
+    """kv_descale (an FP8 latent cache: a tensor, or None for 1.0): the reference runs on the codes as the kernel
+    widens them, code x the sequence's scale in float32 rounded once to q's dtype; the bound doubles where a scale
+    is not a power of two (tests/kv_fp8_gpu_test.cpp's rule: the kernel's rounding and the host's may differ by
+    the last bit on a tie)."""
     torch = base.torch
     torch.cuda.synchronize()
     batch, sq, hq, _ = q.shape
     shapes_ok = (tuple(out.shape) == (batch, sq, hq, DV) and out.dtype == q.dtype and tuple(lse.shape) == (batch, hq, sq)
                  and lse.dtype == torch.float32)
     errs = MlaErrors(dtype_name)
+    fp8 = not isinstance(kv_descale, str)
+    scales = None
+    if fp8:
+        scales = (torch.ones(batch, dtype=torch.float32, device="cuda") if kv_descale is None
+                  else kv_descale.float().reshape(-1).expand(batch) if kv_descale.numel() == 1 else kv_descale.reshape(batch))
+        if not bool((torch.frexp(scales)[0].abs() == 0.5).all()):
+            errs.bound *= 2
     for b in range(batch):
-        errs.add(out[b], lse[b], q[b], cache.seq(b), causal, scale)
+        kv = cache.seq(b)
+        if fp8:
+            kv = (kv.float() * scales[b]).to(q.dtype)
+        errs.add(out[b], lse[b], q[b], kv, causal, scale)
     ok, detail = errs.result()
     base.report(name, ok and shapes_ok, detail + ("" if shapes_ok else f"  shapes {tuple(out.shape)} {tuple(lse.shape)}"))
 
@@ -160,6 +181,81 @@ def case_decode(heads, seqlen_q, page=64, dtype_name="bf16", num_splits=None, ca
     name = (f"flash_mla: {dtype_name} h{heads} s_q {seqlen_q} page {page}"
             f"{'' if num_splits is None else f' splits {num_splits}'}{'' if causal else ' non-causal'}{label}")
     check(name, dtype_name, q, cache, out, lse, causal, d ** -0.5 if scale is None else scale)
+
+
+def case_fp8_latent(heads, seqlen_q, page=64, dtype_name="bf16", descale="sequence", num_splits=None, keys=KEYS,
+                    label=""):
+    """An FP8 latent cache (k_cache of torch.float8_e4m3fn): kv_descale "tensor" (one element, 0.5), "sequence"
+    ([batch, 1], not powers of two) or "none" (1.0); the unread slots hold the e4m3 NaN code."""
+    torch, flashjit = base.torch, base.flashjit
+    dtype = getattr(torch, DTYPES[dtype_name])
+    seed = 3000 + heads * 10 + seqlen_q + page
+    gen, rng = torch.Generator(device="cuda").manual_seed(seed), random.Random(seed)
+    cache = Latent(gen, rng, keys, page, torch.float8_e4m3fn)
+    q = rand(gen, len(keys), seqlen_q, heads, D, dtype=dtype)
+    kv_descale = {"tensor": lambda: torch.tensor([0.5], device="cuda"),
+                  "sequence": lambda: torch.rand(len(keys), 1, generator=gen, device="cuda") * 1.5 + 0.25,
+                  "none": lambda: None}[descale]()
+    meta, splits = flashjit.get_mla_metadata(cache.lens, seqlen_q * heads, 1)
+    poison_allocator()
+    out, lse = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, meta,
+                                               splits if num_splits is None else num_splits, causal=True,
+                                               kv_descale=kv_descale)
+    check(f"flash_mla FP8 latent: {dtype_name} h{heads} s_q {seqlen_q} page {page}, kv_descale {descale}"
+          f"{'' if num_splits is None else f', splits {num_splits}'}{label}", dtype_name, q, cache, out, lse, True,
+          D ** -0.5, kv_descale)
+
+
+def case_fp8_latent_fast_path_and_graph():
+    """The FP8 latent cache's fast path (a second call, new descale values in a new tensor) and a CUDA graph
+    captured once and replayed after the lengths, the table, the codes and the descale values change in place."""
+    torch, flashjit = base.torch, base.flashjit
+    gen, rng = torch.Generator(device="cuda").manual_seed(86), random.Random(86)
+    heads, sq = 32, 2
+    cache = Latent(gen, rng, KEYS, 64, torch.float8_e4m3fn)
+    q = rand(gen, len(KEYS), sq, heads, D, dtype=torch.bfloat16)
+    s1 = torch.rand(len(KEYS), 1, generator=gen, device="cuda") + 0.5
+    flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, None, None, causal=True, kv_descale=s1)
+    s2 = torch.rand(len(KEYS), 1, generator=gen, device="cuda") + 0.5
+    out, lse = flashjit.flash_mla_with_kvcache(q, cache.pool, cache.table, cache.lens, DV, None, None, causal=True,
+                                               kv_descale=s2)
+    check("flash_mla FP8 latent: fast path, new kv_descale", "bf16", q, cache, out, lse, True, D ** -0.5, s2)
+
+    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
+    ps, batch, max_blocks = 64, 6, 4096 // 64
+    pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.float8_e4m3fn, device="cuda")
+    table = torch.full((batch, max_blocks), -1, dtype=torch.int32, device="cuda")
+    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+    qg = torch.empty(batch, sq, heads, D, dtype=torch.bfloat16, device="cuda")
+    descale = torch.ones(batch, 1, dtype=torch.float32, device="cuda")
+    step = lambda: flashjit.flash_mla_with_kvcache(qg, pool, table, lens, DV, None, None, causal=True,  # noqa: E731
+                                                   kv_descale=descale)
+    step()  # the kernel is fetched here, outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for i, keys in enumerate(steps):
+        pages = list(range(pool.shape[0]))
+        rng.shuffle(pages)
+        host = [[-1] * max_blocks for _ in keys]
+        for b, sk in enumerate(keys):
+            for j in range(-(-sk // ps)):
+                host[b][j] = pages.pop()
+        with torch.no_grad():
+            table.copy_(torch.tensor(host, dtype=torch.int32))
+            lens.copy_(torch.tensor(keys, dtype=torch.int32))
+            qg.copy_(rand(gen, *qg.shape, dtype=qg.dtype))
+            pool.copy_(rand(gen, *pool.shape, dtype=torch.float8_e4m3fn))
+            descale.copy_(torch.rand(batch, 1, generator=gen, device="cuda") + 0.5)
+        graph_cache = Latent.__new__(Latent)
+        graph_cache.page_size, graph_cache.keys, graph_cache.d, graph_cache.table_host, graph_cache.pool = \
+            ps, list(keys), D, host, pool
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        graph.replay()
+        check(f"flash_mla FP8 latent: CUDA graph replay {i}: new lengths/table/codes/kv_descale", "bf16", qg,
+              graph_cache, out, lse, True, D ** -0.5, descale)
 
 
 def case_rows_without_keys():
@@ -275,8 +371,13 @@ def case_wrong_inputs():
     cases = [
         ("FP8 cache", NotImplementedError, "is_fp8_kvcache", lambda: fn(q, cache.pool, cache.table, cache.lens, DV,
                                                                         None, None, is_fp8_kvcache=True)),
-        ("float8 k_cache", NotImplementedError, "k_cache", lambda: fn(q, cache.pool.to(torch.float8_e4m3fn), cache.table,
-                                                                      cache.lens, DV, None, None)),
+        ("e5m2 k_cache", NotImplementedError, "k_cache", lambda: fn(q, cache.pool.to(torch.float8_e5m2), cache.table,
+                                                                    cache.lens, DV, None, None)),
+        ("kv_descale with a bf16 cache", ValueError, "kv_descale", lambda: fn(
+            q, cache.pool, cache.table, cache.lens, DV, None, None, kv_descale=torch.ones(1, device="cuda"))),
+        ("kv_descale [batch]", ValueError, "kv_descale", lambda: fn(
+            q, cache.pool.to(torch.float8_e4m3fn), cache.table, cache.lens, DV, None, None,
+            kv_descale=torch.ones(2, device="cuda"))),
         ("sparse indices", NotImplementedError, "indices", lambda: fn(q, cache.pool, None, None, DV, None, None,
                                                                       indices=torch.zeros(2, 1, 64, dtype=torch.int32,
                                                                                           device="cuda"))),
@@ -326,6 +427,14 @@ def cases(runner):
         ("flash_mla strided q", case_strided_q),
         ("flash_mla graph", case_graph_replay),
         ("flash_mla wrong inputs", case_wrong_inputs),
+        # an FP8 latent cache (flashjit's extension): the O-in-parts kernels with kv_dtype=e4m3
+        ("flash_mla FP8 h16 s_q 1", lambda: case_fp8_latent(16, 1, descale="tensor")),
+        ("flash_mla FP8 h128 s_q 2", lambda: case_fp8_latent(128, 2)),
+        ("flash_mla FP8 h64 s_q 4 page 16", lambda: case_fp8_latent(64, 4, page=16, descale="none")),
+        ("flash_mla FP8 fp16 h32 page 1", lambda: case_fp8_latent(32, 1, page=1, dtype_name="fp16",
+                                                                   keys=[300, 1, 77, 0, 129])),
+        ("flash_mla FP8 no split", lambda: case_fp8_latent(128, 1, num_splits=1)),
+        ("flash_mla FP8 fast path and graph", case_fp8_latent_fast_path_and_graph),
     ]
     # flashjit.flash_mla.V_IN_K = False: the O-in-parts kernels (the default is v_in_k=1's shared scores)
     for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", O in parts")),
