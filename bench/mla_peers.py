@@ -42,7 +42,9 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
   two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
   warpgroups share each tile's scores, the latent block loaded once for both halves of O); --decode-forms vink
-  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh); --decode-keys sets the keys a
+  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh), fp8 adds mla_decode_hH_qS_fp8: an FP8
+  latent cache (flashjit's extension: k_cache of e4m3 codes, kv_descale 0.5; the O-in-parts kernels; bytes and
+  % BW in FP8 bytes, no target); --decode-keys sets the keys a
   sequence, --decode-splits passes flash_mla_with_kvcache an int num_splits (1 never splits). --pdl launches the
   decode cells with programmatic dependent launch (flash_mla.PDL = True), as large_decode_d512 always is.
 
@@ -173,17 +175,23 @@ def large_cells(args):
     return cells
 
 
+DECODE_FORMS = {"parts": "", "vink": "_vink", "fp8": "_fp8"}  # --decode-forms: each cell's name suffix
+
+
 def mla_cells(args):
     size = MLA_SIZE_SMOKE if args.smoke else dict(MLA_SIZE, keys=args.decode_keys or MLA_SIZE["keys"])
     b, sk = size["batch"], size["keys"]
     cells = []
     for heads, sq in MLA_SHAPES:
-        cache_bytes = b * sk * MLA_D * ELEM  # read once: V is the same memory
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
-        for v_in_k in args.decode_forms:  # O in two parts, then the shared-scores kernels (the package's default)
-            cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + ("_vink" if v_in_k else ""),
-                              heads=heads, sq=sq, v_in_k=v_in_k, **size, bytes=cache_bytes + io_bytes,
-                              flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk), bound=mla_bound(heads, sq)))
+        # O in two parts, the shared-scores kernels (the package's default), an FP8 latent cache (report only)
+        for form in args.decode_forms:
+            fp8 = form == "fp8"
+            cache_bytes = b * sk * MLA_D * (1 if fp8 else ELEM)  # read once: V is the same memory
+            cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
+                              heads=heads, sq=sq, v_in_k=form == "vink", kv_fp8=fp8, **size, bytes=cache_bytes + io_bytes,
+                              flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
+                              bound=None if fp8 else mla_bound(heads, sq)))
     return cells
 
 
@@ -199,10 +207,10 @@ def describe(c):
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
     from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"])
+    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"])
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
             f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
-            f"flops={c['flops']:.3e} {c['bound'] or '-'}-bound")
+            f"flops={c['flops']:.3e} {c['bound'] + '-bound' if c['bound'] else 'report only'}")
 
 
 # ---- checks (torch) ----------------------------------------------------------------------------------------------
@@ -373,7 +381,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it;
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
-                       v_in_k=c["v_in_k"])
+                       v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -384,6 +392,11 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     per_seq = -(-sk // page)
     pages = b * per_seq
     pool = torch.randn(pages, page, 1, MLA_D, device="cuda", dtype=torch.bfloat16)
+    kv_descale, reference_pool = None, pool
+    if c["kv_fp8"]:  # e4m3 codes, one descale (a power of two: the dequantised values are exact in bf16)
+        pool = pool.to(torch.float8_e4m3fn)
+        kv_descale = torch.tensor([0.5], device="cuda")
+        reference_pool = (pool.float() * 0.5).to(torch.bfloat16)
     table = torch.randperm(pages, device="cuda").to(torch.int32).view(b, per_seq).contiguous()
     lens = torch.full((b,), sk, device="cuda", dtype=torch.int32)
     q = torch.randn(b, sq, heads, MLA_D, device="cuda", dtype=torch.bfloat16)
@@ -392,16 +405,19 @@ def run_mla_decode(fm, c, args, bw, sm_count):
         splits = args.decode_splits  # the package's extension: a Python int caps the split count
 
     def call():
-        return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
+        if kv_descale is None:
+            return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
+        return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True,
+                                         kv_descale=kv_descale)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
     fm.PDL = bool(args.pdl)
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
-               pdl=bool(args.pdl))
+               pdl=bool(args.pdl), kv_fp8=c["kv_fp8"])
     samples = []
     for i in sampled_sequences(b):
-        kv = paged_rows(pool, table, i, sk, page)  # [keys, 1, 576]
+        kv = paged_rows(reference_pool, table, i, sk, page)  # [keys, 1, 576]
         ref_o, ref_lse = reference_rows(q[i], kv, kv[..., :MLA_DV], None, True, scale)
         samples.append((i, torch.arange(sq, device="cuda"), ref_o, ref_lse))
     poison_allocator(b * sq * heads * MLA_DV * ELEM)
@@ -415,7 +431,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     bandwidth_fields(row, c["bytes"], ms, bw)
     row["flashjit_tflops"] = c["flops"] / (ms * 1e9)
     print(f"{name:28s} flashjit {ms * 1e3:9.1f} us  {row['flashjit_tbps']:6.3f} TB/s  {row['flashjit_pct_bw']:5.1f} % BW  "
-          f"{row['flashjit_tflops']:7.1f} TF/s  ({c['bound'] or '-'}-bound)  [{spec}]", flush=True)
+          f"{row['flashjit_tflops']:7.1f} TF/s  ({c['bound'] + '-bound' if c['bound'] else 'report only'})  [{spec}]", flush=True)
     return row
 
 
@@ -514,7 +530,8 @@ def parse_args():
                     help="calls a graph holds in the decode cells (large_decode_d512, mla_decode_*): short kernels")
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
-                    help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1); default both")
+                    help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), fp8 (an "
+                         "FP8 latent cache: kv_dtype=e4m3, report only); default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
     ap.add_argument("--decode-keys", type=int, default=0, help="the decode part's keys a sequence (default 4096)")
     ap.add_argument("--decode-splits", type=int, default=0,
@@ -527,9 +544,9 @@ def parse_args():
     args = ap.parse_args()
     args.part_list = [p for p in args.parts.split(",") if p]
     forms = [f for f in args.decode_forms.split(",") if f]
-    if not forms or any(f not in ("parts", "vink") for f in forms):
-        ap.error(f"--decode-forms: {args.decode_forms!r}; allowed: a comma list of parts, vink")
-    args.decode_forms = [f == "vink" for f in ("parts", "vink") if f in forms]
+    if not forms or any(f not in DECODE_FORMS for f in forms):
+        ap.error(f"--decode-forms: {args.decode_forms!r}; allowed: a comma list of {', '.join(DECODE_FORMS)}")
+    args.decode_forms = [f for f in DECODE_FORMS if f in forms]
     try:
         re.compile(args.only)
     except re.error as e:

@@ -351,7 +351,8 @@ fi
 # 6e. Where an MLA decode call's time goes (FLASHJIT_MLA_ANATOMY=1; the mla-anatomy part): the package's
 # v_in_k=1 cells with and without PDL (bench/ab_mla.sh on this library twice, ARGS_B=--pdl), the
 # memory-bound cells unsplit (--decode-splits 1: no partials, no combine, half the SMs), 16k keys
-# against 4k (the same spec: the fixed cost by difference), and Nsight Compute on each kernel of three
+# against 4k (the same spec: the fixed cost by difference), an FP8 latent cache beside the 16-bit one
+# (flash_mla's kv_descale: the O-in-parts kernels on half the bytes), and Nsight Compute on each kernel of three
 # cells beside the call's graph time (bench/profile_mla.sh; needs ncu).
 if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
   OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h32_q1|h128_q1|h128_q2" ARGS_B=--pdl PASS_TIMEOUT=120 BUDGET_S=420 \
@@ -359,8 +360,10 @@ if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
     row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
     row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
   cat "$OUT/ab_pdl.txt"
-  for variant in "nosplit:--decode-splits 1 --only h16_q1|h32_q1" "keys16k:--decode-keys 16384 --only h16_q1|h128_q1"; do
-    PYTHONUNBUFFERED=1 timeout 180 python3 bench/mla_peers.py --lib "$LIB" --reps 5 --parts decode --decode-forms vink \
+  for variant in "nosplit:--decode-forms vink --decode-splits 1 --only h16_q1|h32_q1" \
+                 "keys16k:--decode-forms vink --decode-keys 16384 --only h16_q1|h128_q1" \
+                 "fp8:--decode-forms vink,fp8 --only h16_q1|h32_q1|h128_q1"; do
+    PYTHONUNBUFFERED=1 timeout 180 python3 bench/mla_peers.py --lib "$LIB" --reps 5 --parts decode \
       ${variant#*:} --out "$OUT/mla_${variant%%:*}.json" >"$OUT/mla_${variant%%:*}.txt" 2>&1 &&
       row "mla decode ${variant%%:*} (report)" pass "" || row "mla decode ${variant%%:*}" FAIL "$(tail -1 "$OUT/mla_${variant%%:*}.txt" | cut -c1-90)"
     sed -n '/^mla_decode (/,/^$/p' "$OUT/mla_${variant%%:*}.txt"
