@@ -282,4 +282,24 @@ TEST(ApiEngine, VInKTakesKsOwnMemoryForV) {
       {kLatent, "args.v", "v_in_k=1", [](auto& a) { a.v = a.k + 0x10000; }},
       {kLatent, "args.v_strides", "v_in_k=1", [](auto& a) { a.v_strides.row = 512; }},
   });
+  // FlashAttention-3's split form with v_in_k=1: the K tile's first 512 columns are loaded from v
+  // itself, so v and k are two tensors of their own strides, as with qv=1 alone; qv stays required.
+  const char* kSplitLatent = "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,qv=1,v_in_k=1";
+  auto split_args = [&](const char*) {
+    flashjit_attention_args_t a = step.args(true);
+    a.heads_q = 16, a.heads_kv = 1;
+    a.q_strides = flashjit_tensor_strides_t{0, 16 * 64, 64};
+    a.o_strides = flashjit_tensor_strides_t{0, 16 * 512, 512};
+    a.k_strides = flashjit_tensor_strides_t{Step::kPageSize * 64, 64, 64};
+    a.v_strides = flashjit_tensor_strides_t{Step::kPageSize * 512, 512, 512};
+    a.qv = 0x60000, a.qv_strides = flashjit_tensor_strides_t{0, 16 * 512, 512};
+    return a;
+  };
+  flashjit_attention_args_t split = split_args(kSplitLatent);
+  ASSERT_NE(split.v, split.k);
+  EXPECT_EQ(flashjit_validate_attention_args(kSplitLatent, &split), FLASHJIT_SUCCESS) << message();
+  flashjit::expect_each_refused(split_args, {
+      {kSplitLatent, "args.qv", "null device pointer", [](auto& a) { a.qv = 0; }},
+      {kSplitLatent, "args.v", "null device pointer", [](auto& a) { a.v = 0; }},
+  });
 }

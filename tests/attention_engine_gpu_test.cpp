@@ -930,5 +930,37 @@ TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
   run_all(cases);
 }
 
+// The split form on the shared-scores kernels (qv=1 with v_in_k=1): the K tile's first 512 columns
+// are loaded from V's map, so V is read from K's slot as in the absorbed form; q, k, qv and V four
+// tensors. 16-128 heads, 1-4 queries, pages of 64, 16 and 1, dense and packed caches, splits 1, 3
+// and the launch's, NaN in the slots past each sequence.
+TEST(MlaDecodeGpu, SplitFormVInKThroughEveryKvSource) {
+  std::mt19937_64 shapes(48);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (int heads : {16, 32, 64, 128})
+    for (int queries : {1, 2, 4}) {
+      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
+      p.head_dim_v = 512;
+      p.qv_split = true;
+      p.max_splits = 16;
+      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p});
+      if (i % 2 == 0) {
+        p.max_splits = 3;
+        cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p, 0});
+      }
+      ++i;
+    }
+  for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
+    EngineProblem p = decode_batch(shapes, false, 576, true, 64, 1, kv, 16, 5, 2, 2000);
+    p.head_dim_v = 512;
+    p.qv_split = true;
+    p.max_splits = 8;
+    cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p});
+  }
+  run_all(cases);
+}
+
 }  // namespace
 }  // namespace flashjit::testing

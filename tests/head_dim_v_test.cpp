@@ -146,6 +146,19 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
   EXPECT_EQ(narrow->spec.stages, 4);
   EXPECT_EQ(narrow->smem_bytes, 1024 + 64 * 576 * 2 + 4 * 32 * 576 * 2 + 64 * 128 + 3 * 64 * 4 + 8 + 256);  // (eight more mbarriers: 256)
   EXPECT_LE(narrow->smem_bytes, shared_memory_budget(narrow->spec));
+  // FlashAttention-3's split form (qv=1): the K tile's first 512 columns come from V's own map, so V is
+  // in K's slot as in the absorbed form: the same kernel plan, Q and K tiles from two maps each.
+  auto split_form = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1"));
+  ASSERT_TRUE(split_form.ok()) << split_form.error().message;
+  EXPECT_TRUE(split_form->spec.qv && split_form->spec.v_in_k);
+  EXPECT_EQ(*parse_spec(to_string(split_form->spec)), split_form->spec);
+  EXPECT_EQ(split_form->smem_bytes, config->smem_bytes);
+  EXPECT_EQ(split_form->v_tile_bytes, 0);
+  EXPECT_EQ(split_form->spec.block_n, 64);
+  EXPECT_EQ(split_form->spec.stages, 2);
+  const std::string split_source = render_attention_source(*split_form);
+  EXPECT_NE(split_source.find("constexpr bool kVInK = 1;"), std::string::npos);
+  EXPECT_NE(split_source.find("constexpr int kQvChunks = 8;"), std::string::npos);
   // Off by default: the key is not printed and the kernel keeps its O parts.
   auto plain = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1"));
   ASSERT_TRUE(plain.ok());
@@ -156,7 +169,6 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
                    {"dtype=bf16,head_dim=576,head_dim_v=128,v_in_k=1", "head_dim_v"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,v_in_k=1", "v_in_k"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,kv_dtype=e4m3,v_in_k=1", "v_in_k"},
-                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,v_in_k=1", "qv"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,consumer_wgs=1,v_in_k=1", "consumer_wgs"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_m=128,v_in_k=1", "block_m"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_n=48,v_in_k=1", "block_n"},
@@ -202,6 +214,7 @@ TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
   expect_refusals({{"dtype=bf16,head_dim=256,paired=1", "head_dim_v"},
                    {"dtype=bf16,head_dim=512,head_dim_v=256,paired=1", "head_dim_v"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,v_in_k=1,paired=1", "paired"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,paired=1", "qv"},
                    {"dtype=bf16,head_dim=512,varlen=1,paged=1,kv_dtype=e4m3,paired=1", "paired"},
                    {"dtype=bf16,head_dim=512,consumer_wgs=1,paired=1", "consumer_wgs"},
                    {"dtype=bf16,head_dim=512,block_n=48,paired=1", "block_n"},

@@ -113,7 +113,9 @@ RegisterSplit register_split(const AttentionSpec& s) {
   if (s.consumer_wgs == 1 && s.head_dim > 512) return {40, 248};
   // v_in_k=1, paired=1: the first consumer warpgroup holds S, P and its half of O (the paged producer
   // as below; paired=1's also pages in V's both halves: at 32 its 512/512 split-KV kernel spilled 8 bytes).
-  if (s.pairs_o()) return s.paged ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
+  // With qv=1 the producer loads Q and K tiles from two maps each: at 24 the packed (varlen) kernel
+  // spilled 24 bytes.
+  if (s.pairs_o()) return s.paged || s.qv ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
   if (s.consumer_wgs == 1) return {40, 240};
   if (s.consumer_wgs == 2) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
   return {32, 160};

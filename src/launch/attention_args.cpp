@@ -332,9 +332,10 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
     return bad_argument(a.qv != 0 ? "qv" : "qv_strides", "set, but it needs spec key qv=1 (FlashAttention-3's split MLA form); 0 = off");
   }
   // v_in_k=1: the kernel reads V from K's rows (it loads no V): v must be that memory, k's pointer
-  // with k's strides (a view of K's first head_dim_v columns, as FlashMLA's and FlashAttention-3's
-  // callers pass the latent cache).
-  if (config.spec.v_in_k) {
+  // with k's strides (a view of K's first head_dim_v columns, as FlashMLA's callers pass the latent
+  // cache). With qv=1 the K tile's first head_dim_v columns come from v itself (FlashAttention-3's
+  // split form: K = [v | k]), so v and k are two tensors there.
+  if (config.spec.v_in_k && !config.spec.qv) {
     if (a.v != a.k) {
       return bad_argument("v", "pointer " + hex_text(a.v) + " is not k's (" + hex_text(a.k) +
                                    "); with spec key v_in_k=1 V is K's first head_dim_v columns: pass k's pointer");

@@ -295,7 +295,9 @@ Status validate_spec(const AttentionSpec& s) {
   // warpgroups on the same 64 rows, the first one computing the scores and handing P to the second
   // through shared memory (templates/attention_fwd.cuh: the paired consumers); paired=1 is the
   // same split with V in its own ring. Q's 64 rows, the P tile and two 64-key stages of K's 576
-  // columns fill the 227 KB (512/512 paired: two 32-key stages of K and V).
+  // columns fill the 227 KB (512/512 paired: two 32-key stages of K and V). With qv=1 the K tile's
+  // first head_dim_v columns are loaded from V's own map (chunk_map), so V is in K's slot there too:
+  // v_in_k=1 takes FlashAttention-3's split form as it is (paired=1 does not: V has its own ring).
   if (s.v_in_k && s.paired) {
     return Error::invalid_spec("paired", "spec field 'paired': value 1 is not allowed with v_in_k=1; allowed: 0 (v_in_k=1 pairs the warpgroups itself)");
   }
@@ -311,7 +313,7 @@ Status validate_spec(const AttentionSpec& s) {
     if (s.kv_fp8() || s.fp8_operands()) {
       return Error::invalid_spec(key, std::string("spec field '") + key + "': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
     }
-    if (s.qv) return fail_paired("qv", "1", "0 (the absorbed form: Q and K whole)");
+    if (s.qv && s.paired) return fail_paired("qv", "1", "0 (paired=1 loads V into its own ring; v_in_k=1 takes qv=1)");
     // NOTES: a latent cache is an engine's input (packed or paged K/V); the dense check and
     // benchmarks have no form with V in K's rows, so no dense kernel would ever be run.
     if (s.v_in_k && !s.varlen && !s.paged) {

@@ -232,6 +232,8 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:3000,4:1000 --page-size 16 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1 --seqlens 300:300,1:77,700:700 --heads-q 8 --heads-kv 8
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
+dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,qv=1,v_in_k=1 --seqlens 1:3000,4:1000,0:7 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -491,6 +493,8 @@ mla_decode64x4k_h128_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen
 mla_decode64x4k_h128_q2_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h16_e4m3 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h16_qv dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h16_qv_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1 --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_qv_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1 --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512_paired dtype=bf16,head_dim=512,paired=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
