@@ -12,6 +12,20 @@ MAX_TILE_ROWS = 192
 
 FEATURE_KEYS = ("window", "chunk", "softcap", "sinks", "alibi")  # flashjit.h, MASKS AND SCORES
 
+# FA3's qv (the split MLA form) on the shared-scores kernels (spec key v_in_k=1: the latent block loaded once
+# for K and V, each tile's scores computed once) where they take the call: head_dim_v 384 or 512, varlen or paged,
+# 16-bit, no masks or score modifiers. Off until the GPU suites have run qv=1 with v_in_k=1
+# (MlaDecodeGpu.SplitFormVInKThroughEveryKvSource, test_gpu.py's "qv ... v_in_k" cases): the plan then
+# keeps the O-in-parts kernels.
+QV_V_IN_K = False
+V_IN_K_HEAD_DIMS_V = (384, 512)
+
+
+def qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys=(), kv_dtype=None):
+    """Whether a qv call runs the shared-scores kernels (QV_V_IN_K and the call is one they take)."""
+    return (QV_V_IN_K and head_dim_v in V_IN_K_HEAD_DIMS_V and bool(varlen or paged) and dtype_name in ("bf16", "fp16")
+            and not feature_keys and kv_dtype is None)
+
 
 class Features:
     """A call's masks and score modifiers (flashjit.h, MASKS AND SCORES), each off by default: the window's two
@@ -128,11 +142,12 @@ class KvScales:
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False):
+              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False, v_in_k=False):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"; V's head dim
     head_dim_v after head_dim where it is not Q's: "dtype=bf16,head_dim=192,head_dim_v=128,causal=1"), with the
     spec keys of its masks and score modifiers (Features.spec_keys) after, then qv=1 (FA3's split MLA form: head_dim
-    is q's and qv's columns together, head_dim_v qv's and V's), then kv_dtype (None: K and V of dtype; "e4m3": an
+    is q's and qv's columns together, head_dim_v qv's and V's), then v_in_k=1 (the shared-scores kernels), then
+    kv_dtype (None: K and V of dtype; "e4m3": an
     FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the library's
     default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left to the
     library's defaults."""
@@ -149,6 +164,8 @@ def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=
         spec += f",{key}=1"
     if qv:  # the library prints it after the masks' keys (alibi) and before out_dtype and kv_dtype
         spec += ",qv=1"
+    if v_in_k:
+        spec += ",v_in_k=1"
     if kv_dtype is not None:
         spec += f",kv_dtype={kv_dtype}"
     return spec
@@ -181,7 +198,7 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
     decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
     for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
     (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q). qv: FA3's split MLA form (spec
-    key qv=1; head_dim q's and qv's columns together, head_dim_v qv's)."""
+    key qv=1; head_dim q's and qv's columns together, head_dim_v qv's; with QV_V_IN_K also v_in_k=1 where it applies)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -190,6 +207,7 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             most = most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
+    v_in_k = qv and qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys, kv_dtype)
     return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v,
-                      qv),
+                      qv, v_in_k),
             max_splits)

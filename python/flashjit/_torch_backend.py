@@ -213,7 +213,7 @@ def forward(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, ma
     feature_keys = features.spec_keys() if features is not None else ()
     fp8 = (_E4M3_OPERANDS if dtype is _FP8 else _E4M3_CACHE) if k.dtype is _FP8 else 0
     key = (dtype, head_dim, head_dim_v, causal, varlen, paged, batch, seqlen_q, heads_q, heads_kv, num_splits, pack_gqa,
-           feature_keys, fp8, out.dtype, qv_width)
+           feature_keys, fp8, out.dtype, qv_width, qv_width and _plan.QV_V_IN_K)
     planned = dev.plans.get(key)
     if planned is None:
         if len(dev.plans) > _MAX_PLANS:

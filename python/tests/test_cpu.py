@@ -1045,6 +1045,45 @@ class Qv(unittest.TestCase):
             keys = [part.split("=")[0] for part in text.split(",")]
             self.assertEqual(keys, sorted(keys, key=order.index), text)  # to_string's order: the text round-trips
 
+    def test_qv_takes_the_shared_scores_kernels_only_when_switched_on(self):
+        """_plan.QV_V_IN_K (off until the GPU suites have run qv=1 with v_in_k=1): the MLA split form's plan adds
+        v_in_k=1 after qv=1 where the library's shared-scores kernels take the call (head_dim_v 384 or 512, varlen or
+        paged, 16-bit, no masks or score modifiers), and the library takes every such spec."""
+        import flashjit
+        from flashjit import _plan
+        call = (132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1)
+        self.assertFalse(_plan.QV_V_IN_K)
+        self.assertNotIn("v_in_k", _plan.plan(*call, head_dim_v=512, qv=True)[0])
+        saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, True
+        try:
+            spec, splits = _plan.plan(*call, head_dim_v=512, qv=True)
+            self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,"
+                                   "split_kv=1,qv=1,v_in_k=1")
+            self.assertGreater(splits, 1)
+            order = spec_key_order()
+            if order is not None:
+                keys = [part.split("=")[0] for part in spec.split(",")]
+                self.assertEqual(keys, sorted(keys, key=order.index), spec)
+            for dtype in ("bf16", "fp16"):
+                for dq, dv in ((64, 512), (64, 384)):
+                    for varlen, paged in ((1, 0), (1, 1)):
+                        for num_splits, pack in ((0, -1), (1, -1), (4, 1)):
+                            for batch, sq, hq, hkv in ((1, 1, 128, 1), (64, 2, 16, 1), (2, 300, 8, 8)):
+                                spec, _ = _plan.plan(132, dtype, dq + dv, 1, varlen, paged, batch, sq, hq, hkv,
+                                                     num_splits, pack, head_dim_v=dv, qv=True)
+                                self.assertTrue(spec.endswith(",qv=1,v_in_k=1"), spec)
+                                self.assertIsNone(flashjit.supported(spec), spec)
+            # Where the shared-scores kernels do not apply the plan keeps O in parts (or one piece of O).
+            for dv, varlen, paged, features in ((128, 1, 1, ()), (256, 1, 0, ()), (512, 0, 0, ()),
+                                                (512, 1, 1, ("window",))):
+                spec, _ = _plan.plan(132, "bf16", 64 + dv, True, varlen, paged, 4, 1, 16, 1, 0, -1, features,
+                                     head_dim_v=dv, qv=True)
+                self.assertNotIn("v_in_k", spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+            self.assertNotIn("v_in_k", _plan.plan(*call, head_dim_v=512)[0], "the absorbed form's FA3 call: no qv")
+        finally:
+            _plan.QV_V_IN_K = saved
+
     def test_every_planned_qv_spec_is_supported(self):
         import flashjit
         from flashjit import _plan

@@ -1631,7 +1631,7 @@ def check_qv_latent(name, dtype_name, q, qv, cache, out, lse, causal, scale):
     report(name, ok and shaped, detail + ("" if shaped else f"  shapes {tuple(out.shape)} {tuple(lse.shape)}"))
 
 
-def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16"):
+def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16", label=""):
     """FA3's flash_attn_with_kvcache in the split MLA form, as vLLM's FlashAttention MLA backend calls it: q the
     rotary part (64), qv the latent part (512), k_cache and v_cache two views of one paged latent cache [pages, 64, 1,
     576] (v_cache = latent[..., :512], k_cache = latent[..., 512:]; NaN past every length and in spare pages), causal,
@@ -1650,7 +1650,7 @@ def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16"):
     test_mla_gpu.poison_allocator()
     out, lse = call(q, qv, True)
     name = (f"with_kvcache qv (split MLA 64+512): {dtype_name} h{heads} s_q {queries} page {page}, "
-            f"{'q/qv views' if views else 'q, qv apart'}")
+            f"{'q/qv views' if views else 'q, qv apart'}{label}")
     check_qv_latent(name, dtype_name, q, qv, cache, out, lse, True, 576 ** -0.5)
     call(q, qv, False)  # remembered: later calls like it take the fast path
     q2, qv2 = qv_queries(gen, len(QV_KEYS), queries, heads, 64, 512, dtype, views)
@@ -1662,6 +1662,21 @@ def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16"):
     check_qv_latent(name + ", new q/qv", dtype_name, q2, qv2, cache, full, lse2, True, 576 ** -0.5)
     report(name + ", fast path", same, "" if same else
            f"fast path differs from the full path by {(fast.float() - full.float()).abs().max().item():.2e}")
+
+
+def with_qv_v_in_k(fn):
+    """fn() with the package's qv plan on the shared-scores kernels (_plan.QV_V_IN_K: qv=1 with v_in_k=1), the
+    remembered plans cleared around it; reports whether such a kernel ran."""
+    from flashjit import _plan, _torch_backend
+    saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, True
+    _torch_backend._fast.clear()
+    try:
+        fn()
+    finally:
+        _plan.QV_V_IN_K = saved
+        _torch_backend._fast.clear()
+    ran = [spec for spec in _torch_backend.device(torch.cuda.current_device()).kernels if ",qv=1,v_in_k=1" in spec]
+    report("qv on the shared-scores kernels: the plan ran qv=1,v_in_k=1", bool(ran), ran[0] if ran else "none ran")
 
 
 def case_qv_varlen():
@@ -1809,6 +1824,13 @@ CASES = [
     ("qv kvcache paged 64 h128 s_q 2", lambda: case_qv_kvcache_paged(128, 2, views=True)),
     ("qv kvcache paged 64 h16 fp16", lambda: case_qv_kvcache_paged(16, 2, views=True, dtype_name="fp16")),
     ("qv varlen", case_qv_varlen),
+    # qv=1 with v_in_k=1 (the package's plan once _plan.QV_V_IN_K is on)
+    ("qv v_in_k kvcache paged 64 h16 s_q 1", lambda: with_qv_v_in_k(lambda: case_qv_kvcache_paged(
+        16, 1, views=True, label=", v_in_k=1"))),
+    ("qv v_in_k kvcache paged 64 h128 s_q 2", lambda: with_qv_v_in_k(lambda: case_qv_kvcache_paged(
+        128, 2, views=True, label=", v_in_k=1"))),
+    ("qv v_in_k kvcache paged 16 h64 fp16", lambda: with_qv_v_in_k(lambda: case_qv_kvcache_paged(
+        64, 4, views=False, page=16, dtype_name="fp16", label=", v_in_k=1"))),
     ("qv compile", case_qv_compile),
     ("qv wrong inputs", case_qv_wrong_inputs),
 ]
