@@ -894,33 +894,45 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
   }
 }
 
-// FlashAttention-3's split MLA form (qv=1): Q in q (64 rotary columns) and qv (512), the latent
-// cache in k (64) and V (512), scores q.k + qv.v, against the float64 reference of the 576-column
-// rows: 16-128 heads, 1-4 queries, pages of 64, 16 and 1, dense and packed caches, splits 1, 3 and
-// the launch's; and DeepSeek's prefill shape 192/128 split the same way (64 + 128), ragged.
-TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
-  std::mt19937_64 shapes(46);
+// FlashAttention-3's split form's decode cases (q, qv, k and V four tensors; spec keys kDecode, qv=1 and
+// `more`): each head count with 1, 2 and 4 queries, pages of 64, 16 and 1 in turn, max_splits 16 and (every
+// second, or every one with all_splits) 3 on one CTA a tile; then a dense and a packed cache (max_splits 8).
+std::vector<EngineCase> split_form_decode_cases(std::mt19937_64& shapes, const std::vector<int>& heads_list,
+                                                const std::string& more, bool all_splits, int dense_heads, bool dense_q_varlen) {
   std::vector<EngineCase> cases;
+  const std::string spec_keys = std::string(kDecode) + ",qv=1" + more;
   int i = 0;
-  for (int heads : {16, 128})
+  for (int heads : heads_list)
     for (int queries : {1, 2, 4}) {
       const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
       EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
       p.head_dim_v = 512;
       p.qv_split = true;
       p.max_splits = 16;
-      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p});
-      p.max_splits = 3;
-      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p, 0});
+      cases.push_back({engine_spec(p, spec_keys), p});
+      if (all_splits || i % 2 == 0) {
+        p.max_splits = 3;
+        cases.push_back({engine_spec(p, spec_keys), p, 0});
+      }
       ++i;
     }
   for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
-    EngineProblem p = decode_batch(shapes, true, 576, true, 32, 1, kv, 16, 5, 2, 2000);
+    EngineProblem p = decode_batch(shapes, dense_q_varlen, 576, true, dense_heads, 1, kv, 16, 5, 2, 2000);
     p.head_dim_v = 512;
     p.qv_split = true;
     p.max_splits = 8;
-    cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1"), p});
+    cases.push_back({engine_spec(p, spec_keys), p});
   }
+  return cases;
+}
+
+// FlashAttention-3's split MLA form (qv=1): Q in q (64 rotary columns) and qv (512), the latent
+// cache in k (64) and V (512), scores q.k + qv.v, against the float64 reference of the 576-column
+// rows: 16-128 heads, 1-4 queries, pages of 64, 16 and 1, dense and packed caches, splits 1, 3 and
+// the launch's; and DeepSeek's prefill shape 192/128 split the same way (64 + 128), ragged.
+TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
+  std::mt19937_64 shapes(46);
+  std::vector<EngineCase> cases = split_form_decode_cases(shapes, {16, 128}, "", true, 32, true);
   for (bool causal : {false, true}) {
     EngineProblem p = ragged(shapes, true, 192, causal, 8, 2, KvSource::kPaged, 64, 6, 600);
     p.head_dim_v = 128;
@@ -936,30 +948,7 @@ TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
 // and the launch's, NaN in the slots past each sequence.
 TEST(MlaDecodeGpu, SplitFormVInKThroughEveryKvSource) {
   std::mt19937_64 shapes(48);
-  std::vector<EngineCase> cases;
-  int i = 0;
-  for (int heads : {16, 32, 64, 128})
-    for (int queries : {1, 2, 4}) {
-      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
-      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
-      p.head_dim_v = 512;
-      p.qv_split = true;
-      p.max_splits = 16;
-      cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p});
-      if (i % 2 == 0) {
-        p.max_splits = 3;
-        cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p, 0});
-      }
-      ++i;
-    }
-  for (KvSource kv : {KvSource::kDense, KvSource::kPacked}) {
-    EngineProblem p = decode_batch(shapes, false, 576, true, 64, 1, kv, 16, 5, 2, 2000);
-    p.head_dim_v = 512;
-    p.qv_split = true;
-    p.max_splits = 8;
-    cases.push_back({engine_spec(p, std::string(kDecode) + ",qv=1,v_in_k=1"), p});
-  }
-  run_all(cases);
+  run_all(split_form_decode_cases(shapes, {16, 32, 64, 128}, ",v_in_k=1", false, 64, false));
 }
 
 }  // namespace

@@ -208,7 +208,8 @@ def case_fp8_latent(heads, seqlen_q, page=64, dtype_name="bf16", descale="sequen
 
 def case_fp8_latent_fast_path_and_graph():
     """The FP8 latent cache's fast path (a second call, new descale values in a new tensor) and a CUDA graph
-    captured once and replayed after the lengths, the table, the codes and the descale values change in place."""
+    captured once and replayed after the lengths, the table, the codes and the descale values change in place
+    (case_graph_replay)."""
     torch, flashjit = base.torch, base.flashjit
     gen, rng = torch.Generator(device="cuda").manual_seed(86), random.Random(86)
     heads, sq = 32, 2
@@ -221,41 +222,7 @@ def case_fp8_latent_fast_path_and_graph():
                                                kv_descale=s2)
     check("flash_mla FP8 latent: fast path, new kv_descale", "bf16", q, cache, out, lse, True, D ** -0.5, s2)
 
-    steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
-    ps, batch, max_blocks = 64, 6, 4096 // 64
-    pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.float8_e4m3fn, device="cuda")
-    table = torch.full((batch, max_blocks), -1, dtype=torch.int32, device="cuda")
-    lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
-    qg = torch.empty(batch, sq, heads, D, dtype=torch.bfloat16, device="cuda")
-    descale = torch.ones(batch, 1, dtype=torch.float32, device="cuda")
-    step = lambda: flashjit.flash_mla_with_kvcache(qg, pool, table, lens, DV, None, None, causal=True,  # noqa: E731
-                                                   kv_descale=descale)
-    step()  # the kernel is fetched here, outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = step()
-    for i, keys in enumerate(steps):
-        pages = list(range(pool.shape[0]))
-        rng.shuffle(pages)
-        host = [[-1] * max_blocks for _ in keys]
-        for b, sk in enumerate(keys):
-            for j in range(-(-sk // ps)):
-                host[b][j] = pages.pop()
-        with torch.no_grad():
-            table.copy_(torch.tensor(host, dtype=torch.int32))
-            lens.copy_(torch.tensor(keys, dtype=torch.int32))
-            qg.copy_(rand(gen, *qg.shape, dtype=qg.dtype))
-            pool.copy_(rand(gen, *pool.shape, dtype=torch.float8_e4m3fn))
-            descale.copy_(torch.rand(batch, 1, generator=gen, device="cuda") + 0.5)
-        graph_cache = Latent.__new__(Latent)
-        graph_cache.page_size, graph_cache.keys, graph_cache.d, graph_cache.table_host, graph_cache.pool = \
-            ps, list(keys), D, host, pool
-        out.fill_(float("nan"))
-        lse.fill_(float("nan"))
-        graph.replay()
-        check(f"flash_mla FP8 latent: CUDA graph replay {i}: new lengths/table/codes/kv_descale", "bf16", qg,
-              graph_cache, out, lse, True, D ** -0.5, descale)
+    case_graph_replay(", FP8 latent cache", fp8=True)
 
 
 def case_rows_without_keys():
@@ -311,16 +278,18 @@ def case_strided_q():
         check(f"flash_mla: q a slice [:, :{sq}] of [b, {room}, h, d]", "bf16", q, cache, out, lse, True, D ** -0.5)
 
 
-def case_graph_replay(label=""):
+def case_graph_replay(label="", fp8=False):
     """An engine's MTP decode step (2 queries, causal, split-KV): one CUDA graph captured once after an eager call,
     replayed after cache_seqlens, the block table and the data change in place (lengths growing, a sequence going
-    idle at 0, one jumping)."""
+    idle at 0, one jumping). fp8: an FP8 latent cache whose kv_descale ([batch, 1]) changes in place too."""
     torch, flashjit = base.torch, base.flashjit
     steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
-    heads, sq, ps, batch, max_k = 16, 2, 64, 6, 4096
+    heads, sq, ps, batch, max_k = (32 if fp8 else 16), 2, 64, 6, 4096
     gen, rng = torch.Generator(device="cuda").manual_seed(84), random.Random(84)
     max_blocks = max_k // ps
-    pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.bfloat16, device="cuda")
+    pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16,
+                       device="cuda")
+    descale = torch.ones(batch, 1, dtype=torch.float32, device="cuda") if fp8 else None
     table = torch.full((batch, max_blocks), -1, dtype=torch.int32, device="cuda")
     lens = torch.zeros(batch, dtype=torch.int32, device="cuda")
     q = torch.empty(batch, sq, heads, D, dtype=torch.bfloat16, device="cuda")
@@ -337,6 +306,8 @@ def case_graph_replay(label=""):
             lens.copy_(torch.tensor(keys, dtype=torch.int32))
             q.copy_(rand(gen, *q.shape, dtype=q.dtype))
             pool.copy_(rand(gen, *pool.shape, dtype=pool.dtype))
+            if fp8:
+                descale.copy_(torch.rand(batch, 1, generator=gen, device="cuda") + 0.5)
         cache = Latent.__new__(Latent)
         cache.page_size, cache.keys, cache.d, cache.table_host, cache.pool = ps, list(keys), D, host, pool
         return cache
@@ -344,6 +315,8 @@ def case_graph_replay(label=""):
     meta, splits = flashjit.get_mla_metadata(lens, sq * heads, 1)
 
     def step():
+        if fp8:
+            return flashjit.flash_mla_with_kvcache(q, pool, table, lens, DV, meta, splits, causal=True, kv_descale=descale)
         return flashjit.flash_mla_with_kvcache(q, pool, table, lens, DV, meta, splits, causal=True)
 
     load(steps[0])
@@ -357,8 +330,8 @@ def case_graph_replay(label=""):
         out.fill_(float("nan"))
         lse.fill_(float("nan"))
         graph.replay()
-        check(f"flash_mla: CUDA graph replay {i}: new cache_seqlens/table/data{label}", "bf16", q, cache, out, lse, True,
-              D ** -0.5)
+        check(f"flash_mla: CUDA graph replay {i}: new cache_seqlens/table/data{' and kv_descale' if fp8 else ''}{label}",
+              "bf16", q, cache, out, lse, True, D ** -0.5, descale if fp8 else "16-bit")
 
 
 def case_wrong_inputs():
