@@ -2,8 +2,8 @@
 # A/B of two libraries' MLA kernels in one run on one GPU: bench/mla_peers.py's PARTS (default
 # decode: the absorbed decode through flashjit.flash_mla) as A B A B, so the card's drift shows in
 # each side's two passes; cuDNN (prefill part) is timed in every pass. Prints per cell A's and B's
-# milliseconds per call and B / A (below 1: B faster), the geomean last. Logs and JSON in $OUT (or
-# ./out); a pass that fails or times out leaves the others.
+# milliseconds per call and B / A (below 1: B faster), the geomean last; exits 1 when no cell has a
+# figure from both sides. Logs and JSON in $OUT (or ./out); a pass that fails or times out leaves the others.
 #   bench/ab_mla.sh LIB_A LIB_B        (libflashjit.so of each build; one library twice: ARGS_A/ARGS_B)
 #   env: PARTS (mla_peers --parts, default decode), ARGS (more mla_peers arguments for both sides, e.g.
 #        --decode-forms vink), ARGS_A / ARGS_B (more mla_peers arguments for that
@@ -48,4 +48,7 @@ for c in cells:
     print(f"{c:32s} {fmt(a):>22s} {fmt(b):>22s}   {ratio:.3f}" if ratio else f"{c:32s} {fmt(a):>22s} {fmt(b):>22s}   -")
 if ratios:
     print(f"geomean B/A over {len(ratios)} cells: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+else:
+    print("no cell has a figure from both sides: see the passes' logs")
+sys.exit(0 if ratios else 1)
 EOF

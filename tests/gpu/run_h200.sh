@@ -29,8 +29,9 @@
 #                             cells _vink, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
-#                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), and Nsight
-#                             Compute on the kernels of three cells (bench/profile_mla.sh)
+#                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
+#                             latent cache, and Nsight Compute on the kernels of three cells (bench/profile_mla.sh);
+#                             about 8 minutes
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -357,21 +358,21 @@ fi
 # (flash_mla's kv_descale: the O-in-parts kernels on half the bytes), and Nsight Compute on each kernel of three
 # cells beside the call's graph time (bench/profile_mla.sh; needs ncu).
 if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
-  OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h32_q1|h128_q1|h128_q2" ARGS_B=--pdl PASS_TIMEOUT=120 BUDGET_S=420 \
+  OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h128_q1" ARGS_B=--pdl PASS_TIMEOUT=60 BUDGET_S=170 \
     bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_pdl.txt" 2>&1 &&
     row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
     row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
   cat "$OUT/ab_pdl.txt"
   for variant in "nosplit:--decode-forms vink --decode-splits 1 --only h16_q1|h32_q1" \
                  "keys16k:--decode-forms vink --decode-keys 16384 --only h16_q1|h128_q1" \
-                 "fp8:--decode-forms vink,fp8 --only h16_q1|h32_q1|h128_q1"; do
-    PYTHONUNBUFFERED=1 timeout 180 python3 bench/mla_peers.py --lib "$LIB" --reps 5 --parts decode \
+                 "fp8:--decode-forms vink,fp8 --only h16_q1|h128_q1"; do
+    PYTHONUNBUFFERED=1 timeout 80 python3 bench/mla_peers.py --lib "$LIB" --reps 5 --parts decode \
       ${variant#*:} --out "$OUT/mla_${variant%%:*}.json" >"$OUT/mla_${variant%%:*}.txt" 2>&1 &&
       row "mla decode ${variant%%:*} (report)" pass "" || row "mla decode ${variant%%:*}" FAIL "$(tail -1 "$OUT/mla_${variant%%:*}.txt" | cut -c1-90)"
     sed -n '/^mla_decode (/,/^$/p' "$OUT/mla_${variant%%:*}.txt"
   done
   if command -v ncu >/dev/null; then
-    OUT=$OUT/profile-mla timeout "${FLASHJIT_PROFILE_TIMEOUT:-300}" bash bench/profile_mla.sh "$TOOL" >"$OUT/profile_mla.txt" 2>&1 &&
+    OUT=$OUT/profile-mla timeout "${FLASHJIT_PROFILE_TIMEOUT:-150}" bash bench/profile_mla.sh "$TOOL" >"$OUT/profile_mla.txt" 2>&1 &&
       row "ncu mla decode (report)" pass "" || row "ncu mla decode" FAIL "$(tail -1 "$OUT/profile_mla.txt")"
     cat "$OUT/profile_mla.txt"
   fi
