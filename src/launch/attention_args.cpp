@@ -335,7 +335,7 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   // with k's strides (a view of K's first head_dim_v columns, as FlashMLA's callers pass the latent
   // cache). With qv=1 the K tile's first head_dim_v columns come from v itself (FlashAttention-3's
   // split form: K = [v | k]), so v and k are two tensors there.
-  if (config.spec.v_in_k && !config.spec.qv) {
+  if (config.spec.v_is_k_rows()) {
     if (a.v != a.k) {
       return bad_argument("v", "pointer " + hex_text(a.v) + " is not k's (" + hex_text(a.k) +
                                    "); with spec key v_in_k=1 V is K's first head_dim_v columns: pass k's pointer");

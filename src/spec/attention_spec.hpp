@@ -38,6 +38,9 @@ struct AttentionSpec {
   // Whether a tile's two consumer warpgroups share its rows and split O's columns (paired=1, or
   // v_in_k=1, which implies it).
   bool pairs_o() const { return paired || v_in_k; }
+  // Whether the caller's v is k's own memory (v_in_k=1 in the absorbed form: args.v = args.k, k's
+  // strides). With qv=1 the K tile's first head_dim_v columns are loaded from v, so v is its own tensor.
+  bool v_is_k_rows() const { return v_in_k && !qv; }
   bool causal = false;       // bottom-right aligned when seqlen_q != seqlen_k
   int stages = 0;            // K/V ring depth 1..4; 0 = from the table
   int consumer_wgs = 0;      // consumer warpgroups (64 query rows each) 1..2; 0 = from the table

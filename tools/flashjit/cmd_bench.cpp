@@ -205,8 +205,7 @@ int run_bench() {
     if (c.spec.qv && !c.engine()) return usage_error("bench of a qv=1 spec needs varlen=1 or paged=1");
     if (c.spec.qv && BVInK) return usage_error("--v-in-k does not go with qv=1 (V is its own tensor there)");
     if (BVInK && c.spec.fp8_operands()) return usage_error("--v-in-k needs 16-bit or kv_dtype=e4m3 K and V (not dtype=e4m3)");
-    // spec key v_in_k=1 takes V in K's rows: implied (with qv=1 V is its own tensor, the K tile's first columns)
-    c.v_in_k = BVInK || (c.spec.v_in_k && !c.spec.qv);
+    c.v_in_k = BVInK || c.spec.v_is_k_rows();  // spec key v_in_k=1 (absorbed form) takes V in K's rows: implied
     FeatureChoice features;
     if (std::string bad = features_from_flags(c.spec, c.batch, c.heads_q, &features); !bad.empty()) return usage_error(bad);
     c.features = features.features;

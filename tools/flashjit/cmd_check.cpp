@@ -55,8 +55,7 @@ int run_engine_check(const DriverApi& api, CUcontext context, CUstream stream, i
   p.heads_q = HeadsQ, p.heads_kv = HeadsKv;
   p.kv = config.spec.paged ? KvSource::kPaged : KvSource::kPacked;
   p.page_size = PageSize;
-  // spec key v_in_k=1 takes V in K's rows: implied (with qv=1 V is its own tensor, the K tile's first columns)
-  p.v_is_k_prefix = VInK || (config.spec.v_in_k && !config.spec.qv);
+  p.v_is_k_prefix = VInK || config.spec.v_is_k_rows();  // spec key v_in_k=1 (absorbed form) takes V in K's rows: implied
   p.qv_split = config.spec.qv;  // qv=1: Q and K uploaded in FlashAttention-3's four tensors
   if (config.spec.split_kv) p.max_splits = 16;  // the launch picks its count from the SMs, at most this
   p.dynamic_schedule = config.spec.dynamic_schedule;
@@ -115,7 +114,7 @@ int run_check() {
   if (PageSize.getNumOccurrences() > 0 && !spec->paged) return usage_error("--page-size needs a paged=1 spec");
   if (VInK && !(spec->varlen || spec->paged)) return usage_error("--v-in-k needs a varlen=1 or paged=1 spec");
   if (spec->qv && !(spec->varlen || spec->paged)) return usage_error("check of a qv=1 spec needs varlen=1 or paged=1 (the engine inputs' check builds its four tensors)");
-  if (spec->v_in_k && !spec->qv) VInK = true;  // the kernel reads V from K's rows (args.v = args.k): the check's V is there too
+  if (spec->v_is_k_rows()) VInK = true;  // the kernel reads V from K's rows (args.v = args.k): the check's V is there too
   if (spec->qv && VInK) return usage_error("--v-in-k does not go with qv=1 (V is its own tensor there, K's first columns in the math)");
   if (VInK && spec->fp8_operands()) return usage_error("--v-in-k needs 16-bit or kv_dtype=e4m3 K and V (not dtype=e4m3)");
   // The mask and score flags against the spec's keys, for the sequences checked.
