@@ -435,7 +435,12 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,v_in_k=1",
                                            "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1,sinks=1,v_in_k=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1",
+                                           // the split form on the shared-scores kernels (qv=1 with v_in_k=1)
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,qv=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,v_in_k=1"),
                          spec_test_name);
 
 }  // namespace
