@@ -83,8 +83,8 @@ import argparse
 import json
 import math
 import os
-import sys
 import re
+import sys
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -405,8 +405,6 @@ def run_mla_decode(fm, c, args, bw, sm_count):
         splits = args.decode_splits  # the package's extension: a Python int caps the split count
 
     def call():
-        if kv_descale is None:
-            return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True)
         return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True,
                                          kv_descale=kv_descale)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own

@@ -24,7 +24,8 @@ for cell in h16_q1:16:1:0 h128_q1:128:1:0 h128_q2:128:2:1; do
   args=(--spec "$SPEC,causal=$causal" --v-in-k --page-size 64 --batch 64 --seqlen-q "$queries" --seqlen-k "$KEYS"
         --heads-q "$heads" --heads-kv 1)
   "$TOOL" bench "${args[@]}" --iters 20 >"$OUT/bench_mla_$name.txt" 2>&1 || status=1
-  # The bench's first launches compile and check; the last ones are graph replays (profiled node by node).
+  # Past the bench's first six kernel launches (its warm-up), four are profiled: the attention kernel and,
+  # where the launch splits, its combine kernel, each on its own (ncu serialises them).
   ncu --clock-control none --kernel-name regex:flashjit_ --launch-skip 6 --launch-count 4 "${SECTIONS[@]}" \
     "$TOOL" bench "${args[@]}" --iters 3 >"$OUT/ncu_mla_$name.txt" 2>&1 || status=1
   echo "== $name ($heads heads x $queries queries, $KEYS keys)"

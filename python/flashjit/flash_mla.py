@@ -403,10 +403,16 @@ class _MlaPlan:
         _PACK_IO(args, 8, q.data_ptr(), kv, kv, out.data_ptr(), lse.data_ptr())
         _PACK_ENGINE(args, _ENGINE_AT, self.cu.data_ptr(), 0, cache_seqlens.data_ptr(), block_table.data_ptr())
         if self.kv_fp8:  # V's codes are K's: one scale for both (the strides are the template's)
-            scale = kv_descale.data_ptr() if kv_descale is not None else self.dev.unit_scale()
+            scale = _scale_pointer(self.dev, kv_descale)
             _PACK_SCALES(args, _SCALES_AT, scale, scale)
         _launch(rt, self.dev, self.handle, self.spec, args, self.max_splits, self.index, *self.bounds)
         return out, lse
+
+
+def _scale_pointer(dev, kv_descale):
+    """An FP8 latent cache's scale pointer (K's and V's): kv_descale's, else the device's float32 1.0 (made once,
+    outside captures)."""
+    return kv_descale.data_ptr() if kv_descale is not None else dev.unit_scale()
 
 
 def _launch(rt, dev, handle, spec, args, max_splits, index, total_q, heads_q, batch, seqlen_q):
@@ -585,8 +591,8 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
                        k_cache.stride(), table_columns, block_table.stride()[0], head_dim_v, scale)
     args.max_splits = max_splits
     args.flags = _capi.FLAG_PDL if PDL else 0
-    if kv_fp8:  # V's codes are K's: one scale for both; none given reads as 1.0 (the device's, made once)
-        args.k_scale = args.v_scale = kv_descale.data_ptr() if kv_descale is not None else dev.unit_scale()
+    if kv_fp8:  # V's codes are K's: one scale for both
+        args.k_scale = args.v_scale = _scale_pointer(dev, kv_descale)
         args.k_scale_batch_stride, args.k_scale_head_stride = scale_strides
         args.v_scale_batch_stride, args.v_scale_head_stride = scale_strides
     bounds = (total_q, heads_q, batch, seqlen_q)
