@@ -42,7 +42,8 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
   two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
   warpgroups share each tile's scores, the latent block loaded once for both halves of O); --decode-forms vink
-  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh), fp8 adds mla_decode_hH_qS_fp8: an FP8
+  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh), seesaw adds mla_decode_hH_qS_seesaw (the
+  same kernels' seesaw schedule, spec key seesaw=1: flash_mla.SEESAW = True), fp8 adds mla_decode_hH_qS_fp8: an FP8
   latent cache (flashjit's extension: k_cache of e4m3 codes, kv_descale 0.5; the O-in-parts kernels; bytes and
   % BW in FP8 bytes, no target); --decode-keys sets the keys a
   sequence, --decode-splits passes flash_mla_with_kvcache an int num_splits (1 never splits). --pdl launches the
@@ -175,7 +176,7 @@ def large_cells(args):
     return cells
 
 
-DECODE_FORMS = {"parts": "", "vink": "_vink", "fp8": "_fp8"}  # --decode-forms: each cell's name suffix
+DECODE_FORMS = {"parts": "", "vink": "_vink", "seesaw": "_seesaw", "fp8": "_fp8"}  # --decode-forms: name suffixes
 
 
 def mla_cells(args):
@@ -189,7 +190,8 @@ def mla_cells(args):
             fp8 = form == "fp8"
             cache_bytes = b * sk * MLA_D * (1 if fp8 else ELEM)  # read once: V is the same memory
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
-                              heads=heads, sq=sq, v_in_k=form == "vink", kv_fp8=fp8, **size, bytes=cache_bytes + io_bytes,
+                              heads=heads, sq=sq, v_in_k=form in ("vink", "seesaw"), seesaw=form == "seesaw", kv_fp8=fp8,
+                              **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
     return cells
@@ -207,7 +209,7 @@ def describe(c):
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
     from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"])
+    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"])
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
             f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
             f"flops={c['flops']:.3e} {c['bound'] + '-bound' if c['bound'] else 'report only'}")
@@ -381,7 +383,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it;
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
-                       v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"])
+                       v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -408,6 +410,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
         return fm.flash_mla_with_kvcache(q, pool, table, lens, MLA_DV, meta, splits, softmax_scale=scale, causal=True,
                                          kv_descale=kv_descale)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
+    fm.SEESAW = c["seesaw"]
     fm.PDL = bool(args.pdl)
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
@@ -528,8 +531,9 @@ def parse_args():
                     help="calls a graph holds in the decode cells (large_decode_d512, mla_decode_*): short kernels")
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
-                    help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), fp8 (an "
-                         "FP8 latent cache: kv_dtype=e4m3, report only); default parts,vink")
+                    help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
+                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
+                         "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
     ap.add_argument("--decode-keys", type=int, default=0, help="the decode part's keys a sequence (default 4096)")
     ap.add_argument("--decode-splits", type=int, default=0,

@@ -72,10 +72,51 @@ constexpr uint32_t kVoteBarrier = 11;
 // warpgroup 1 waits), and the area free again (15: warpgroup 1 arrives once its P V has read it).
 constexpr uint32_t kPFullBarrier = 14;
 constexpr uint32_t kPEmptyBarrier = 15;
+// Seesaw (no pingpong, no vote, so their ids are free): warpgroup 0's block factor and the new
+// running max written (4), warpgroup 1's (5), P(A) in its slot (14), P(B) in its slot (15), the
+// tile's row sums exchanged (6). Each is arrived at by one warpgroup and waited for by the other
+// (the sums' by both), once per pair: see consume_seesaw_a on why neither can run a use ahead.
+constexpr uint32_t kSeesawMaxABarrier = 4;
+constexpr uint32_t kSeesawMaxBBarrier = 5;
+constexpr uint32_t kSeesawPABarrier = 14;
+constexpr uint32_t kSeesawPBBarrier = 15;
+constexpr uint32_t kSeesawSumsBarrier = 6;
 static_assert(!kPairedO || (kConsumerWGs == 2 && kBlockM == 64 && (kBlockN == 64 || kBlockN == 32) && !kPingpong && !kStageOInKV && kCluster == 1 &&
                          !kInlineCombine && !kKvFp8 && !kFp8Operands),
               "v_in_k, paired: two consumer warpgroups on one 64-row tile, 32- or 64-key blocks (spec/ and config/ keep to these)");
 static_assert(!kVInK || kPairedO, "v_in_k pairs the consumer warpgroups");
+// The paired consumers' schedule, rendered as PairedConsumers (declared ahead of this file):
+// HandOverPairs, warpgroup 0 computes every block's scores and hands P to warpgroup 1
+// (consume_paired_first / _second); SeesawPairs (seesaw=1, v_in_k=1), the two take a tile's blocks
+// in pairs, each the scores of one, and hand P both ways (consume_seesaw_a / _b).
+struct HandOverPairs {
+  static constexpr bool kAlternateBlocks = false;
+};
+struct SeesawPairs {
+  static constexpr bool kAlternateBlocks = true;
+};
+constexpr bool kSeesaw = PairedConsumers::kAlternateBlocks;
+static_assert(!kSeesaw || (kVInK && kBlockN == 64 && kStages == 2 && 2 * kVChunks < kQKChunks && kBlockM == kBlockN),
+              "seesaw: v_in_k=1, two 64-key slots, a K chunk past V's columns for P (spec/ keeps to these)");
+// Seesaw ring: one position per pair of blocks; the pair's first block (warpgroup 0's, "A") in
+// slot 0, its second (warpgroup 1's, "B") in slot 1. Each slot loads in two halves with barriers
+// of their own (K's and V's barriers of the slot, unused otherwise with v_in_k=1): the early half,
+// which its last reader is done with first, and the late half. A's early half is V's left columns
+// (chunks [0, kVChunks): warpgroup 0's half of O), released by warpgroup 0 after its P V; its late
+// half V's right columns and the rest, released by warpgroup 1 after P(A) V. B's mirror that:
+// early the right columns (warpgroup 1's P V), late the left columns and the rest (warpgroup 0's
+// P(B) V). A block's P crosses to the other warpgroup in its slot's first chunk past V (K's rotary
+// columns, read only by that block's scores, in the late half, which the crossing's reader releases).
+// (tile_layout.cuh: seesaw_chunk_in_half, the rule the CPU tests check)
+constexpr int kWholeTile = -1;
+constexpr int kHalfEarlyA = 0, kHalfLateA = 1, kHalfEarlyB = 2, kHalfLateB = 3;
+FJ_DEVICE constexpr bool chunk_in_half(int half, int c) { return seesaw_chunk_in_half(half, c, kVChunks); }
+FJ_DEVICE constexpr int chunks_in_half(int half, int chunks) {
+  int n = 0;
+  for (int c = 0; c < chunks; ++c) n += chunk_in_half(half, c) ? 1 : 0;
+  return n;
+}
+constexpr int kSeesawPChunk = 2 * kVChunks;  // the slot's chunk that carries its block's P across
 // The first of a consumer warpgroup's rows in its tile: its own 64, or with kPairedO the tile's
 // (both warpgroups hold the same rows, each half of O's columns).
 FJ_DEVICE int wg_first_row(int wg) { return kPairedO ? 0 : wg * 64; }
@@ -103,6 +144,10 @@ struct SmemLayout {
   FJ_DEVICE uint32_t row_final_sum(int row) const { return row_factor(row) + 8u * kBlockM; }
   // One arrival per block when the first warpgroup's S(it) has completed (scores_done_phase).
   FJ_DEVICE uint32_t scores_done() const { return row_factor(0) + 12u * kBlockM; }
+  // Seesaw (P crosses in the K slots, so the P tile's bytes are free): per row the running max
+  // after the latest block (0), warpgroup 0's block factor (1), warpgroup 1's (2), and the tile's
+  // row sums of warpgroup 0 and 1 (3, 4).
+  FJ_DEVICE uint32_t seesaw_row_word(int array, int row) const { return handover + 4u * (kBlockM * array + row); }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
   // once the TMA store of its O slice has read the buffer).
   FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
@@ -440,47 +485,50 @@ FJ_DEVICE const TmaDesc* chunk_map(const TmaDesc* map, const TmaDesc* tail, int 
   return map;
 }
 
-template <int kChunks, bool kKeys>
+template <int kChunks, bool kKeys, int kHalf>
 FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page,
                                int col0) {
   const int key = n * kBlockN + r;
   const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
+    if (!chunk_in_half(kHalf, c)) continue;
     int col = col0 + c * 64;
     tma_load_4d(tile + c * kBlockN * 128 + r * 128, chunk_map<kKeys>(map, &p.k_tail, c, &col), full, col, at.row_in_page, kv_head, page);
   }
 }
 
-template <int kChunks, bool kKeys>
+template <int kChunks, bool kKeys, int kHalf>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq, int lane_page, int col0) {
   const int rows = p.kv_rows_per_load;
   if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
     const int r = producer_load(p) * rows;
-    if (r < kBlockN) load_paged_rows<kChunks, kKeys>(p, map, tile, full, n, r, kv_head, lane_page, col0);
+    if (r < kBlockN) load_paged_rows<kChunks, kKeys, kHalf>(p, map, tile, full, n, r, kv_head, lane_page, col0);
     return;
   }
 #pragma unroll 1
   for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-    load_paged_rows<kChunks, kKeys>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
+    load_paged_rows<kChunks, kKeys, kHalf>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
   }
 }
 
 // One K or V tile [chunks][kBlockN][64] of block n into a ring slot (kKeys: K's, chunk_map's
-// split with qv=1). In a cluster, this CTA loads its share of the rows and multicasts it to both
-// CTAs; each CTA's full barrier expects the whole tile.
-template <int kChunks, bool kKeys>
+// split with qv=1), or with kHalf the chunks of one seesaw half (chunk_in_half). In a cluster, this
+// CTA loads its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects
+// the whole tile.
+template <int kChunks, bool kKeys, int kHalf = kWholeTile>
 FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                          const SeqlenInfo& seq, uint32_t rank, int lane_page, int col0 = 0) {
   constexpr int kRows = kBlockN / kCluster;
-  if (producer_leads()) mbar_arrive_expect_tx(full, kChunks * kBlockN * 128);
+  if (producer_leads()) mbar_arrive_expect_tx(full, chunks_in_half(kHalf, kChunks) * kBlockN * 128);
   if constexpr (kPaged) {
-    load_paged_tile<kChunks, kKeys>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
+    load_paged_tile<kChunks, kKeys, kHalf>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
     return;
   }
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
+    if (!chunk_in_half(kHalf, c)) continue;
     const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
     const int row = seq.k_row0 + n * kBlockN + rank * kRows;
     int col = col0 + c * 64;
@@ -766,12 +814,67 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   }
 }
 
+// How many ring positions a tile of n_blocks K/V blocks takes: one a block, or with the seesaw one
+// a pair (an odd count's last pair has no second block).
+FJ_DEVICE int ring_positions(int n_blocks) { return kSeesaw ? (n_blocks + 1) / 2 : n_blocks; }
+
+// Seesaw: the half kHalf (chunk_in_half) of block `block` into its slot at pair position pp, once
+// the half's readers have released it from the previous pair. A pair without a second block (the
+// last of an odd count) has the leader arrive on B's halves instead, loading nothing, so that every
+// barrier's phases still go one a pair.
+template <int kHalf>
+FJ_DEVICE void load_seesaw_half(const Params& p, const SmemLayout& sm, int pp, int block, int kv_head, const SeqlenInfo& seq,
+                                int lane_page) {
+  constexpr int s = kHalf >= kHalfEarlyB ? 1 : 0;
+  constexpr bool late = (kHalf & 1) != 0;
+  if (pp >= 1) mbar_wait(late ? sm.empty_v(s) : sm.empty_k(s), (pp & 1) ^ 1);
+  load_tile<kQKChunks, true, kHalf>(p, &p.k, sm.k_stage(s), late ? sm.full_v(s) : sm.full_k(s), block, kv_head, seq, 0u, lane_page);
+}
+template <int kHalf>
+FJ_DEVICE void skip_seesaw_half(const SmemLayout& sm, int pp) {
+  constexpr int s = kHalf >= kHalfEarlyB ? 1 : 0;
+  constexpr bool late = (kHalf & 1) != 0;
+  if (!producer_leads()) return;
+  if (pp >= 1) mbar_wait(late ? sm.empty_v(s) : sm.empty_k(s), (pp & 1) ^ 1);
+  mbar_arrive(late ? sm.full_v(s) : sm.full_k(s));
+}
+
+// The seesaw's loads of one tile, a pair at a time in the order the halves are released: A's early
+// half (warpgroup 0's first P V), B's early (warpgroup 1's), A's late, B's late, so the producer
+// never waits on a half while one released before it could load. The pages of the next pair are
+// read between the early and the late halves (their round trip behind two waits).
+FJ_DEVICE void produce_seesaw_tile(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local,
+                                   int ring, const MaskBlockRange& range) {
+  const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
+  const int n_blocks = range.count();
+  const int top = range.n_max - 1;  // the pairs' blocks go right to left: (top, top - 1), (top - 2, top - 3), ...
+  int page_a = n_blocks > 0 ? lane_page_of(p, seq, top) : 0;
+  int page_b = n_blocks > 1 ? lane_page_of(p, seq, top - 1) : 0;
+  if (kQBuffers == 2 || n_blocks == 0) load_q(p, sm, tile, seq, local);
+  for (int j = 0; 2 * j < n_blocks; ++j) {
+    const int pp = ring + j, a = top - 2 * j;
+    const bool has_b = 2 * j + 1 < n_blocks;
+    load_seesaw_half<kHalfEarlyA>(p, sm, pp, a, kv_head, seq, page_a);
+    if (kQBuffers == 1 && j == 0) load_q(p, sm, tile, seq, local);  // after K's first half (see produce_tile)
+    if (has_b) load_seesaw_half<kHalfEarlyB>(p, sm, pp, a - 1, kv_head, seq, page_b);
+    else skip_seesaw_half<kHalfEarlyB>(sm, pp);
+    const int next_a = 2 * j + 2 < n_blocks ? lane_page_of(p, seq, a - 2) : 0;
+    const int next_b = 2 * j + 3 < n_blocks ? lane_page_of(p, seq, a - 3) : 0;
+    load_seesaw_half<kHalfLateA>(p, sm, pp, a, kv_head, seq, page_a);
+    if (has_b) load_seesaw_half<kHalfLateB>(p, sm, pp, a - 1, kv_head, seq, page_b);
+    else skip_seesaw_half<kHalfLateB>(sm, pp);
+    page_a = next_a;
+    page_b = next_b;
+  }
+}
+
 // One tile's loads. Q is loaded for every tile, also one with no visible key: its consumers still
 // stage O (zeros) in the buffer and release it.
 // NOTES: with one Q buffer, Q waits for the previous tile's O store; K(0) goes first so that its
 // slot's wait and load overlap that store.
 FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& tile, const SeqlenInfo& seq, int local,
                             int ring, const MaskBlockRange& range, uint32_t rank) {
+  if constexpr (kSeesaw) return produce_seesaw_tile(p, sm, tile, seq, local, ring, range);
   const int kv_head = (int)fast_div((uint32_t)tile.head, p.div_group);
   const int n_blocks = range.count();
   const int last = ring + n_blocks - 1;  // ring position of the tile's last load, K/V block n_min (right to left)
@@ -810,7 +913,7 @@ FJ_DEVICE void produce_dynamic(const Params& p, const SmemLayout& sm) {
     }
     const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
     produce_tile(p, sm, tile, seq, local, ring, range, 0u);
-    ring += range.count();
+    ring += ring_positions(range.count());
     ++local;
   }
   publish_end(sm, local);
@@ -842,7 +945,7 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
     if (!tile_has_rows(p, seq, tile)) continue;
     const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
     produce_tile(p, sm, tile, seq, local, ring, range, rank);
-    ring += range.count();
+    ring += ring_positions(range.count());
     ++local;
   }
   if (kPublishTiles) publish_end(sm, local);
@@ -1344,12 +1447,22 @@ FJ_DEVICE void clear_slot_rows_past_keys(const Consumer& c, int it) {
   }
 }
 
+// The seesaw's first block (A of the first pair, in slot 0): the same, by warpgroup 0 before its
+// P V, after its S(A); warpgroup 1 reads V(A)_R after the P(A) hand-over, which orders these stores.
+FJ_DEVICE void clear_first_block_rows_past_keys(const Consumer& c) {
+  if constexpr (kDeviceLengths) {
+    const int valid = c.rule.seqlen_k - c.block_of(0) * kBlockN;
+    if (valid >= kBlockN) return;
+    zero_slot_rows_past_keys<2 * kVChunks>(c.sm.k_stage(0), valid, kEpilogueBarrier);
+  }
+}
+
 // Warpgroup 0: P(it) (16-bit, swizzled as a K-major A operand: [64 rows][64 keys], as O is staged)
 // and the factor O owes before P(it) V(it) into the hand-over area; with the tile's last block also
 // the rows' final max and sum, for warpgroup 1's epilogue.
-FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN / 2], const float (&pending)[2],
-                               const SoftmaxState& st, bool last, int t) {
-  named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's P V has read the previous P
+// P (16-bit) into a [64 rows][kBlockN keys] tile of one 128-byte swizzled chunk, as a K-major A
+// operand (the layout O is staged in), by this warpgroup's 128 threads.
+FJ_DEVICE void store_probs_tile(uint32_t tile, const float (&probs)[kBlockN / 2], int t) {
   const int lane = t % 32;
   const int row = (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
@@ -1357,8 +1470,15 @@ FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN /
     uint32_t packed[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) packed[m] = pack2(probs[8 * g + 2 * m], probs[8 * g + 2 * m + 1]);
-    stmatrix_x4(c.sm.p_tile() + swizzled_offset(row, 16 * g + 8 * (lane >> 4), kBlockM), packed[0], packed[1], packed[2], packed[3]);
+    stmatrix_x4(tile + swizzled_offset(row, 16 * g + 8 * (lane >> 4), kBlockM), packed[0], packed[1], packed[2], packed[3]);
   }
+}
+
+FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN / 2], const float (&pending)[2],
+                               const SoftmaxState& st, bool last, int t) {
+  named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's P V has read the previous P
+  store_probs_tile(c.sm.p_tile(), probs, t);
+  const int lane = t % 32;
   const int my_row = (t / 32) * 16 + lane / 4;  // this thread's accumulator rows: my_row, my_row + 8
   float sum[2] = {0.f, 0.f};
   if (last) {
@@ -1503,6 +1623,259 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     fence_registers(o);
     named_barrier_arrive(kPEmptyBarrier, 256);  // P read: warpgroup 0 may write the next
     release_pv_slot(c, it);
+  }
+}
+
+// ================================================================ seesaw consumers (seesaw=1)
+// FlashMLA's schedule for MLA's absorbed decode: the two warpgroups take the tile's blocks in pairs
+// (A = it 2j, warpgroup 0's; B = it 2j + 1, warpgroup 1's). Each computes its block's scores and
+// softmax, so one's softmax runs while the other's GEMMs hold the tensor cores, and each still
+// computes its half of O from both blocks (warpgroup 0 the left kVCols columns, 1 the right):
+//   warpgroup 0: softmax(S(A)) against the running max -> max and factor out (barrier MaxA);
+//                O_L += P(A) V(A)_L; then B's max and factor in (MaxB): P(A) and O_L rescaled to it;
+//                P(A) into A's slot (PA); O_L += P(B) V(B)_L once P(B) is in B's slot (PB);
+//                the next pair's S(A), its early half while that P V runs.
+//   warpgroup 1: A's max and factor in (MaxA), O_R rescaled; softmax(S(B)) against it -> max and
+//                factor out (MaxB); P(B) into B's slot (PB); O_R += P(B) V(B)_R; O_R += P(A) V(A)_R
+//                once P(A) is in A's slot (PA); the next pair's S(B).
+// Both halves of O and both row sums are then relative to B's max. The slots' halves are released
+// by their last readers (kSeesaw), the producer reloading each as soon as it is free. The tile's row
+// sums are each warpgroup's share: the epilogue adds them (seesaw_row_sums).
+// NOTES (correctness): every named barrier here is arrived at by one warpgroup and waited for by
+// the other once a pair, and neither can arrive for pair j + 1 before the other has waited for
+// pair j: warpgroup 0 arrives at MaxA(j + 1) and PA(j + 1) only after waiting for MaxB(j) and PB(j),
+// which warpgroup 1 arrives at after waiting for MaxA(j) and before waiting for PA(j)... and
+// symmetrically. So the 256-thread counts never mix two pairs. The row words (max, factors) are
+// rewritten only after the reader's next barrier: the same argument. P(A) goes into A's slot only
+// after warpgroup 0's own S(A) read it, and the slot's late half is released by warpgroup 1 after
+// P(A) V(A)_R; B's mirror that.
+constexpr int kSeesawGoesOn = 0, kSeesawEndsWithB = 1, kSeesawEndsAlone = 2;  // what follows a pair
+constexpr uint32_t kSeesawPOffset = kSeesawPChunk * kBlockN * 128;               // P's chunk in a slot
+
+template <int kHalf>
+FJ_DEVICE constexpr int first_chunk_in_half() {
+  int c = 0;
+  while (!chunk_in_half(kHalf, c)) ++c;
+  return c;
+}
+
+// One half of S = Q K^T (the chunks chunk_in_half gives), issued and committed; the early half
+// starts the accumulation.
+template <int kHalf>
+FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
+  constexpr bool kEarly = (kHalf & 1) == 0;
+  constexpr int kFirst = first_chunk_in_half<kHalf>();
+  // NOTES: the seesaw's slots are fixed, so every step's descriptors are loop-invariant: hidden
+  // here, else ptxas hoists all of them out of the tile's loop and spills them.
+  asm volatile("" : "+r"(q_slice), "+r"(k_tile));
+  const TileDesc k_desc(k_tile, 16, 1024), q_desc(q_slice, 16, 1024);
+  if (kEarly) wgmma_fence();
+#pragma unroll
+  for (int c = 0; c < kQKChunks; ++c) {
+    if (!chunk_in_half(kHalf, c)) continue;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      wgmma_qk(s, q_desc.at(c * (kBlockM * 128) + k * 32), k_desc.at(c * (kBlockN * 128) + k * 32), !(kEarly && c == kFirst && k == 0));
+    }
+  }
+  wgmma_commit();
+}
+
+// Block A's (kB false) or B's scores at pair position pp, each half once it has landed.
+// Q's address is hidden from ptxas (see paired_first_step).
+template <bool kB>
+FJ_DEVICE void seesaw_scores(const Consumer& c, float (&s)[kBlockN / 2], int pp) {
+  const uint32_t tile = c.sm.k_stage(kB ? 1 : 0);
+  uint32_t q = c.q.slice;
+  asm volatile("" : "+r"(q));
+  mbar_wait(c.sm.full_k(kB ? 1 : 0), (uint32_t)pp & 1u);
+  mbar_wait(c.sm.full_v(kB ? 1 : 0), (uint32_t)pp & 1u);
+  issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile);
+  issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile);
+  wgmma_wait<0>();
+  fence_registers(s);
+}
+
+// The rows' running max and this warpgroup's block factor out (array 1: A's, 2: B's), or the other
+// warpgroup's in. A quad's lanes hold the same values (online_softmax's shuffles); its first writes.
+FJ_DEVICE void publish_row_max(const SmemLayout& sm, const SoftmaxState& st, const float (&factor)[2], int array, int t) {
+  if ((t & 3) != 0) return;
+  const int row = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.seesaw_row_word(0, row + 8 * r)), "f"(st.row_max[r]) : "memory");
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.seesaw_row_word(array, row + 8 * r)), "f"(factor[r]) : "memory");
+  }
+}
+FJ_DEVICE void take_row_max(const SmemLayout& sm, SoftmaxState& st, float (&factor)[2], int array, int t) {
+  const int row = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(st.row_max[r]) : "r"(sm.seesaw_row_word(0, row + 8 * r)) : "memory");
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(factor[r]) : "r"(sm.seesaw_row_word(array, row + 8 * r)) : "memory");
+    st.row_sum[r] *= factor[r];
+  }
+}
+
+// O += P V with P from a slot's P chunk and V's columns from col_chunk on of that or another slot
+// (both operands in shared memory), issued and committed.
+FJ_DEVICE void issue_pv_from_slot(float (&o)[kVCols / 2], uint32_t p_tile, uint32_t v_tile) {
+  asm volatile("" : "+r"(p_tile), "+r"(v_tile));  // the descriptors per pair, not kept through the loop
+  const TileDesc p_desc(p_tile, 16, 1024), v_desc(v_tile, kBlockN * 128, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < kBlockN / 16; ++j) wgmma_pv_ss(o, p_desc.at(j * 32), v_desc.at(j * 2048));
+  wgmma_commit();
+}
+
+// Warpgroup 0's pair j (S(A) in probs on entry; the next pair's S(A) on exit where one follows).
+template <bool kMasked, int kEnd>
+FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], SoftmaxState& st, int t) {
+  constexpr bool kHasB = kEnd != kSeesawEndsAlone;
+  uint32_t slot_a = c.sm.k_stage(0), slot_b = c.sm.k_stage(1);
+  asm volatile("" : "+r"(slot_a), "+r"(slot_b));  // (see issue_scores_half)
+  float factor[2];
+  scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(2 * j), st, c.p, factor);
+  publish_row_max(c.sm, st, factor, 1, t);
+  named_barrier_arrive(kSeesawMaxABarrier, 256);
+  rescale(o, factor);
+  if (j == 0) clear_first_block_rows_past_keys(c);
+  PvOperand pa;
+  pack_probs(pa, probs);
+  issue_pv(o, pa, slot_a);  // V(A)'s left columns: chunks [0, kVChunks)
+  wgmma_wait<0>();
+  fence_registers(o);
+  c.release(c.sm.empty_k(0));  // A's early half: read by S(A) and this P V alone
+  if constexpr (kHasB) {
+    named_barrier_sync(kSeesawMaxBBarrier, 256);
+    take_row_max(c.sm, st, factor, 2, t);  // B's max: P(A) and O_L move to it
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i) probs[i] *= factor[Fragment::row_half(i)];
+  }
+  store_probs_tile(slot_a + kSeesawPOffset, probs, t);
+  fence_proxy_async_smem();  // P(A)'s stores, then warpgroup 1's wgmma reads of them
+  named_barrier_arrive(kSeesawPABarrier, 256);
+  if constexpr (kHasB) {
+    named_barrier_sync(kSeesawPBBarrier, 256);
+    rescale(o, factor);
+    issue_pv_from_slot(o, slot_b + kSeesawPOffset, slot_b);  // P(B) V(B)'s left columns
+  }
+  if constexpr (kEnd == kSeesawGoesOn) {
+    // The next pair's S(A), its early half beside P(B) V: B's late half is free once that is done.
+    const int pp = c.ring + j + 1;
+    uint32_t q = c.q.slice;
+    asm volatile("" : "+r"(q));
+    mbar_wait(c.sm.full_k(0), (uint32_t)pp & 1u);
+    mbar_wait(c.sm.full_v(0), (uint32_t)pp & 1u);
+    issue_scores_half<kHalfEarlyA>(probs, q, slot_a);
+    issue_scores_half<kHalfLateA>(probs, q, slot_a);
+    wgmma_wait<2>();
+    fence_registers(o);
+    c.release(c.sm.empty_v(1));
+    wgmma_wait<0>();
+    fence_registers(probs);
+  } else if constexpr (kHasB) {
+    wgmma_wait<0>();
+    fence_registers(o);
+    c.release(c.sm.empty_v(1));
+  }
+}
+
+// Warpgroup 1's pair j (S(B) in probs on entry where the pair has a B; the next pair's on exit).
+template <bool kMasked, int kEnd>
+FJ_DEVICE void seesaw_step_b(Consumer& c, int j, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], SoftmaxState& st, int t) {
+  constexpr bool kHasB = kEnd != kSeesawEndsAlone;
+  uint32_t slot_a = c.sm.k_stage(0), slot_b = c.sm.k_stage(1);
+  asm volatile("" : "+r"(slot_a), "+r"(slot_b));  // (see issue_scores_half)
+  const int pp = c.ring + j;
+  float factor_a[2];
+  named_barrier_sync(kSeesawMaxABarrier, 256);
+  take_row_max(c.sm, st, factor_a, 1, t);  // A's max: O_R moves to it
+  if constexpr (kHasB) {
+    float factor_b[2];
+    scores_to_probs<kMasked>(probs, c.rule, c.f, c.block_of(2 * j + 1), st, c.p, factor_b);
+    publish_row_max(c.sm, st, factor_b, 2, t);
+    named_barrier_arrive(kSeesawMaxBBarrier, 256);
+    const float factor[2] = {factor_a[0] * factor_b[0], factor_a[1] * factor_b[1]};
+    rescale(o, factor);
+    PvOperand pb;
+    pack_probs(pb, probs);
+    store_probs_tile(slot_b + kSeesawPOffset, probs, t);
+    issue_pv(o, pb, slot_b + kVChunks * (kBlockN * 128));  // V(B)'s right columns
+    fence_proxy_async_smem();  // P(B)'s stores, then warpgroup 0's wgmma reads of them
+    named_barrier_arrive(kSeesawPBBarrier, 256);
+  } else {
+    rescale(o, factor_a);
+  }
+  named_barrier_sync(kSeesawPABarrier, 256);  // P(A) in A's slot (its rows past the keys zeroed)
+  issue_pv_from_slot(o, slot_a + kSeesawPOffset, slot_a + kVChunks * (kBlockN * 128));  // P(A) V(A)'s right columns
+  if constexpr (kHasB) {
+    wgmma_wait<1>();
+    fence_registers(o);
+    c.release(c.sm.empty_k(1));  // B's early half: read by S(B) and P(B) V(B)_R alone
+  }
+  wgmma_wait<0>();
+  fence_registers(o);
+  c.release(c.sm.empty_v(0));  // A's late half: P(A) V(A)_R was its last reader
+  if constexpr (!kHasB) {
+    // No block B: the producer's arrivals on B's halves (nothing loaded), released unread, so
+    // that their phases go one a pair (each after its arrival: never a phase early).
+    mbar_wait(c.sm.full_k(1), (uint32_t)pp & 1u);
+    c.release(c.sm.empty_k(1));
+    mbar_wait(c.sm.full_v(1), (uint32_t)pp & 1u);
+    c.release(c.sm.empty_v(1));
+  }
+  // The next pair's S(B), where it has a B (the S's issue and wait both inside the branch).
+  if constexpr (kEnd == kSeesawGoesOn) {
+    if (2 * j + 3 < c.n_blocks) seesaw_scores<true>(c, probs, pp + 1);
+  }
+}
+
+template <bool kB, bool kMasked, int kEnd>
+FJ_DEVICE void seesaw_step(Consumer& c, int j, float (&o)[kVCols / 2], float (&probs)[kBlockN / 2], SoftmaxState& st, int t) {
+  if constexpr (kB) seesaw_step_b<kMasked, kEnd>(c, j, o, probs, st, t);
+  else seesaw_step_a<kMasked, kEnd>(c, j, o, probs, st, t);
+}
+
+// A warpgroup's tile. Masked pairs: those holding a masked block (the first, right to left; the
+// causal diagonal's and the key tail's below n_masked_right; a two-sided mask's left end from
+// unmasked_end) and the last pair, which also ends the tile.
+// NOTES: the last pair is its own instance (the next S or none after its P V), so that no branch
+// sits between a wgmma's issue and its wait (see paired_first_step).
+template <bool kB>
+FJ_DEVICE void consume_seesaw(Consumer& c, float (&o)[kVCols / 2], SoftmaxState& st, int t, int n_masked_right, int unmasked_end) {
+  const int n = c.n_blocks, last = (n - 1) / 2;
+  float probs[kBlockN / 2];
+  if (!kB || n > 1) seesaw_scores<kB>(c, probs, c.ring);
+  int j = 0;
+#pragma unroll 1
+  for (; j < last && 2 * j < max(n_masked_right, 1); ++j) seesaw_step<kB, true, kSeesawGoesOn>(c, j, o, probs, st, t);
+#pragma unroll 1
+  for (; j < last && 2 * j + 1 < unmasked_end; ++j) seesaw_step<kB, false, kSeesawGoesOn>(c, j, o, probs, st, t);
+  if constexpr (Mask::kTwoSided) {
+#pragma unroll 1
+    for (; j < last; ++j) seesaw_step<kB, true, kSeesawGoesOn>(c, j, o, probs, st, t);
+  }
+  if (2 * last + 1 < n) seesaw_step<kB, true, kSeesawEndsWithB>(c, last, o, probs, st, t);
+  else seesaw_step<kB, true, kSeesawEndsAlone>(c, last, o, probs, st, t);
+}
+
+// The tile's row sums: each warpgroup's share (its blocks' P, relative to the final max) to the
+// other, so both hold the whole, in the quad's first lane (the epilogue sums the quad).
+FJ_DEVICE void seesaw_row_sums(const SmemLayout& sm, SoftmaxState& st, int wg, int t) {
+  const int row = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    st.row_sum[r] += __shfl_xor_sync(0xffffffffu, st.row_sum[r], 1);
+    st.row_sum[r] += __shfl_xor_sync(0xffffffffu, st.row_sum[r], 2);
+    if ((t & 3) == 0) asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.seesaw_row_word(3 + wg, row + 8 * r)), "f"(st.row_sum[r]) : "memory");
+  }
+  named_barrier_sync(kSeesawSumsBarrier, 256);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float other;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(other) : "r"(sm.seesaw_row_word(4 - wg, row + 8 * r)) : "memory");
+    st.row_sum[r] = (t & 3) == 0 ? st.row_sum[r] + other : 0.f;
   }
 }
 
@@ -1772,7 +2145,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
-  Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
+  Consumer c{p,    sm,       {}, {wg}, {q_tile + wg_first_row(wg) * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
              local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}, 1.f}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg_first_row(wg) + (t / 32) * 16 + c.f.lane / 4;
@@ -1790,7 +2163,14 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
   mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
-  if constexpr (kPairedO) {
+  if constexpr (kSeesaw) {
+    if (n_blocks > 0) {
+      const int unmasked_end = Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks;
+      if (wg == 0) consume_seesaw<false>(c, o, st, t, range.n_masked_right, unmasked_end);
+      else consume_seesaw<true>(c, o, st, t, range.n_masked_right, unmasked_end);
+      seesaw_row_sums(sm, st, wg, t);
+    }
+  } else if constexpr (kPairedO) {
     if (n_blocks > 0 && wg == 0) consume_paired_first(c, o, st, t, range.n_masked_right, Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks);
     if (n_blocks > 0 && wg == 1) consume_paired_second(c, o, st, t);
   } else if (n_blocks > 0) {
@@ -1874,7 +2254,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
 FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
   // The first turn belongs to warpgroup 0: the last one in the ring hands it over once.
   if (kPingpong && wg == kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, 256);
-  if (kPairedO && wg == 1) named_barrier_arrive(kPEmptyBarrier, 256);  // the hand-over area starts free
+  if (kPairedO && !kSeesaw && wg == 1) named_barrier_arrive(kPEmptyBarrier, 256);  // the hand-over area starts free
   int ring = 0, local = 0;
 #pragma unroll 1
   for (int slot = 0;; ++slot) {
@@ -1888,13 +2268,13 @@ FJ_DEVICE void consume(const Params& p, const SmemLayout& sm, int wg, int t) {
         if (!tile_has_rows(p, seqlen_info(p, tile.batch), tile)) continue;
       }
     }
-    ring += consume_tile(p, sm, wg, t, local, slot, ring);
+    ring += ring_positions(consume_tile(p, sm, wg, t, local, slot, ring));
     ++local;
   }
   // Balance the turn barrier: the last warpgroup's final pass (or the opening hand-over, if no
   // turn was taken) is taken here, so none is left pending.
   if (kPingpong && wg == 0) named_barrier_sync(kTurnBarrier, 256);
-  if (kPairedO && wg == 0) named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's last release (see the paired consumers)
+  if (kPairedO && !kSeesaw && wg == 0) named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's last release (see the paired consumers)
 }
 
 // ================================================================ kernel
@@ -1922,8 +2302,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     for (int s = 0; s < kStages; ++s) {
       mbar_init(sm.full_k(s), kFp8Operands ? kKvIssueThreads : kFullArrivals);
       mbar_init(sm.full_v(s), kFullArrivals);
-      mbar_init(sm.empty_k(s), kConsumerWGs * kCluster);
-      mbar_init(sm.empty_v(s), kConsumerWGs * kCluster);
+      // Seesaw: each half of a slot has one reader that releases it (see kSeesaw).
+      mbar_init(sm.empty_k(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
+      mbar_init(sm.empty_v(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
     }
     for (int j = 0; j < kKvStagingSlots; ++j) {
       mbar_init(sm.staging_full_k(j), kKvIssueThreads);

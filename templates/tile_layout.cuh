@@ -50,4 +50,16 @@ FJ_DEVICE constexpr int paired_p_tile_bytes(int block_m) { return block_m * 128;
 FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
   return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 + 8 : 0;
 }
+// seesaw=1's halves of a K slot (attention_fwd.cuh: kSeesaw): which of the slot's 64-column chunks
+// (V's left v_chunks, V's right v_chunks, then K's rest) a half load carries. Half 0 is the pair's
+// first block's early half (V's left columns), 1 its late half (V's right and the rest), 2 the
+// second block's early half (V's right), 3 its late half (V's left and the rest); -1 the whole tile.
+// A block's P crosses in its slot's chunk 2 v_chunks, in both late halves.
+FJ_DEVICE constexpr bool seesaw_chunk_in_half(int half, int c, int v_chunks) {
+  if (half < 0) return true;
+  const bool second = half >= 2, late = (half & 1) != 0;
+  if (c < v_chunks) return second == late;
+  if (c < 2 * v_chunks) return second != late;
+  return late;
+}
 #endif  // FJ_TILE_LAYOUT_CUH

@@ -837,6 +837,27 @@ TEST(MlaDecodeGpu, VInKHeadsQueriesPagesAndSplits) { run_absorbed_decode(47, ",v
 // last block is short more often (every 32 keys), and pages of 64 hold two blocks.
 TEST(MlaDecodeGpu, VInK32KeyBlocksHeadsQueriesPagesAndSplits) { run_absorbed_decode(49, ",block_n=32,v_in_k=1"); }
 
+// v_in_k=1 with the seesaw (seesaw=1): the two warpgroups take alternate blocks, P crossing both
+// ways in the K slots' rotary chunks, each slot loaded in two halves; tiles of odd block counts (a
+// last pair of one block) and even, one CTA's tiles one after another with the ring's pairs running on.
+TEST(MlaDecodeGpu, SeesawHeadsQueriesPagesAndSplits) { run_absorbed_decode(51, ",v_in_k=1,seesaw=1"); }
+
+// The seesaw beyond decode: MLA's 576/512 ragged (many query blocks a sequence, masked pairs on the
+// causal diagonal) through packed, dense and paged K/V, causal or not, both dtypes.
+TEST(MlaDecodeGpu, SeesawRaggedThroughEveryKvSource) {
+  std::mt19937_64 shapes(52);
+  std::vector<EngineCase> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
+        EngineProblem p = ragged(shapes, bf16, 576, causal, 16, 1, kv, kv == KvSource::kPaged && causal ? 16 : 64, 6, 700);
+        p.head_dim_v = 512;
+        p.v_is_k_prefix = true;
+        cases.push_back({engine_spec(p, "v_in_k=1,seesaw=1"), p});
+      }
+  run_all(cases);
+}
+
 // v_in_k=1 beyond decode: MLA's 576/512 ragged (prefill-like, many query blocks a sequence) through
 // packed, dense and paged K/V, causal or not, both dtypes; 512/512 and 384/384 with V = K (the whole
 // rows), paged and packed.
@@ -863,11 +884,11 @@ TEST(MlaDecodeGpu, VInKRaggedThroughEveryKvSource) {
 
 // A decode step's graph replayed after the lengths and the block table change (FlashMLA's use:
 // one capture, every step's lengths new): 16 and 128 heads, 1-4 queries, 0-3000 keys, pages of
-// 64, split-KV with the combine; O in parts and v_in_k=1.
+// 64, split-KV with the combine; O in parts, v_in_k=1 and its seesaw.
 TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (const char* extra : {"", ",v_in_k=1"})
+  for (const char* extra : {"", ",v_in_k=1", ",v_in_k=1,seesaw=1"})
   for (int heads : {16, 128}) {
     EngineProblem bounds = decode_batch(rng, true, 576, true, heads, 1, KvSource::kPaged, 64, 8, 4, 3000);
     bounds.head_dim_v = 512;
@@ -949,6 +970,13 @@ TEST(MlaDecodeGpu, SplitFormQvThroughEveryKvSource) {
 TEST(MlaDecodeGpu, SplitFormVInKThroughEveryKvSource) {
   std::mt19937_64 shapes(48);
   run_all(split_form_decode_cases(shapes, {16, 32, 64, 128}, ",v_in_k=1", false, 64, false));
+}
+
+// The split form through the seesaw (qv=1, v_in_k=1, seesaw=1): the K slots' halves come from two
+// maps (V's columns, then k's rotary ones, where the other block's P crosses).
+TEST(MlaDecodeGpu, SplitFormSeesawThroughEveryKvSource) {
+  std::mt19937_64 shapes(53);
+  run_all(split_form_decode_cases(shapes, {16, 64, 128}, ",v_in_k=1,seesaw=1", false, 64, false));
 }
 
 }  // namespace

@@ -178,6 +178,39 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
                   "v_in_k", {"cluster", "combine"});  // (those are refused above head dim 256 alike)
 }
 
+// seesaw=1 (v_in_k=1's second schedule): the two warpgroups take alternate blocks, each one's P
+// crossing in its K slot's rotary chunk, each slot loaded in two halves: the same shared memory and
+// ring as v_in_k=1's, the producer's registers raised for its pages.
+TEST(HeadDimVSpec, SeesawTakesAlternateBlocksOnVInKsPlan) {
+  const std::string text = "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1";
+  auto spec = parse_spec(text);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->seesaw && spec->v_in_k);
+  EXPECT_EQ(to_string(*spec), text);
+  EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
+  auto config = make_config(*spec);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto handover = make_config(*parse_spec("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1"));
+  ASSERT_TRUE(handover.ok());
+  EXPECT_EQ(config->smem_bytes, handover->smem_bytes);
+  EXPECT_EQ(config->spec.block_n, 64);
+  EXPECT_EQ(config->spec.stages, 2);
+  EXPECT_EQ(config->producer_regs, 40u);
+  EXPECT_EQ(config->consumer_regs, 232u);
+  const std::string source = render_attention_source(*config);
+  EXPECT_NE(source.find("using PairedConsumers = SeesawPairs;"), std::string::npos);
+  EXPECT_NE(render_attention_source(*handover).find("using PairedConsumers = HandOverPairs;"), std::string::npos);
+  // Off by default: not printed, and the cache key is the spec's text.
+  EXPECT_EQ(to_string(handover->spec).find("seesaw"), std::string::npos);
+  expect_refusals({{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,seesaw=1", "seesaw"},
+                   {"dtype=bf16,head_dim=512,causal=1,varlen=1,paired=1,seesaw=1", "seesaw"},
+                   {"dtype=bf16,head_dim=512,head_dim_v=512,varlen=1,paged=1,v_in_k=1,seesaw=1", "head_dim"},
+                   {"dtype=bf16,head_dim=384,head_dim_v=384,varlen=1,paged=1,v_in_k=1,seesaw=1", "head_dim"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,block_n=32,v_in_k=1,seesaw=1", "block_n"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,stages=1,v_in_k=1,seesaw=1", "stages"}},
+                  "seesaw");
+}
+
 // paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
 // 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
 TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
@@ -440,7 +473,15 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,qv=1,v_in_k=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,v_in_k=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,qv=1,v_in_k=1",
+                                           // the seesaw (seesaw=1): the warpgroups take alternate blocks
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,v_in_k=1,seesaw=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,seesaw=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1,sinks=1,v_in_k=1,seesaw=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1"),
                          spec_test_name);
 
 }  // namespace

@@ -38,5 +38,32 @@ TEST(TileLayout, ByteOffsetsAreTmasSwizzleForBothElementTypes) {
         }
 }
 
+// seesaw=1's slot halves (MLA's 576 columns: V's 512 in 4 + 4 chunks, then the rotary chunk): each
+// block's early and late halves cover its slot once; warpgroup 0's half of V (the left chunks) is in
+// the first block's early half and the second block's late half, warpgroup 1's the other way round,
+// and the chunk P crosses in is in both late halves (released by the warpgroup reading that P).
+TEST(TileLayout, SeesawHalvesSplitEachSlotOnceWithPInTheLateHalves) {
+  for (int v_chunks : {4, 2})
+    for (int chunks : {2 * v_chunks + 1, 2 * v_chunks + 2}) {
+      for (int first : {0, 2}) {
+        int early = 0, late = 0;
+        for (int c = 0; c < chunks; ++c) {
+          const bool in_early = seesaw_chunk_in_half(first, c, v_chunks), in_late = seesaw_chunk_in_half(first + 1, c, v_chunks);
+          EXPECT_NE(in_early, in_late) << v_chunks << " " << chunks << " " << first << " " << c;
+          early += in_early, late += in_late;
+          EXPECT_TRUE(seesaw_chunk_in_half(-1, c, v_chunks));
+        }
+        EXPECT_EQ(early, v_chunks);
+        EXPECT_EQ(late, chunks - v_chunks);
+      }
+      for (int c = 0; c < v_chunks; ++c) {
+        EXPECT_TRUE(seesaw_chunk_in_half(0, c, v_chunks) && seesaw_chunk_in_half(3, c, v_chunks)) << c;
+        EXPECT_TRUE(seesaw_chunk_in_half(1, v_chunks + c, v_chunks) && seesaw_chunk_in_half(2, v_chunks + c, v_chunks)) << c;
+      }
+      EXPECT_TRUE(seesaw_chunk_in_half(1, 2 * v_chunks, v_chunks) && seesaw_chunk_in_half(3, 2 * v_chunks, v_chunks));
+      EXPECT_FALSE(seesaw_chunk_in_half(0, 2 * v_chunks, v_chunks) || seesaw_chunk_in_half(2, 2 * v_chunks, v_chunks));
+    }
+}
+
 }  // namespace
 }  // namespace flashjit

@@ -59,6 +59,10 @@ kernels: V read from the latent block already loaded for K, two consumer warpgro
 computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.6x (16-32
 heads) to 2.4x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells on the H200 (BENCHMARKS.md).
 
+flashjit extension: SEESAW (module attribute, read at each call; False by default) runs those kernels with the spec
+key seesaw=1: the two warpgroups take alternate latent blocks (FlashMLA's seesaw schedule), each computing one
+block's scores while the other's GEMMs run, P crossing both ways. Only with V_IN_K, head_dim 576, head_dim_v 512.
+
 flashjit extension: PDL (module attribute, read at each call; False by default) launches with programmatic
 dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in
 the stream and the split combine's the attention kernel's tail; each waits for its predecessor's memory before
@@ -84,6 +88,7 @@ _E4M3 = "torch.float8_e4m3fn"  # an FP8 latent cache (flashjit extension: kv_des
 _FLOAT32 = "torch.float32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
+SEESAW = False              # flashjit extension: with V_IN_K, those kernels' seesaw schedule (spec key seesaw=1)
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 
 # The C fields as this interface's arguments call them (a library error names the argument).
@@ -98,10 +103,11 @@ _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v
 
 
 # ---- the launch plan (plain Python) -----------------------------------------------------------------
-def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False):
+def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False, seesaw=False):
     """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
-    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1][,kv_dtype=e4m3]" (head_dim_v left out where it equals
-    head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1 kernels do not take)."""
+    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1[,seesaw=1]][,kv_dtype=e4m3]" (head_dim_v left out where
+    it equals head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1 kernels do not take; seesaw: v_in_k=1's
+    schedule with the two warpgroups on alternate blocks, at head_dim_v 512 above head_dim 512 only)."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -112,25 +118,28 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
         spec += ",split_kv=1"
     if v_in_k:
         spec += ",v_in_k=1"
+        if seesaw and head_dim_v == 512 and head_dim > 512:
+            spec += ",seesaw=1"
     if kv_fp8:
         spec += ",kv_dtype=e4m3"
     return spec
 
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
-             v_in_k=False, kv_fp8=False):
+             v_in_k=False, kv_fp8=False, seesaw=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
     one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head. v_in_k:
-    the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels)."""
+    the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels); seesaw:
+    their seesaw schedule (see SEESAW)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
     else:
         max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
     spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
-                    v_in_k and not kv_fp8, kv_fp8)
+                    v_in_k and not kv_fp8, kv_fp8, seesaw)
     return spec, max_splits
 
 
@@ -465,7 +474,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(PDL),
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(SEESAW), bool(PDL),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
@@ -581,7 +590,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits, bool(V_IN_K), kv_fp8)
+                                heads_kv, splits, bool(V_IN_K), kv_fp8, bool(SEESAW))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

@@ -337,6 +337,20 @@ class Launch(MlaCase):
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1", seen)
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1", seen)
 
+    def test_seesaw_plans_only_the_shared_scores_kernels_at_576(self):
+        import flashjit
+        seen = set()
+        for dtype, d, heads, seqlen_q, splits, v_in_k, kv_fp8 in itertools.product(
+                ("bf16", "fp16"), (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True)):
+            spec, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
+                                      seesaw=True)
+            self.assertEqual(",seesaw=1" in spec, v_in_k and not kv_fp8 and d == 576, spec)
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,"
+                      "seesaw=1", seen)
+
 
 class Fp8LatentCache(MlaCase):
     """k_cache of torch.float8_e4m3fn (flashjit extension): spec key kv_dtype=e4m3, the O-in-parts kernels, one

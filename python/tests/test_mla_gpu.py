@@ -418,7 +418,35 @@ def cases(runner):
                       ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, O in parts")),
                       ("graph", lambda: case_graph_replay(", O in parts"))):
         out.append((f"flash_mla O in parts {label}", lambda fn=fn: with_o_in_parts(fn)))
+    # flashjit.flash_mla.SEESAW = True: v_in_k=1's kernels with the seesaw schedule (seesaw=1)
+    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", seesaw")),
+                      ("h128 s_q 2", lambda: case_decode(128, 2, label=", seesaw")),
+                      ("h64 s_q 4 page 16", lambda: case_decode(64, 4, page=16, label=", seesaw")),
+                      ("fp16 h128 no split", lambda: case_decode(128, 1, dtype_name="fp16", num_splits=1, label=", seesaw")),
+                      ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, seesaw")),
+                      ("graph", lambda: case_graph_replay(", seesaw"))):
+        out.append((f"flash_mla seesaw {label}", lambda fn=fn: with_seesaw(fn)))
     return out
+
+
+def with_seesaw(fn):
+    """fn() with flashjit.flash_mla.SEESAW on (v_in_k=1's seesaw=1 kernels), put back after; fails unless a seesaw
+    kernel ran (the plan of every call checked, not just one)."""
+    import flashjit.flash_mla as fm
+    before, fm.SEESAW = fm.SEESAW, True
+    specs = []
+    plan = fm.mla_plan
+
+    def recording(*a, **k):
+        spec = plan(*a, **k)
+        specs.append(spec[0])
+        return spec
+    fm.mla_plan = recording
+    try:
+        fn()
+    finally:
+        fm.SEESAW, fm.mla_plan = before, plan
+    assert specs and all("seesaw=1" in s for s in specs), f"plans without seesaw=1: {specs}"
 
 
 def with_o_in_parts(fn):

@@ -115,6 +115,8 @@ RegisterSplit register_split(const AttentionSpec& s) {
   // as below; paired=1's also pages in V's both halves: at 32 its 512/512 split-KV kernel spilled 8 bytes).
   // With qv=1 the producer loads Q and K tiles from two maps each: at 24 the packed (varlen) kernel
   // spilled 24 bytes.
+  // seesaw=1's producer keeps two blocks' pages and the next pair's (at 32 the paged kernel spilled 16 bytes).
+  if (s.seesaw) return {40, 232};
   if (s.pairs_o()) return s.paged || s.qv ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
   if (s.consumer_wgs == 1) return {40, 240};
   if (s.consumer_wgs == 2) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};

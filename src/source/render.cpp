@@ -85,6 +85,14 @@ std::string render_finalize_type(const AttentionSpec& s) {
   return std::string("using Finalize = ") + (s.sinks ? "SinkFinalize" : "PlainFinalize") + ";\n";
 }
 
+// The paired consumers' schedule (templates/attention_fwd.cuh, defined after the consumer): P
+// handed from the first warpgroup to the second (HandOverPairs), or the two taking alternate blocks
+// (SeesawPairs, seesaw=1). Declared here, ahead of the kernel that uses it.
+std::string render_paired_consumers_type(const AttentionSpec& s) {
+  const char* type = s.seesaw ? "SeesawPairs" : "HandOverPairs";
+  return std::string("struct ") + type + ";\nusing PairedConsumers = " + type + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -99,7 +107,8 @@ std::string render_attention_source(const KernelConfig& config) {
   // modifiers and finalize step, the mask types and the one this variant uses, the score modifier
   // types and the one this variant uses, the tile deal, the
   // shared-memory tile layout, the wgmma shapes this variant uses, the split merge (called by the
-  // kernel with combine=inline; small, and only parsed elsewhere), the kernel.
+  // kernel with combine=inline; small, and only parsed elsewhere), the paired consumers' schedule,
+  // the kernel.
   std::string out = "// flashjit attention forward: " + to_string(config.spec) + "\n";
   out += render_constants(config);
   out += embedded_template("ptx.cuh");
@@ -116,6 +125,7 @@ std::string render_attention_source(const KernelConfig& config) {
   out += embedded_template("tile_layout.cuh");
   out += render_wgmma_shapes(config);
   out += embedded_template("split_merge.cuh");
+  out += render_paired_consumers_type(config.spec);
   out += embedded_template("attention_fwd.cuh");
   // The second kernel of a split-KV launch: merges the splits' partials (same Params).
   if (config.spec.split_kv) out += embedded_template("split_combine.cuh");

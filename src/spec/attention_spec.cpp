@@ -170,6 +170,8 @@ const std::vector<Field>& fields() {
       printed_when_on("v_in_k", &AttentionSpec::v_in_k),
       // The same two warpgroups sharing a tile's scores, V from its own ring (issue 40).
       printed_when_on("paired", &AttentionSpec::paired),
+      // v_in_k=1's two warpgroups taking the scores of alternate blocks (issue 40).
+      printed_when_on("seesaw", &AttentionSpec::seesaw),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -323,6 +325,21 @@ Status validate_spec(const AttentionSpec& s) {
     if (s.block_m != 0 && s.block_m != 64) return fail_paired("block_m", std::to_string(s.block_m), "64 (both consumer warpgroups take the tile's 64 rows)");
     if (s.pingpong == 1) return fail_paired("pingpong", "1", "0 (the warpgroups hand P on instead of taking turns)");
     if (s.block_n != 0 && s.block_n != 64 && s.block_n != 32) return fail_paired("block_n", std::to_string(s.block_n), "32 or 64 (P one tile of 128-byte rows)");
+  }
+  // NOTES: seesaw=1 hands each block's P over in its K slot's columns past V (the rotary chunk,
+  // read only by that block's scores), so it needs a chunk of K beyond V's 512 columns, and two
+  // 64-key slots, one for each warpgroup's block of a pair.
+  if (s.seesaw) {
+    auto fail_seesaw = [](const char* field, const std::string& value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + value + " is not allowed with seesaw=1; allowed: " + allowed);
+    };
+    if (!s.v_in_k) return Error::invalid_spec("seesaw", "spec field 'seesaw': value 1 is not allowed without v_in_k=1; allowed: 0 (the seesaw is v_in_k=1's schedule)");
+    if (v_dim != 512 || s.head_dim <= 512) {
+      return fail_seesaw("head_dim", std::to_string(s.head_dim) + " (head_dim_v " + std::to_string(v_dim) + ")",
+                         "head_dim_v 512 with head_dim above 512 (MLA's 576/512: P crosses in K's columns past V)");
+    }
+    if (s.block_n != 0 && s.block_n != 64) return fail_seesaw("block_n", std::to_string(s.block_n), "64");
+    if (s.stages != 0 && s.stages != 2) return fail_seesaw("stages", std::to_string(s.stages), "2 (a slot for each warpgroup's block of a pair)");
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");

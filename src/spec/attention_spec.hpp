@@ -35,6 +35,12 @@ struct AttentionSpec {
   // warpgroups on the same 64 rows, each one half of O, P handed from the first to the second
   // (V from its own ring). Off: O in two parts, each its own tile computing the scores again.
   bool paired = false;
+  // seesaw=1 (with v_in_k=1 at head_dim_v 512): the two warpgroups take a tile's blocks in turns
+  // (FlashMLA's seesaw): each computes the scores of every other block and both halves of O see
+  // every block, P crossing in both directions; the ring is two slots, each loaded in two halves
+  // with barriers of their own so that a half reloads as soon as its last reader is done. Off: the
+  // first warpgroup computes every block's scores and hands P to the second.
+  bool seesaw = false;
   // Whether a tile's two consumer warpgroups share its rows and split O's columns (paired=1, or
   // v_in_k=1, which implies it).
   bool pairs_o() const { return paired || v_in_k; }

@@ -235,6 +235,8 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=bf16,head_dim=192,head_dim_v=128,causal=1,varlen=1,qv=1 --seqlens 300:300,1:77,700:700 --heads-q 8 --heads-kv 8
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,qv=1,v_in_k=1 --seqlens 1:3000,4:1000,0:7 --heads-q 16 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
+dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,v_in_k=1,seesaw=1 --v-in-k --seqlens 1:3000,4:1000,3:129 --page-size 16 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -502,6 +504,9 @@ mla_prefill8k_d512_paired dtype=bf16,head_dim=512,paired=1 --batch 2 --seqlen-q 
 mla_decode64x4k_h16_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
@@ -546,12 +551,13 @@ BENCHES
       row "mla $d512 / d256 prefill TFLOP/s (>= 0.9x)" "$(awk -v r="$ratio" 'BEGIN{print (r >= 0.9 ? "met" : "miss")}')" "${ratio}x ($t512 against $t256 TF/s)"
     fi
   done
-  for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink mla_decode64x4k_h128_vink32 mla_decode64x4k_h128_q2_vink32; do
+  for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink mla_decode64x4k_h128_vink32 mla_decode64x4k_h128_q2_vink32 \
+              mla_decode64x4k_h128_seesaw mla_decode64x4k_h128_q2_seesaw; do
     tf=$(kv_field $cell 12)
     [ -n "$tf" ] && row "mla absorbed decode $cell: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
   done
   for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode64x4k_h16_vink:90 \
-              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode8x32k_d512:85; do
+              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode64x4k_h16_seesaw:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
