@@ -1669,7 +1669,7 @@ FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint
   // here, else ptxas hoists all of them out of the tile's loop and spills them.
   asm volatile("" : "+r"(q_slice), "+r"(k_tile));
   const TileDesc k_desc(k_tile, 16, 1024), q_desc(q_slice, 16, 1024);
-  if (kEarly) wgmma_fence();
+  wgmma_fence();
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
     if (!chunk_in_half(kHalf, c)) continue;
@@ -1689,8 +1689,8 @@ FJ_DEVICE void seesaw_scores(const Consumer& c, float (&s)[kBlockN / 2], int pp)
   uint32_t q = c.q.slice;
   asm volatile("" : "+r"(q));
   mbar_wait(c.sm.full_k(kB ? 1 : 0), (uint32_t)pp & 1u);
-  mbar_wait(c.sm.full_v(kB ? 1 : 0), (uint32_t)pp & 1u);
   issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile);
+  mbar_wait(c.sm.full_v(kB ? 1 : 0), (uint32_t)pp & 1u);
   issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile);
   wgmma_wait<0>();
   fence_registers(s);
@@ -1766,8 +1766,8 @@ FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (
     uint32_t q = c.q.slice;
     asm volatile("" : "+r"(q));
     mbar_wait(c.sm.full_k(0), (uint32_t)pp & 1u);
-    mbar_wait(c.sm.full_v(0), (uint32_t)pp & 1u);
     issue_scores_half<kHalfEarlyA>(probs, q, slot_a);
+    mbar_wait(c.sm.full_v(0), (uint32_t)pp & 1u);
     issue_scores_half<kHalfLateA>(probs, q, slot_a);
     wgmma_wait<2>();
     fence_registers(o);
