@@ -2145,7 +2145,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   const MaskBlockRange range = tile_block_range(p, seq, tile.m_block, tile.split);
   const int n_blocks = range.count();
   const uint32_t q_tile = sm.q_buffer(q_buffer_of(local));
-  Consumer c{p,    sm,       {}, {wg}, {q_tile + wg_first_row(wg) * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
+  Consumer c{p,    sm,       {}, {wg}, {q_tile + wg * 64 * 128, {}}, t == 0, n_blocks, ring, kCluster == 2 ? cluster_cta_rank() : 0u,
              local, range.n_max, ScoreRule{seq.seqlen_q, seq.seqlen_k, kPackGQA ? p.pack_shift : 0, Mask::rule(p), {}, 1.f}};
   c.f.lane = t % 32;
   c.f.row0 = tile.m_block * kBlockM + wg_first_row(wg) + (t / 32) * 16 + c.f.lane / 4;
@@ -2164,6 +2164,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
   // Every tile waits for its Q, also one with no visible key: its O (zeros) goes out through Q's buffer.
   mbar_wait(sm.full_q(q_buffer_of(local)), q_phase_of(local));
   if constexpr (kSeesaw) {
+    c.q.slice = q_tile;  // both warpgroups compute scores, of the tile's same 64 rows
     if (n_blocks > 0) {
       const int unmasked_end = Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks;
       if (wg == 0) consume_seesaw<false>(c, o, st, t, range.n_masked_right, unmasked_end);
