@@ -62,6 +62,8 @@ heads) to 2.4x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cell
 flashjit extension: SEESAW (module attribute, read at each call; False by default) runs those kernels with the spec
 key seesaw=1: the two warpgroups take alternate latent blocks (FlashMLA's seesaw schedule), each computing one
 block's scores while the other's GEMMs run, P crossing both ways. Only with V_IN_K, head_dim 576, head_dim_v 512.
+On an H100 it was 4 % faster at 64-128 heads x 1-2 queries and 8-10 % slower at 128 heads x 2 queries and at 16
+heads (bench/NOTES.md), hence off.
 
 flashjit extension: PDL (module attribute, read at each call; False by default) launches with programmatic
 dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in
