@@ -148,6 +148,10 @@ struct SmemLayout {
   // after the latest block (0), warpgroup 0's block factor (1), warpgroup 1's (2), and the tile's
   // row sums of warpgroup 0 and 1 (3, 4).
   FJ_DEVICE uint32_t seesaw_row_word(int array, int row) const { return handover + 4u * (kBlockM * array + row); }
+  // Seesaw: the barriers of a slot half (kHalfEarlyA .. kHalfLateB): an early half has its slot's K
+  // barriers, a late half its V barriers (see kSeesaw).
+  FJ_DEVICE uint32_t half_full(int half) const { return (half & 1) ? full_v(half >= kHalfEarlyB) : full_k(half >= kHalfEarlyB); }
+  FJ_DEVICE uint32_t half_empty(int half) const { return (half & 1) ? empty_v(half >= kHalfEarlyB) : empty_k(half >= kHalfEarlyB); }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
   // once the TMA store of its O slice has read the buffer).
   FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
@@ -825,18 +829,14 @@ FJ_DEVICE int ring_positions(int n_blocks) { return kSeesaw ? (n_blocks + 1) / 2
 template <int kHalf>
 FJ_DEVICE void load_seesaw_half(const Params& p, const SmemLayout& sm, int pp, int block, int kv_head, const SeqlenInfo& seq,
                                 int lane_page) {
-  constexpr int s = kHalf >= kHalfEarlyB ? 1 : 0;
-  constexpr bool late = (kHalf & 1) != 0;
-  if (pp >= 1) mbar_wait(late ? sm.empty_v(s) : sm.empty_k(s), (pp & 1) ^ 1);
-  load_tile<kQKChunks, true, kHalf>(p, &p.k, sm.k_stage(s), late ? sm.full_v(s) : sm.full_k(s), block, kv_head, seq, 0u, lane_page);
+  if (pp >= 1) mbar_wait(sm.half_empty(kHalf), (pp & 1) ^ 1);
+  load_tile<kQKChunks, true, kHalf>(p, &p.k, sm.k_stage(kHalf >= kHalfEarlyB), sm.half_full(kHalf), block, kv_head, seq, 0u, lane_page);
 }
 template <int kHalf>
 FJ_DEVICE void skip_seesaw_half(const SmemLayout& sm, int pp) {
-  constexpr int s = kHalf >= kHalfEarlyB ? 1 : 0;
-  constexpr bool late = (kHalf & 1) != 0;
   if (!producer_leads()) return;
-  if (pp >= 1) mbar_wait(late ? sm.empty_v(s) : sm.empty_k(s), (pp & 1) ^ 1);
-  mbar_arrive(late ? sm.full_v(s) : sm.full_k(s));
+  if (pp >= 1) mbar_wait(sm.half_empty(kHalf), (pp & 1) ^ 1);
+  mbar_arrive(sm.half_full(kHalf));
 }
 
 // The seesaw's loads of one tile, a pair at a time in the order the halves are released: A's early
@@ -1688,9 +1688,9 @@ FJ_DEVICE void seesaw_scores(const Consumer& c, float (&s)[kBlockN / 2], int pp)
   const uint32_t tile = c.sm.k_stage(kB ? 1 : 0);
   uint32_t q = c.q.slice;
   asm volatile("" : "+r"(q));
-  mbar_wait(c.sm.full_k(kB ? 1 : 0), (uint32_t)pp & 1u);
+  mbar_wait(c.sm.half_full(kB ? kHalfEarlyB : kHalfEarlyA), (uint32_t)pp & 1u);
   issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile);
-  mbar_wait(c.sm.full_v(kB ? 1 : 0), (uint32_t)pp & 1u);
+  mbar_wait(c.sm.half_full(kB ? kHalfLateB : kHalfLateA), (uint32_t)pp & 1u);
   issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile);
   wgmma_wait<0>();
   fence_registers(s);
@@ -1745,7 +1745,7 @@ FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (
   issue_pv(o, pa, slot_a);  // V(A)'s left columns: chunks [0, kVChunks)
   wgmma_wait<0>();
   fence_registers(o);
-  c.release(c.sm.empty_k(0));  // A's early half: read by S(A) and this P V alone
+  c.release(c.sm.half_empty(kHalfEarlyA));  // A's early half: read by S(A) and this P V alone
   if constexpr (kHasB) {
     named_barrier_sync(kSeesawMaxBBarrier, 256);
     take_row_max(c.sm, st, factor, 2, t);  // B's max: P(A) and O_L move to it
@@ -1765,19 +1765,19 @@ FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (
     const int pp = c.ring + j + 1;
     uint32_t q = c.q.slice;
     asm volatile("" : "+r"(q));
-    mbar_wait(c.sm.full_k(0), (uint32_t)pp & 1u);
+    mbar_wait(c.sm.half_full(kHalfEarlyA), (uint32_t)pp & 1u);
     issue_scores_half<kHalfEarlyA>(probs, q, slot_a);
-    mbar_wait(c.sm.full_v(0), (uint32_t)pp & 1u);
+    mbar_wait(c.sm.half_full(kHalfLateA), (uint32_t)pp & 1u);
     issue_scores_half<kHalfLateA>(probs, q, slot_a);
     wgmma_wait<2>();
     fence_registers(o);
-    c.release(c.sm.empty_v(1));
+    c.release(c.sm.half_empty(kHalfLateB));
     wgmma_wait<0>();
     fence_registers(probs);
   } else if constexpr (kHasB) {
     wgmma_wait<0>();
     fence_registers(o);
-    c.release(c.sm.empty_v(1));
+    c.release(c.sm.half_empty(kHalfLateB));
   }
 }
 
@@ -1812,18 +1812,18 @@ FJ_DEVICE void seesaw_step_b(Consumer& c, int j, float (&o)[kVCols / 2], float (
   if constexpr (kHasB) {
     wgmma_wait<1>();
     fence_registers(o);
-    c.release(c.sm.empty_k(1));  // B's early half: read by S(B) and P(B) V(B)_R alone
+    c.release(c.sm.half_empty(kHalfEarlyB));  // B's early half: read by S(B) and P(B) V(B)_R alone
   }
   wgmma_wait<0>();
   fence_registers(o);
-  c.release(c.sm.empty_v(0));  // A's late half: P(A) V(A)_R was its last reader
+  c.release(c.sm.half_empty(kHalfLateA));  // A's late half: P(A) V(A)_R was its last reader
   if constexpr (!kHasB) {
     // No block B: the producer's arrivals on B's halves (nothing loaded), released unread, so
     // that their phases go one a pair (each after its arrival: never a phase early).
-    mbar_wait(c.sm.full_k(1), (uint32_t)pp & 1u);
-    c.release(c.sm.empty_k(1));
-    mbar_wait(c.sm.full_v(1), (uint32_t)pp & 1u);
-    c.release(c.sm.empty_v(1));
+    mbar_wait(c.sm.half_full(kHalfEarlyB), (uint32_t)pp & 1u);
+    c.release(c.sm.half_empty(kHalfEarlyB));
+    mbar_wait(c.sm.half_full(kHalfLateB), (uint32_t)pp & 1u);
+    c.release(c.sm.half_empty(kHalfLateB));
   }
   // The next pair's S(B), where it has a B (the S's issue and wait both inside the branch).
   if constexpr (kEnd == kSeesawGoesOn) {
