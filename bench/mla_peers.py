@@ -27,7 +27,8 @@ large: flashjit's head dim 512 against its own 256 (targets: d512 prefill >= 0.9
   large_prefill8k_d256, large_prefill8k_d512 (and _causal): varlen prefill, "dtype=bf16,head_dim=D[,causal=1],
     varlen=1", 2 sequences of 8192 (queries = keys), 16 query heads over 8 K/V heads (GQA);
     large_prefill8k_d512_paired (and _causal) the same with spec key paired=1 (two warpgroups sharing each
-    tile's scores, where the default computes O in two parts).
+    tile's scores, where the default computes O in two parts), large_prefill8k_d512_dimsplit (and _causal) with
+    spec key dim_split=1 (a cluster's two CTAs sharing out the head dims, the scores' halves added).
   large_decode_d512: split-KV decode, "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
     8 sequences x 1 query x 32768 keys, 16 query heads over 4 K/V heads, K and V each a pool [pages, 64, 4, 512]
     under one shuffled block table; the workspace sized once (flashjit_attention_workspace_size at --max-splits),
@@ -129,8 +130,11 @@ def spec_of(causal):
     return f"dtype=bf16,head_dim={D},head_dim_v={DV},causal={int(causal)},varlen=1"
 
 
-def large_prefill_spec(d, causal, paired=False):
-    return f"dtype=bf16,head_dim={d}{',causal=1' if causal else ''},varlen=1{',paired=1' if paired else ''}"
+LARGE_VARIANTS = {"": "", "_paired": ",paired=1", "_dimsplit": ",dim_split=1"}  # d512 cell suffix: its spec keys
+
+
+def large_prefill_spec(d, causal, variant=""):
+    return f"dtype=bf16,head_dim={d}{',causal=1' if causal else ''},varlen=1{LARGE_VARIANTS[variant]}"
 
 
 def visible_pairs(s, causal):
@@ -163,13 +167,14 @@ def prefill_cells(args):
 
 def large_cells(args):
     p = LARGE_PREFILL_SMOKE if args.smoke else LARGE_PREFILL
-    variants = [(d, False) for d in p["dims"]] + [(p["dims"][-1], True)]  # (head dim, paired=1)
+    # (head dim, variant): each head dim as it is, the largest also with paired=1 and dim_split=1
+    variants = [(d, "") for d in p["dims"]] + [(p["dims"][-1], v) for v in LARGE_VARIANTS if v]
     cells = [dict(part="large", kind="large_prefill",
-                  name=f"large_prefill8k_d{d}{'_paired' if paired else ''}{'_causal' if causal else ''}",
+                  name=f"large_prefill8k_d{d}{variant}{'_causal' if causal else ''}",
                   batch=p["batch"], seqlen=p["seqlen"], heads_q=p["heads_q"], heads_kv=p["heads_kv"], d=d,
-                  causal=causal, spec=large_prefill_spec(d, causal, paired),
+                  causal=causal, spec=large_prefill_spec(d, causal, variant),
                   flops=useful_flops(p["batch"], p["seqlen"], p["heads_q"], causal, d, d))
-             for causal in (False, True) for d, paired in variants]
+             for causal in (False, True) for d, variant in variants]
     c = LARGE_DECODE_SMOKE if args.smoke else LARGE_DECODE
     cells.append(dict(part="large", kind="large_decode", name=f"large_decode_d{c['d']}", spec=LARGE_DECODE_SPEC,
                       kv_bytes=c["batch"] * c["keys"] * c["heads_kv"] * (c["d"] + c["d"]) * ELEM, **c))
@@ -469,7 +474,7 @@ def summary_large(rows):
               f"{num(ms * 1e3 if ms is not None else None, '8.1f'):>8} {num(r.get('flashjit_tbps'), '6.3f'):>6} "
               f"{num(r.get('flashjit_pct_bw'), '5.1f'):>5}  {check}")
     by_name = {r["cell"]: r for r in rows}
-    for variant in ("", "_paired"):
+    for variant in LARGE_VARIANTS:
         for suffix in ("", "_causal"):
             d256 = by_name.get(f"large_prefill8k_d256{suffix}", {})
             d512 = by_name.get(f"large_prefill8k_d512{variant}{suffix}", {})

@@ -47,6 +47,10 @@
 // Cluster:  with kCluster = 2, two CTAs on neighbouring query blocks share every K/V block: each
 //           loads half of it and multicasts to both, halving the L2 -> shared memory traffic. A
 //           slot is free once the consumers of both CTAs released it (empty barriers count both).
+//           With kDimSplit = 2 (dim_split=1, head dims 384 and 512) the two CTAs of a cluster take
+//           the same tile, each half of Q's, K's, V's and O's columns (Tile::part, its rank): each
+//           computes its half of every block's scores and adds the peer's (add_peer_scores),
+//           then both run the same mask and softmax, and each its half of O, as at head dim 192 or 256.
 //
 // Shared memory (1024-B aligned): Q [kQBuffers][kQKChunks][kBlockM][128 B]
 //                                 | K ring [kStages][kQKChunks][kBlockN][128 B]
@@ -117,6 +121,9 @@ FJ_DEVICE constexpr int chunks_in_half(int half, int chunks) {
   return n;
 }
 constexpr int kSeesawPChunk = 2 * kVChunks;  // the slot's chunk that carries its block's P across
+static_assert(kDimSplit == 1 || (kDimSplit == 2 && kConsumerWGs == 2 && kBlockM == 128 && kCluster == 1 && !kPairedO && !kSplitKV &&
+                                 !kDynamicSchedule && !kKvFp8 && !kFp8Operands && kQvChunks == 0),
+              "dim_split: a cluster of two CTAs on one tile, two consumer warpgroups, 16-bit (spec/ keeps to these)");
 // The first of a consumer warpgroup's rows in its tile: its own 64, or with kPairedO the tile's
 // (both warpgroups hold the same rows, each half of O's columns).
 FJ_DEVICE int wg_first_row(int wg) { return kPairedO ? 0 : wg * 64; }
@@ -152,6 +159,14 @@ struct SmemLayout {
   // barriers, a late half its V barriers (see kSeesaw).
   FJ_DEVICE uint32_t half_full(int half) const { return (half & 1) ? full_v(half >= kHalfEarlyB) : full_k(half >= kHalfEarlyB); }
   FJ_DEVICE uint32_t half_empty(int half) const { return (half & 1) ? empty_v(half >= kHalfEarlyB) : empty_k(half >= kHalfEarlyB); }
+  // kDimSplit: consumer warpgroup wg's inbox for the peer CTA's partial scores ([kBlockN / 8][128
+  // threads][16 B]: each thread's own 16-byte units side by side, no bank conflicts), the barrier
+  // that says it is filled (the peer's bytes and our arrival), and the one that says the peer has
+  // read what we put in its inbox (an arrival from each of its four warps). `area`: the handover
+  // address (see ScoreExchange on why it is passed).
+  FJ_DEVICE static uint32_t score_inbox(uint32_t area, int wg) { return area + wg * score_inbox_bytes(kBlockN); }
+  FJ_DEVICE static uint32_t score_filled(uint32_t area, int wg) { return area + 2 * score_inbox_bytes(kBlockN) + 8u * wg; }
+  FJ_DEVICE static uint32_t score_taken(uint32_t area, int wg) { return score_filled(area, wg) + 16u; }
   // Q buffer b: loaded (TMA transaction barrier); free again (one arrival per consumer warpgroup,
   // once the TMA store of its O slice has read the buffer).
   FJ_DEVICE uint32_t full_q(int b) const { return bars + 8u * b; }
@@ -256,12 +271,21 @@ struct Tile {
   int m_block, head, batch;
   int split;  // split_kv: which of the sequence's key splits (else 0)
   int part;   // kOParts > 1 (head_dim_v above 256): which of O's column parts; with kPairedO the consumer
-              // warpgroup's half (set for the epilogue alone); else not set
+              // warpgroup's half (set for the epilogue alone); else not set (kDimSplit: the CTA's rank
+              // in its cluster is its part, read where a column is needed: see v_col0)
   // The part's first column of V and O: its V loads, O stores and partials start there.
   // NOTES: with one part nothing reads `part` (not even a 0 written to it): the engine kernels'
   // SASS moved with the store.
+  // NOTES: with kDimSplit the rank is read from its special register at each use, not kept in the
+  // tile: held through the walk, the producer spilled 56 bytes of its 24 registers (512/512 causal).
   FJ_DEVICE int v_col0() const {
+    if constexpr (kDimSplit > 1) return (int)cluster_cta_rank() * kVCols;
     if constexpr (kOParts > 1 || kPairedO) return part * kVCols;
+    return 0;
+  }
+  // kDimSplit: the CTA's first column of Q and K (its half of the head dim).
+  FJ_DEVICE int qk_col0() const {
+    if constexpr (kDimSplit > 1) return (int)cluster_cta_rank() * (kQKChunks * 64);
     return 0;
   }
 };
@@ -315,8 +339,8 @@ static_assert(!kDynamicSchedule || (kPublishTiles && kCluster == 1), "the dynami
 
 FJ_DEVICE TileDeal tile_deal(const Params& p) {
   TileDeal d;
-  d.ctas = gridDim.x;
-  d.cta = blockIdx.x;
+  d.ctas = gridDim.x / kDimSplit;  // kDimSplit: the clusters (a cluster's CTAs take the same tiles)
+  d.cta = blockIdx.x / kDimSplit;
   set_deal_shape(d, (uint32_t)padded_m_blocks(p), (uint32_t)tile_heads(p) * (uint32_t)p.batch * tile_splits(p));
   d.unit = deal_unit(kCausal, kCluster, d.ctas, tile_count(p));
   const bool fitted = kHoldBack && (uint32_t)p.deal_ctas == d.ctas && (uint32_t)p.fill_blocks <= d.m_blocks;
@@ -753,11 +777,11 @@ FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, 
 // CTA's tiles). A slot is waited for only once the ring has gone round: the consumers' release of
 // position pos - kStages.
 FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
-                      int lane_page, float fp8_scale = 1.f) {
+                      int lane_page, float fp8_scale = 1.f, int col0 = 0) {
   if constexpr (kStagingProducer) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page);
+  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page, col0);
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
@@ -806,7 +830,7 @@ FJ_DEVICE void load_q(const Params& p, const SmemLayout& sm, const Tile& tile, c
   // heads x tokens_per_tile rows: the tile's rows come out query-major, as row_target reads them.
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
-    int col = c * kChunkColumns;
+    int col = tile.qk_col0() + c * kChunkColumns;
     const TmaDesc* from = chunk_map<true>(&p.q, &p.q_tail, c, &col);  // qv=1: qv's chunks, then q's
     if constexpr (kPackGQA) {
       tma_load_4d(sm.q_buffer(b) + c * kBlockM * 128, from, sm.full_q(b), col, tile.head * p.pack_heads,
@@ -885,14 +909,14 @@ FJ_DEVICE void produce_tile(const Params& p, const SmemLayout& sm, const Tile& t
   const float k_scale = kKvFp8 ? kv_fp8_scale(p.k_scale, p.k_scale_strides, tile.batch, kv_head) : 1.f;
   const float v_scale = kKvFp8 ? kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, kv_head) : 1.f;
   if (kQBuffers == 2) load_q(p, sm, tile, seq, local);
-  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank, page, k_scale);
+  if (n_blocks > 0) load_k(p, sm, ring, top, kv_head, seq, rank, page, k_scale, tile.qk_col0());
   if (kQBuffers == 1) load_q(p, sm, tile, seq, local);
   // K(pos) then V(pos - 1): the order in which the overlapped consumers use them.
   for (int pos = ring + 1; pos <= last; ++pos) {
     const int prev = page;
     page = next;
     next = pos < last ? lane_page_of(p, seq, top - (pos - ring) - 1) : 0;
-    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page, k_scale);
+    load_k(p, sm, pos, top - (pos - ring), kv_head, seq, rank, page, k_scale, tile.qk_col0());
     if (!kVInK) load_v(p, sm, pos - 1, top - (pos - 1 - ring), kv_head, seq, rank, prev, v_scale, tile.v_col0());
   }
   if (n_blocks > 0 && !kVInK) load_v(p, sm, last, range.n_min, kv_head, seq, rank, page, v_scale, tile.v_col0());  // kVInK: V is K's slot
@@ -938,6 +962,16 @@ FJ_DEVICE void produce(const Params& p, const SmemLayout& sm, uint32_t rank) {
   // A warp not in use leaves at once rather than wait on every slot with the others (warp 0, the
   // leader, is always in use).
   if (kProducerWarps > 1 && producer_warp() >= producer_warps_in_use(p)) return;
+  // kDimSplit: a cluster a tile too (the walk's state spilled 52 bytes of the producer's 24
+  // registers at 512/512); a tile past its sequence's queries (varlen) loads nothing, as the walk's.
+  if constexpr (kDimSplit > 1) {
+    const Tile tile = tile_of(p, 0);
+    const SeqlenInfo seq = seqlen_info(p, tile.batch);
+    const bool rows = tile_has_rows(p, seq, tile);
+    if (rows) produce_tile(p, sm, tile, seq, 0, 0, tile_block_range(p, seq, tile.m_block, tile.split), rank);
+    if (kPublishTiles) publish_end(sm, rows ? 1 : 0);
+    return;
+  }
   int ring = 0, local = 0;
   for (int slot = 0; has_tile(p, slot); ++slot) {
     const Tile tile = tile_of(p, slot);
@@ -1168,7 +1202,9 @@ FJ_DEVICE void online_softmax(float (&s)[kBlockN / 2], SoftmaxState& st, float s
 // 16 bytes spilled with the softcap), nor does one that holds registers for its rows (ALiBi's
 // slopes and positions: 128-590 bytes spilled at head dims 96-256). With the softcap and two
 // warpgroups it fits, and the hot path of a block is 85-320 instructions shorter (d64-d256).
-constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kConsumerWGs > 2 || ScoreMod::row_registers()));
+// kDimSplit: not there (a recompute would need the peer's half of the scores again).
+constexpr bool kExpAgainstRunningMax = (kVCols < 256 || !(kCausal || Mask::kTwoSided)) && !(ScoreMod::kScoreWork && (kConsumerWGs > 2 || ScoreMod::row_registers())) &&
+                                       kDimSplit == 1;
 FJ_DEVICE bool probs_against_running_max(float (&s)[kBlockN / 2], const ScoreRule& rule, const Fragment& f, int n,
                                          SoftmaxState& st, const Params& p, float (&correction)[2], int wg) {
   const float scale_log2 = rule.scale_log2(p);
@@ -1244,6 +1280,55 @@ FJ_DEVICE void zero_slot_rows_past_keys(uint32_t slot, int valid, uint32_t barri
   named_barrier_sync(barrier, 128);
 }
 
+// kDimSplit: this CTA's partial scores of a block (its half of the head dim) plus the peer CTA's,
+// which took the other half for the same rows and keys: each thread sends its fragment to the
+// peer's inbox (send_partial_scores: st.async, counted on the peer's filled barrier), then adds
+// the peer's from its own (add_peer_scores), in the same order of operands on both sides (own +
+// peer: fp32 addition commutes), so both CTAs hold the same scores, masks, maxima and sums, and
+// each its half of O from them.
+// NOTES (correctness): exchange number e (the block's ring position: both CTAs walk the same
+// tiles) completes phase e of the inbox's filled barrier: our arrival with the bytes expected and
+// the peer's bytes, in either order (the transaction count may go below zero meanwhile). Before
+// sending exchange e we wait for phase e - 1 of our taken barrier, the peer's four warps arriving
+// once each has read its inbox (each warp after __syncwarp, its lanes' reads before the release),
+// so no send overwrites scores not yet read; exchange 0 waits on parity 1, which a fresh barrier
+// passes. The waits acquire at cluster scope what the peer's st.async and arrivals release.
+// NOTES: the area's address and the thread's index are hidden from ptxas in each, else it keeps
+// the inbox and barrier addresses through the main loops and the consumers spilled 40-68 bytes.
+struct ScoreExchange {
+  uint32_t area, t;
+  FJ_DEVICE static ScoreExchange at(const SmemLayout& sm) {
+    ScoreExchange x{sm.handover, threadIdx.x};
+    asm volatile("" : "+r"(x.area), "+r"(x.t));
+    x.t %= 128u;
+    return x;
+  }
+};
+
+FJ_DEVICE void send_partial_scores(const SmemLayout& sm, const float (&s)[kBlockN / 2], int wg, int exchange) {
+  const ScoreExchange x = ScoreExchange::at(sm);
+  const uint32_t peer = cluster_cta_rank() ^ 1u, filled = SmemLayout::score_filled(x.area, wg);
+  mbar_wait_cluster(SmemLayout::score_taken(x.area, wg), ((uint32_t)exchange & 1u) ^ 1u);
+  const uint32_t to = map_to_cta(SmemLayout::score_inbox(x.area, wg) + 16u * x.t, peer), to_filled = map_to_cta(filled, peer);
+#pragma unroll
+  for (int k = 0; k < kBlockN / 8; ++k) st_async_v4(to + k * 2048u, s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3], to_filled);
+  if (x.t == 0) mbar_arrive_expect_tx(filled, (uint32_t)score_inbox_bytes(kBlockN));
+}
+
+FJ_DEVICE void add_peer_scores(const SmemLayout& sm, float (&s)[kBlockN / 2], int wg, int exchange) {
+  const ScoreExchange x = ScoreExchange::at(sm);
+  const uint32_t inbox = SmemLayout::score_inbox(x.area, wg) + 16u * x.t;
+  mbar_wait_cluster(SmemLayout::score_filled(x.area, wg), (uint32_t)exchange & 1u);
+#pragma unroll
+  for (int k = 0; k < kBlockN / 8; ++k) {
+    float a, b, c, d;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(inbox + k * 2048u) : "memory");
+    s[4 * k] += a, s[4 * k + 1] += b, s[4 * k + 2] += c, s[4 * k + 3] += d;
+  }
+  __syncwarp();
+  if (x.t % 32 == 0) mbar_arrive_remote_release(map_to_cta(SmemLayout::score_taken(x.area, wg), cluster_cta_rank() ^ 1u));
+}
+
 struct Consumer {
   const Params& p;
   const SmemLayout& sm;
@@ -1299,6 +1384,15 @@ struct Consumer {
     if (leader) asm volatile("st.shared.f32 [%0], %1;" :: "r"(sm.order_word(turn.wg)), "f"(st.row_sum[0] + st.row_sum[1]) : "memory");
   }
 
+  // Block it's scores complete: with kDimSplit, the peer CTA's half added (send_partial_scores,
+  // add_peer_scores).
+  FJ_DEVICE void complete_scores(int it, float (&probs)[kBlockN / 2]) const {
+    if constexpr (kDimSplit > 1) {
+      send_partial_scores(sm, probs, turn.wg, ring + it);
+      add_peer_scores(sm, probs, turn.wg, ring + it);
+    }
+  }
+
   // The rare unmasked block whose exponentials against the running max did not fit the slack:
   // S(it) again from K(it), still in its slot (out of turn, and waiting for the PV in flight too),
   // then the full softmax. The max moves to the block's own (no slack), so that the blocks after
@@ -1351,6 +1445,7 @@ struct Consumer {
     fence_registers(probs);
     release_k(it);
     release_q_after_scores(it);
+    complete_scores(it, probs);
     scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p, pending);
     if constexpr (kMasked) clear_v_past_keys(it);
   }
@@ -1378,7 +1473,20 @@ struct Consumer {
     turn.pass();
     wgmma_wait<1>();  // S(it) done, PV still running
     fence_registers(probs);
-    if constexpr (kMasked || !kExpAgainstRunningMax) {
+    if constexpr (kDimSplit > 1) {
+      // The peer's half of S(it) arrives while P(it-1) V(it-1) finishes; P(it-1)'s operand
+      // registers are free before the peer's scores are read (at 64-key blocks the consumers spilled
+      // 100-260 bytes with both live).
+      release_k(it);
+      release_q_after_scores(it);
+      send_partial_scores(sm, probs, turn.wg, ring + it);
+      wgmma_wait<0>();  // PV(it-1) done
+      fence_registers(o);
+      release_v(it - 1);
+      add_peer_scores(sm, probs, turn.wg, ring + it);
+      scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p, pending);
+      return;
+    } else if constexpr (kMasked || !kExpAgainstRunningMax) {
       release_k(it);
       release_q_after_scores(it);
       scores_to_probs<kMasked>(probs, rule, f, block_of(it), st, p, pending);
@@ -1990,14 +2098,14 @@ FJ_DEVICE void store_o_rows(const Params& p, const OStaging& out, const Tile& ti
   const int rows = min(64, seq.seqlen_q - first);
   // NOTES: an O column part's offset goes into the base alone (written into the expressions below,
   // even as a constant 0 it moved the engine kernels' SASS).
-  uint16_t* const o_rows = kOParts > 1 || kPairedO ? p.o_rows + tile.v_col0() : p.o_rows;
+  uint16_t* const o_rows = kOParts > 1 || kPairedO || kDimSplit > 1 ? p.o_rows + tile.v_col0() : p.o_rows;
   uint16_t* const head_base = o_rows + (int64_t)tile.head * p.o_head_stride;
 #pragma unroll
   for (int u = t; u < kVChunks * 64 * 8; u += 128) {
     const int chunk = u / (64 * 8), r = (u / 8) % 64, unit = u % 8;
     const RowTarget at = row_target(p, tile, first + r);
     if ((kPackGQA ? at.query >= seq.seqlen_q : r >= rows) || chunk * 64 + unit * 8 >= kHeadDimV) continue;  // PV runs over kVCols, O has kHeadDimV
-    if constexpr (kOParts > 1 || kPairedO) {
+    if constexpr (kOParts > 1 || kPairedO || kDimSplit > 1) {
       if (tile.v_col0() + chunk * 64 + unit * 8 >= kHeadDimV) continue;
     }
     uint32_t v0, v1, v2, v3;
@@ -2027,7 +2135,8 @@ FJ_DEVICE void write_output(const Params& p, const Fragment& f, float (&o)[kVCol
       inv_sum[r] *= kv_fp8_scale(p.v_scale, p.v_scale_strides, tile.batch, (int)fast_div((uint32_t)tile.head, p.div_group));
     }
     float* const lse_base = partials ? p.lse_partial + (int64_t)tile.split * p.heads_q * p.total_q : p.lse;
-    if (lse_base != nullptr && (f.lane & 3) == 0 && (!kPairedO || wg == 0)) {  // kPairedO: the rows' LSE once
+    // kPairedO: the rows' LSE once; kDimSplit: by the cluster's first CTA (the second's is the same).
+    if (lse_base != nullptr && (f.lane & 3) == 0 && (!kPairedO || wg == 0) && (kDimSplit == 1 || cluster_cta_rank() == 0)) {
       const RowTarget at = row_target(p, tile, f.row0 + 8 * r);
       if (at.query < seq.seqlen_q) lse_base[lse_offset(p, tile, seq, at.head) + at.query] = Finalize::lse(p, at.head, st.row_max[r], sum, inv_sum[r], !partials);
     }
@@ -2287,7 +2396,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.v = sm.k + kStages * kKTileBytes;
   sm.staging = sm.v + kStages * kVTileBytes;
   sm.handover = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;
-  sm.bars = sm.handover + paired_handover_bytes(kPairedO, kBlockM);  // as the host allocates
+  sm.bars = sm.handover + paired_handover_bytes(kPairedO, kBlockM) + score_exchange_bytes(kDimSplit > 1, kBlockN);  // as the host allocates
   const int tid = threadIdx.x;
 
   if (tid == 0) {
@@ -2296,6 +2405,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.empty_q(b), kConsumerWGs);
     }
     if (kPairedO) mbar_init(sm.scores_done(), 1);
+    for (int w = 0; w < (kDimSplit > 1 ? kConsumerWGs : 0); ++w) {
+      mbar_init(SmemLayout::score_filled(sm.handover, w), 1);  // our own arrival (with the bytes expected) and the peer's bytes
+      mbar_init(SmemLayout::score_taken(sm.handover, w), 4);   // the peer warpgroup's four warps, once each has read its inbox
+    }
     // A ring slot is full with the TMA's bytes and the producer's one arrival, or (FP8 cache) with
     // one arrival per widening warp.
     // FP8 operands: K lands by the loading warp's cp.async (one arrival a lane), V transposed.
@@ -2320,8 +2433,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     if constexpr (kQvChunks > 0) { tma_prefetch_desc(&p.q_tail); tma_prefetch_desc(&p.k_tail); }
   }
   // The last CTA-wide barrier: after the role split only named barriers. In a cluster, the peer's
-  // barriers must be initialised before our multicasts reach them.
-  if (kCluster == 1) __syncthreads(); else cluster_sync();
+  // barriers must be initialised before our multicasts (kDimSplit: our scores) reach them.
+  if (kCluster == 1 && kDimSplit == 1) __syncthreads(); else cluster_sync();
   // With PDL (a launch flag) this CTA may start while the previous kernel in the stream still
   // runs: only the set-up above overlaps it. Every thread waits here, before any global read or
   // write (a tile that loads no K/V block still writes O); the next PDL kernel may then start its
@@ -2337,7 +2450,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);
   }
-  // NOTES: a CTA of a cluster must not exit while its peer may still multicast into its shared
-  // memory or arrive on its barriers: everyone meets once more before exit.
-  if (kCluster == 2) cluster_sync();
+  // NOTES: a CTA of a cluster must not exit while its peer may still multicast (or st.async) into
+  // its shared memory or arrive on its barriers: everyone meets once more before exit.
+  if (kCluster == 2 || kDimSplit > 1) cluster_sync();
 }

@@ -50,6 +50,13 @@ FJ_DEVICE constexpr int paired_p_tile_bytes(int block_m) { return block_m * 128;
 FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
   return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 + 8 : 0;
 }
+// dim_split=1's score exchange between the two CTAs of a cluster (attention_fwd.cuh: kDimSplit), in
+// the same place: per consumer warpgroup an inbox for the peer's partial scores of its 64 rows
+// (fp32, block_n columns), then two mbarriers a warpgroup (the inbox filled; the peer has read
+// the inbox this CTA filled). NOTES (correctness): the kernel's barriers sit after these bytes and
+// the host allocates them (one rule, as paired_handover_bytes).
+FJ_DEVICE constexpr int score_inbox_bytes(int block_n) { return 64 * block_n * 4; }
+FJ_DEVICE constexpr int score_exchange_bytes(bool dim_split, int block_n) { return dim_split ? 2 * score_inbox_bytes(block_n) + 4 * 8 : 0; }
 // seesaw=1's halves of a K slot (attention_fwd.cuh: kSeesaw): which of the slot's 64-column chunks
 // (V's left v_chunks, V's right v_chunks, then K's rest) a half load carries. Half 0 is the pair's
 // first block's early half (V's left columns), 1 its late half (V's right and the rest), 2 the

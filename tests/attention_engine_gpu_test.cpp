@@ -641,12 +641,13 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
   // paged, packed, paged split-KV decode, paged with the dynamic scheduler, decode steps of 1-4
   // queries (32/8 heads: at most 16 rows a tile, so they merge inline) with combine=inline, and the
   // same decode steps with gpt-oss's 128-key window and sinks through the combine kernel (the window
-  // as captured; the sinks' values new at every step, read from the same buffer)
-  for (int mode = 0; mode < 6; ++mode) {
+  // as captured; the sinks' values new at every step, read from the same buffer), and Gemma 4's
+  // 512/512 paged with the head dims shared out over a cluster (dim_split=1)
+  for (int mode = 0; mode < 7; ++mode) {
     const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
     const bool decode_steps = mode == 4 || mode == 5;
     const int most_q = decode_steps ? 4 : 400, most_k = decode_steps ? 3000 : 800;
-    EngineProblem bounds = ragged(rng, true, 128, true, decode_steps ? 32 : 8, decode_steps ? 8 : 2, kv, 16, 9, 800);
+    EngineProblem bounds = ragged(rng, true, mode == 6 ? 512 : 128, true, decode_steps ? 32 : 8, decode_steps ? 8 : 2, kv, 16, 9, 800);
     bounds.max_seqlen_q = decode_steps ? most_q : 800, bounds.max_seqlen_k = most_k;
     for (int b = 0; b < 9; ++b) bounds.seqlen_q[b] = most_q, bounds.seqlen_k[b] = most_k;  // room for every step below
     if (mode == 2 || mode == 4 || mode == 5) bounds.max_splits = 6;
@@ -655,7 +656,7 @@ TEST(AttentionEngineGpu, GraphReplayedAfterTheLengthsChange) {
     if (mode == 5) bounds.features.window_left = 127, bounds.features.window_right = 0;
     const EngineCapacity capacity = capacity_for(bounds);
     const std::string spec = engine_spec(bounds, mode == 2 ? kDecode : mode == 3 ? "scheduler=dynamic" : mode == 4 ? "pack_gqa=1,split_kv=1,combine=inline"
-                                               : mode == 5 ? "pack_gqa=1,split_kv=1,window=1,sinks=1" : "");
+                                               : mode == 5 ? "pack_gqa=1,split_kv=1,window=1,sinks=1" : mode == 6 ? "dim_split=1" : "");
     std::string error;
     auto kernel = get_test_kernel(spec, &error);
     ASSERT_TRUE(kernel) << error;
@@ -766,8 +767,8 @@ TEST(AttentionEngineGpu, HeadDimVSplitKvBothCombines) {
 }
 
 // Head dims above 256 through the engine's inputs (one consumer warpgroup, 32-key blocks; O's 512
-// columns in two parts): Gemma 4's global 512/512 and 384/384 ragged through packed, dense and
-// paged K/V (pages 16 and 64, NHD and HND), MLA's 576/512 with V K's first 512 columns (the same
+// columns in two parts; and with paired=1 and dim_split=1): Gemma 4's global 512/512 and 384/384
+// ragged through packed, dense and paged K/V (pages 16 and 64, NHD and HND), MLA's 576/512 with V K's first 512 columns (the same
 // memory) through every source, both dtypes, causal or not; Gemma's 512/512 decode with packed
 // heads and splits.
 TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
@@ -781,7 +782,8 @@ TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
           p.head_dim_v = dv;
           p.head_major_pool = kv == KvSource::kPaged && !causal;
           cases.push_back({engine_spec(p), p});
-          cases.push_back({engine_spec(p, "paired=1"), p});  // the two warpgroups sharing each tile's scores
+          cases.push_back({engine_spec(p, "paired=1"), p});     // the two warpgroups sharing each tile's scores
+          cases.push_back({engine_spec(p, "dim_split=1"), p});  // a cluster's two CTAs sharing out the head dims
         }
       for (KvSource kv : {KvSource::kPacked, KvSource::kDense, KvSource::kPaged}) {
         EngineProblem p = ragged(shapes, bf16, 576, causal, 16, 1, kv, 64, 6, 500);

@@ -548,6 +548,32 @@ TEST(LargeHeadDimGpu, PairedWarpgroupsEveryPairDtypeAndMask) {
   run_all(cases);
 }
 
+// dim_split=1: the two CTAs of a cluster share out the head dims of one tile and add their halves
+// of each block's scores through distributed shared memory: 512/512 and 384/384, both dtypes,
+// causal or not, lengths that are not block multiples (fully masked rows where the queries
+// outnumber the keys under the causal mask), GQA and MQA, every layout, no LSE, and grids capped
+// (a cluster a tile whatever max_ctas says).
+TEST(LargeHeadDimGpu, DimSplitEveryPairDtypeAndMask) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (int d : {512, 384})
+        for (auto [sq, sk] : {std::pair{1, 1}, {31, 33}, {129, 129}, {1000, 700}, {700, 1000}, {1, 2049}, {300, 17}})
+          cases.push_back({spec_text_v(bf16, d, d, causal, "dim_split=1"), problem_v(bf16, d, d, causal, sq, sk, 2, 4, 2)});
+  for (bool causal : {false, true}) {
+    for (auto [hq, hkv] : {std::pair{8, 2}, {16, 1}})
+      cases.push_back({spec_text_v(true, 512, 512, causal, "dim_split=1"), problem_v(true, 512, 512, causal, 300, 300, 2, hq, hkv)});
+    for (Layout layout : {Layout::kPackedQKV, Layout::kHeadMajor, Layout::kPadded})
+      cases.push_back({spec_text_v(true, 512, 512, causal, "dim_split=1"), problem_v(true, 512, 512, causal, 257, 257, 2, 4, 2), layout});
+    cases.push_back({spec_text_v(false, 512, 512, causal, "dim_split=1"), problem_v(false, 512, 512, causal, 200, 333, 2, 4, 4), Layout::kContiguous, false});
+    Case capped{spec_text_v(true, 512, 512, causal, "dim_split=1"), problem_v(true, 512, 512, causal, 700, 450, 2, 4, 2)};
+    capped.max_ctas = 3;
+    cases.push_back(capped);
+  }
+  run_all(cases);
+}
+
 // The same kernels with GQA and MQA (16 query heads on 1 K/V head), every layout (packed QKV rows
 // hold Q's, K's and V's heads at their own widths), no LSE, and persistent grids of 1, 3 and one
 // CTA per tile (both O parts of a query block then on different CTAs).

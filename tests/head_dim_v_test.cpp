@@ -255,6 +255,73 @@ TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
                   "paired");
 }
 
+// dim_split=1: a cluster's two CTAs share out the head dims of one tile (Gemma 4's 512/512 global
+// layers, 384/384), each with the tiles and GEMMs of head dim 256 (192), two consumer warpgroups and
+// the peer's partial scores in two inboxes; O in parts' scores are not computed twice.
+TEST(HeadDimVSpec, DimSplitSharesOutTheHeadDimsOverACluster) {
+  const std::string text = "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,dim_split=1";
+  auto spec = parse_spec(text);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->dim_split);
+  EXPECT_EQ(to_string(*spec), text);
+  EXPECT_EQ(*parse_spec(to_string(*spec)), *spec);
+  auto config = make_config(*spec);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->spec.consumer_wgs, 2);
+  EXPECT_EQ(config->spec.block_m, 128);
+  EXPECT_EQ(config->spec.block_n, 48);  // lengths on the device: 48 (64 spilled)
+  EXPECT_EQ(config->spec.stages, 2);
+  EXPECT_TRUE(config->spec.pingpong);
+  EXPECT_EQ(config->qk_chunks, 4);  // each CTA's 256 columns of Q and K
+  EXPECT_EQ(config->qk_k_steps, 16);
+  EXPECT_EQ(config->v_chunks, 4);
+  EXPECT_EQ(config->v_cols, 256);
+  EXPECT_EQ(config->o_parts, 1);
+  EXPECT_EQ(config->q_tile_bytes, 128 * 256 * 2);
+  EXPECT_EQ(config->k_tile_bytes, 48 * 256 * 2);
+  EXPECT_EQ(config->v_tile_bytes, 48 * 256 * 2);
+  EXPECT_FALSE(config->persistent);
+  // Head dim 256's plan with one Q buffer, plus the two inboxes (64 rows x 48 fp32 scores each) and
+  // their four barriers: 1 KB alignment slack, Q, two stages of K and V, the inboxes, then the
+  // barriers and tile words (10 mbarriers, 2 order words, one 32-byte tile record: 128 bytes).
+  EXPECT_EQ(config->q_buffers, 1);
+  EXPECT_EQ(config->smem_bytes, 1024 + 128 * 256 * 2 + 2 * (2 * 48 * 256 * 2) + (2 * 64 * 48 * 4 + 32) + 128);
+  // Dense: 64-key blocks, 226 KB.
+  auto dense = make_config(*parse_spec("dtype=bf16,head_dim=512,head_dim_v=512,causal=1,dim_split=1"));
+  ASSERT_TRUE(dense.ok()) << dense.error().message;
+  EXPECT_EQ(dense->spec.block_n, 64);
+  EXPECT_LE(dense->smem_bytes, shared_memory_budget(dense->spec));
+  EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec));
+  const std::string source = render_attention_source(*config);
+  EXPECT_NE(source.find("constexpr int kDimSplit = 2;"), std::string::npos);
+  EXPECT_NE(source.find("constexpr int kHeadDim = 512;"), std::string::npos);  // the softmax scale's head dim
+  EXPECT_NE(source.find("constexpr int kQKChunks = 4;"), std::string::npos);
+  auto narrow = make_config(*parse_spec("dtype=fp16,head_dim=384,head_dim_v=384,dim_split=1"));
+  ASSERT_TRUE(narrow.ok()) << narrow.error().message;
+  EXPECT_EQ(narrow->qk_chunks, 3);
+  EXPECT_EQ(narrow->v_cols, 192);
+  EXPECT_LE(narrow->smem_bytes, shared_memory_budget(narrow->spec));
+  // Off by default: O in parts, one consumer warpgroup, not printed.
+  auto plain = make_config(*parse_spec("dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->o_parts, 2);
+  EXPECT_EQ(to_string(plain->spec).find("dim_split"), std::string::npos);
+  EXPECT_NE(render_attention_source(*plain).find("constexpr int kDimSplit = 1;"), std::string::npos);
+  expect_refusals({{"dtype=bf16,head_dim=256,dim_split=1", "head_dim"},
+                   {"dtype=bf16,head_dim=512,head_dim_v=256,dim_split=1", "head_dim"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,dim_split=1", "head_dim"},
+                   {"dtype=bf16,head_dim=512,paired=1,dim_split=1", "paired"},
+                   {"dtype=bf16,head_dim=512,varlen=1,paged=1,kv_dtype=e4m3,dim_split=1", "dim_split"},
+                   {"dtype=bf16,head_dim=512,varlen=1,split_kv=1,dim_split=1", "split_kv"},
+                   {"dtype=bf16,head_dim=512,consumer_wgs=1,dim_split=1", "consumer_wgs"},
+                   {"dtype=bf16,head_dim=512,block_m=64,dim_split=1", "block_m"},
+                   {"dtype=bf16,head_dim=512,block_n=80,dim_split=1", "block_n"}},
+                  "dim_split");
+  expect_refusals({{"dtype=bf16,head_dim=512,cluster=2,dim_split=1", "cluster"},
+                   {"dtype=bf16,head_dim=512,scheduler=dynamic,dim_split=1", "scheduler"}},
+                  "head_dim above 256");
+}
+
 TEST(HeadDimVConfig, VAndOTakeTheirOwnColumns) {
   auto config = make_config(*parse_spec("dtype=bf16,head_dim=192,head_dim_v=128,causal=1"));
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -454,6 +521,14 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
                                            "dtype=bf16,head_dim=384,head_dim_v=384,causal=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1", "dtype=fp16,head_dim=576,head_dim_v=384",
+                                           // the head dims shared out over a cluster's two CTAs (dim_split=1)
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,dim_split=1", "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,dim_split=1",
+                                           "dtype=fp16,head_dim=512,head_dim_v=512,causal=1,varlen=1,dim_split=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,dim_split=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,varlen=1,paged=1,dim_split=1",
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,dim_split=1", "dtype=fp16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paged=1,dim_split=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,window=1,sinks=1,dim_split=1",
+                                           "dtype=fp16,head_dim=512,head_dim_v=512,causal=1,softcap=1,alibi=1,dim_split=1",
                                            // FlashAttention-3's split MLA form (qv=1): Q's and K's chunks from two tensors each
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,qv=1",

@@ -310,6 +310,9 @@ TEST(AttentionLaunch, GridWalksTheTiles) {
       {"head_dim=128,cluster=2", 1000, 8, 40, 132, 8 * 8 * 40, 2},  // clusters: one CTA per tile
       {"head_dim=128,cluster=2", 800, 3, 1, 132, 8 * 3, 2},       // 7 query blocks, padded to whole pairs
       {"head_dim=64", 1000, 8, 2, 132, 6 * 8 * 2, 1},             // three WGs: 192-row query blocks
+      // dim_split=1: a cluster of two CTAs a tile (128-row query blocks), never persistent
+      {"head_dim=512,head_dim_v=512,dim_split=1", 1000, 8, 40, 132, 2 * 8 * 8 * 40, 2},
+      {"head_dim=384,head_dim_v=384,causal=1,dim_split=1", 129, 3, 1, 0, 2 * 2 * 3, 2},
   };
   for (const auto& c : cases) {
     auto spec = parse_spec(c.spec);
@@ -327,6 +330,8 @@ TEST(AttentionLaunch, GridWalksTheTiles) {
     EXPECT_EQ(shape.cluster_x, c.cluster) << c.spec;
     EXPECT_EQ(shape.block_x, unsigned(config->threads));
     EXPECT_EQ(shape.dynamic_smem_bytes, unsigned(config->smem_bytes));
+    // The deal counts the tiles' takers: clusters with dim_split=1, else CTAs.
+    EXPECT_EQ(deal_ctas(*config, a, c.max_ctas), shape.grid_x / (spec->dim_split ? 2u : 1u)) << c.spec;
   }
 }
 

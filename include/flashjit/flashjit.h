@@ -370,7 +370,11 @@ typedef struct flashjit_tensor_strides {
  *   head_dim_v of 384 or 512 (Gemma 4's 512/512): the scores once per tile, where the default
  *   computes O in two parts that each compute them. seesaw=1 (off by default; with v_in_k=1 at
  *   head_dim_v 512 above head_dim 512) changes only the schedule: the two warpgroups take the
- *   blocks in turns, each computing one block's scores; the same inputs and results. */
+ *   blocks in turns, each computing one block's scores; the same inputs and results.
+ *   dim_split=1 (off by default; head_dim = head_dim_v = 384 or 512) shares the head dims out over
+ *   the two CTAs of a cluster on one tile, each half of Q's, K's, V's and O's columns, adding their
+ *   halves of the scores through distributed shared memory: the same inputs and results as the
+ *   spec without the key, not with split_kv=1. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start

@@ -40,13 +40,15 @@ struct TileBytes {
   int qk_chunks, v_chunks, q, k, v;
 };
 // O's column shares: a V wider than 256 columns (one wgmma's N) is computed in two halves, each its
-// own tile (o_parts), or with v_in_k=1 or paired=1 each one consumer warpgroup's of the same tile.
+// own tile (o_parts), or with v_in_k=1 or paired=1 each one consumer warpgroup's of the same tile,
+// or with dim_split=1 each one CTA's of its cluster (as are Q's and K's columns: cta_head_dim).
 int o_shares(const AttentionSpec& s) { return s.effective_head_dim_v() > 256 ? 2 : 1; }
-int o_parts(const AttentionSpec& s) { return s.pairs_o() ? 1 : o_shares(s); }
+int o_parts(const AttentionSpec& s) { return s.pairs_o() || s.dim_split ? 1 : o_shares(s); }
+int cta_head_dim(const AttentionSpec& s) { return s.dim_split ? s.head_dim / 2 : s.head_dim; }
 TileBytes tile_bytes(const AttentionSpec& s) {
   const ElementType type = element_type(s.fp8_operands());
   TileBytes t;
-  t.qk_chunks = (s.head_dim + type.chunk_columns - 1) / type.chunk_columns;
+  t.qk_chunks = (cta_head_dim(s) + type.chunk_columns - 1) / type.chunk_columns;
   t.v_chunks = (s.effective_head_dim_v() / o_shares(s) + 63) / 64;  // of O's share (and of a 16-bit V's)
   t.q = s.block_m * 128 * (s.fp8_operands() ? std::max(t.qk_chunks, t.v_chunks) : t.qk_chunks);
   t.k = s.block_n * 128 * t.qk_chunks;
@@ -61,7 +63,7 @@ int shared_memory_bytes(const AttentionSpec& s, int q_buffers, int staging_slots
   const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages + 4 * staging_slots) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) +
                             words * q_buffers;
   return 1024 + q_buffers * t.q + s.stages * (t.k + t.v) + staged_tensors(s) * staging_slots * kv_staging_bytes(s) +
-         paired_handover_bytes(s.pairs_o(), s.block_m) + round_up(barrier_bytes, 128);
+         paired_handover_bytes(s.pairs_o(), s.block_m) + score_exchange_bytes(s.dim_split, s.block_n) + round_up(barrier_bytes, 128);
 }
 
 // The staging depth (FP8 cache, FP8 operands): two slots each where they fit (the next blocks in
@@ -204,8 +206,18 @@ AttentionSpec default_tiles(const AttentionSpec& in) {
     if (s.block_m == 0) s.block_m = 64;
     if (s.pingpong < 0) s.pingpong = 0;
   }
-  if (large && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
-  if (large) block_n = s.v_in_k ? 64 : 32;
+  // dim_split=1: each CTA of the cluster holds half of every head dim, two consumer warpgroups as at
+  // head dim 256, and 64-key blocks (two stages of K's and V's 32 KB halves beside Q's 64 KB and the
+  // peer's two 16 KB score inboxes: 226 KB at 512/512); 48 at 512 with lengths on the device, a
+  // window or chunks, or a score modifier, whose consumers spilled 80-150 bytes at 64 beside the
+  // peer's scores.
+  if (s.dim_split) {
+    if (s.consumer_wgs == 0) s.consumer_wgs = 2;
+    if (s.block_m == 0) s.block_m = 128;
+  }
+  if (large && !s.dim_split && s.consumer_wgs == 0 && s.block_m == 0) s.consumer_wgs = 1;
+  if (large) block_n = s.v_in_k || s.dim_split ? 64 : 32;
+  if (s.dim_split && d == 512 && (s.varlen || s.paged || s.masks_window_or_chunk() || s.softcap || s.alibi)) block_n = 48;
   // Decode (split_kv): a tile holds a few useful rows (packed heads x 1-16 queries) and streams K/V:
   // one consumer warpgroup (64 rows), and as deep a ring as fits with two Q buffers.
   // Paged decode takes the same tiles as contiguous decode. Version 60 (bench/NOTES.md) had made
@@ -257,7 +269,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   c.threads = 128 * (1 + s.consumer_wgs);
   c.qk_chunks = tiles.qk_chunks;
   c.v_chunks = tiles.v_chunks;
-  c.qk_k_steps = round_up(s.head_dim, element_type(s.fp8_operands()).k_step) / element_type(s.fp8_operands()).k_step;
+  c.qk_k_steps = round_up(cta_head_dim(s), element_type(s.fp8_operands()).k_step) / element_type(s.fp8_operands()).k_step;
   c.v_cols = 64 * c.v_chunks;
   c.o_parts = o_parts(s);
   c.q_tile_bytes = tiles.q;
@@ -275,7 +287,8 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   // Not with v_in_k=1 or paired=1 either (the warpgroups stage their halves in the Q buffer).
   c.stage_o_in_kv = c.q_buffers == 1 && s.consumer_wgs <= 2 && s.cluster == 1 && s.block_n >= 64 && !s.fp8_operands() && !s.pairs_o();
   // A persistent grid pays where the next tile's Q loads early (two buffers, or Q freed early).
-  c.persistent = s.cluster == 1 && (c.q_buffers == 2 || c.stage_o_in_kv);
+  // dim_split=1: a cluster a tile, as with cluster=2.
+  c.persistent = s.cluster == 1 && !s.dim_split && (c.q_buffers == 2 || c.stage_o_in_kv);
   if (c.smem_bytes > shared_memory_budget(s)) return shared_memory_error(spec, c);
   // NOTES: the dynamic scheduler's producer publishes each tile beside its Q buffer for the
   // consumers (kPublishTiles): with one Q buffer the consumers decode the deal themselves.

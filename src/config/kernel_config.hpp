@@ -21,7 +21,7 @@ int shared_memory_budget(const AttentionSpec& spec);
 struct KernelConfig {
   AttentionSpec spec;       // resolved: no field left at auto
   int threads = 0;          // 128 * (1 producer + consumer_wgs)
-  int qk_chunks = 0;        // 64-column (128-byte) swizzle chunks of Q and K rows
+  int qk_chunks = 0;        // 64-column (128-byte) swizzle chunks of Q and K rows (dim_split=1: a CTA's half)
   int v_chunks = 0;         // 64-column chunks of V and O rows
   int qk_k_steps = 0;       // k16 steps of S = Q K^T (head_dim rounded up to 16)
   int v_cols = 0;           // N of O += P V: head_dim_v (a part's) rounded up to 64 (TMA zero-fills the pad)

@@ -311,10 +311,13 @@ Status validate_attention_args(const KernelConfig& config, const AttentionArgs& 
   if (Status st = check_extent("seqlen_q", a.seqlen_q, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_extent("seqlen_k", a.seqlen_k, 0x7fffffff - 256, ""); !st) return st;
   if (Status st = check_decode_inputs(config, a); !st) return st;
-  if (const uint64_t tiles = attention_tile_count(config, a, std::max(1, a.decode.max_splits)); tiles > 0x7fffffff) {
+  // dim_split=1: two CTAs a tile (a cluster).
+  const uint64_t ctas_per_tile = config.spec.dim_split ? 2 : 1;
+  if (const uint64_t tiles = attention_tile_count(config, a, std::max(1, a.decode.max_splits)); tiles * ctas_per_tile > 0x7fffffff) {
     return bad_argument("batch", "batch x heads_q x query blocks (seqlen_q / " + std::to_string(config.spec.block_m) + ")" +
-                                     (config.spec.split_kv ? " x max_splits" : "") + " = " + std::to_string(tiles) +
-                                     " tiles; allowed: at most 2^31 - 1 (one grid dimension)");
+                                     (config.spec.split_kv ? " x max_splits" : "") + (ctas_per_tile > 1 ? " x 2 CTAs (dim_split=1)" : "") +
+                                     " = " + std::to_string(tiles * ctas_per_tile) + (ctas_per_tile > 1 ? " CTAs" : " tiles") +
+                                     "; allowed: at most 2^31 - 1 (one grid dimension)");
   }
   if (Status st = check_engine_inputs(config.spec, a); !st) return st;
   if (Status st = check_feature_inputs(config.spec, a); !st) return st;

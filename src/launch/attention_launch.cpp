@@ -178,17 +178,25 @@ void set_tile_deal(KernelParams& p, const KernelConfig& c, const AttentionArgs& 
   for (const auto& [to, from] : divisors) to[0] = from.mul, to[1] = from.shift;
 }
 
+int ctas_per_tile(const KernelConfig& c) { return c.spec.dim_split ? 2 : 1; }
+
+unsigned deal_ctas(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
+  return attention_launch_shape(c, a, max_ctas).grid_x / unsigned(ctas_per_tile(c));
+}
+
 LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a, int max_ctas) {
   LaunchShape shape;
   // Persistent (config.persistent): at most ctas_per_sm CTAs per SM, each walking several tiles (the
   // kernel's tile_index); else one CTA per tile (clusters, or a Q buffer that would wait for the O
   // store, where fresh CTAs measured faster: bench/NOTES.md, version 12).
+  // dim_split=1: a cluster of two CTAs a tile (config.persistent is off), which the kernel's deal
+  // counts as one (deal_ctas).
   const uint64_t tiles = attention_tile_count(c, a, tile_geometry(c, a, max_ctas).splits);
   const uint64_t resident = uint64_t(resident_ctas(c, max_ctas));
   const bool persistent = c.persistent && resident > 0 && tiles > resident;
-  shape.grid_x = unsigned(persistent ? resident : tiles);
+  shape.grid_x = unsigned(persistent ? resident : tiles * uint64_t(ctas_per_tile(c)));
   shape.grid_y = shape.grid_z = 1;
-  shape.cluster_x = unsigned(c.spec.cluster);
+  shape.cluster_x = unsigned(c.spec.dim_split ? 2 : c.spec.cluster);
   shape.block_x = unsigned(c.threads);
   shape.dynamic_smem_bytes = unsigned(c.smem_bytes);
   return shape;
@@ -257,7 +265,7 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
   set_decode_inputs(p, c, a, geometry);
   set_feature_inputs(p, c, a);
   set_fp8_inputs(p, c, a);
-  const unsigned grid_ctas = attention_launch_shape(c, a, max_ctas).grid_x;
+  const unsigned grid_ctas = deal_ctas(c, a, max_ctas);
   set_tile_deal(p, c, a, grid_ctas, causal_hold(c, a, grid_ctas));
   return p;
 }

@@ -38,6 +38,10 @@ float launch_softmax_scale(const KernelConfig& config, const AttentionArgs& args
 // device's SM count: one CTA fits per SM) where config.persistent; else, or when max_ctas is 0,
 // one CTA per tile.
 LaunchShape attention_launch_shape(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
+// The CTAs that take one tile together: 2 with dim_split=1 (a cluster sharing out the head dims), else 1.
+int ctas_per_tile(const KernelConfig& config);
+// The deal's CTAs on that grid (the kernel's tile_deal): its CTAs, or with dim_split=1 its clusters.
+unsigned deal_ctas(const KernelConfig& config, const AttentionArgs& args, int max_ctas = 0);
 
 // Validates the args, encodes the tensor maps and fits the tile deal to the grid that
 // attention_launch_shape gives for the same max_ctas (no default: a launch on another grid is

@@ -10,7 +10,7 @@ bool runs_long_variant(const LongSequenceRule& rule, const KernelConfig& main, c
   const LengthRange range = length_range(rule, args.seqlen_q, args.seqlen_k);
   if (range != LengthRange::kDealDecides) return range == LengthRange::kLong;
   // 2. There, main's deal on this grid decides.
-  const unsigned grid_ctas = attention_launch_shape(main, args, sm_count).grid_x;
+  const unsigned grid_ctas = deal_ctas(main, args, sm_count);
   return pairs_round_use_percent(main, args, grid_ctas) < rule.uneven_use_percent;
 }
 

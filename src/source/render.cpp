@@ -60,6 +60,9 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "bool", "kVInK", s.v_in_k);
   // v_in_k=1 or paired=1: two consumer warpgroups share a tile, each half of O.
   add_constant(out, "bool", "kPairedO", s.pairs_o());
+  // dim_split=1: the CTAs of a cluster that share out the head dims (each kQKChunks and kVChunks of
+  // them) and add their partial scores; 1 otherwise.
+  add_constant(out, "int", "kDimSplit", s.dim_split ? 2 : 1);
   add_constant(out, "int", "kKvStagingSlots", c.kv_staging_slots);
   add_constant(out, "int", "kKvStagingBytes", c.kv_staging_bytes);
   // The size of the parameters as the host was compiled (attention_params.cuh): a check that the

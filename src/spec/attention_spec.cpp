@@ -172,6 +172,8 @@ const std::vector<Field>& fields() {
       printed_when_on("paired", &AttentionSpec::paired),
       // v_in_k=1's two warpgroups taking the scores of alternate blocks (issue 40).
       printed_when_on("seesaw", &AttentionSpec::seesaw),
+      // The head dims shared out over a cluster's two CTAs (issue 40: d512 prefill).
+      printed_when_on("dim_split", &AttentionSpec::dim_split),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -264,7 +266,7 @@ Status validate_spec(const AttentionSpec& s) {
       return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + std::to_string(value) +
                                             " is not allowed with head_dim above 256; allowed: " + allowed);
     };
-    if ((s.head_dim > 320 || v_dim > 256) && !s.pairs_o()) {  // one consumer warpgroup: Q's tile and O's part fit
+    if ((s.head_dim > 320 || v_dim > 256) && !s.pairs_o() && !s.dim_split) {  // one consumer warpgroup: Q's tile and O's part fit
       if (s.consumer_wgs > 1) return fail_large("consumer_wgs", s.consumer_wgs, "1 (a 64-row tile: Q's and the K/V blocks' shared memory)");
     }
     if (s.cluster == 2) return fail_large("cluster", 2, "1");
@@ -340,6 +342,30 @@ Status validate_spec(const AttentionSpec& s) {
     }
     if (s.block_n != 0 && s.block_n != 64) return fail_seesaw("block_n", std::to_string(s.block_n), "64");
     if (s.stages != 0 && s.stages != 2) return fail_seesaw("stages", std::to_string(s.stages), "2 (a slot for each warpgroup's block of a pair)");
+  }
+  // NOTES: dim_split=1 gives each CTA of a cluster half of every head dim, a 64-column chunk
+  // multiple, and one wgmma N of O (at most 256); both CTAs walk the same tile (one tile a
+  // cluster, no persistent walk, no dynamic take), two consumer warpgroups of 64 rows each, and
+  // add their partial scores before the mask and the softmax, which both then run alike.
+  if (s.dim_split) {
+    auto fail_split = [](const char* field, const std::string& value, const char* allowed) {
+      return Error::invalid_spec(field, std::string("spec field '") + field + "': value " + value + " is not allowed with dim_split=1; allowed: " + allowed);
+    };
+    if ((s.head_dim != 384 && s.head_dim != 512) || v_dim != s.head_dim) {
+      return fail_split("head_dim", std::to_string(s.head_dim) + " (head_dim_v " + std::to_string(v_dim) + ")",
+                        "384 or 512 with head_dim_v the same (each CTA takes half: 192 or 256 columns)");
+    }
+    if (s.pairs_o() || s.seesaw) return fail_split(s.v_in_k ? "v_in_k" : "paired", "1", "0 (the two CTAs split the head dims instead)");
+    if (s.qv) return fail_split("qv", "1", "0");
+    if (s.kv_fp8() || s.fp8_operands()) {
+      return Error::invalid_spec("dim_split", "spec field 'dim_split': value 1 is not allowed with FP8 (kv_dtype=e4m3 or dtype=e4m3); allowed: 0");
+    }
+    if (s.split_kv) return fail_split("split_kv", "1", "0 (a prefill kernel: O in parts takes the decode)");
+    if (s.consumer_wgs != 0 && s.consumer_wgs != 2) return fail_split("consumer_wgs", std::to_string(s.consumer_wgs), "2 (64 rows each, as at head dim 256)");
+    if (s.block_m != 0 && s.block_m != 128) return fail_split("block_m", std::to_string(s.block_m), "128");
+    if (s.block_n != 0 && s.block_n != 32 && s.block_n != 48 && s.block_n != 64) {
+      return fail_split("block_n", std::to_string(s.block_n), "32, 48 or 64 (the ring and the peer's scores fit the shared memory)");
+    }
   }
   if (s.stages != 0 && (s.stages < 1 || s.stages > 4)) return fail("stages", s.stages, "1..4");
   if (s.consumer_wgs != 0 && (s.consumer_wgs < 1 || s.consumer_wgs > 3)) return fail("consumer_wgs", s.consumer_wgs, "1, 2 or 3");

@@ -41,6 +41,12 @@ struct AttentionSpec {
   // with barriers of their own so that a half reloads as soon as its last reader is done. Off: the
   // first warpgroup computes every block's scores and hands P to the second.
   bool seesaw = false;
+  // dim_split=1 (head_dim = head_dim_v = 384 or 512, Gemma 4's global layers): the head dims shared
+  // out over the two CTAs of a cluster on the same query tile, each holding half of Q's, K's and V's
+  // columns and computing half of O; the two halves of each block's scores are added through
+  // distributed shared memory, so each CTA's tiles and GEMMs are those of head dim 192 or 256 and no
+  // score is computed twice. Off: O in two parts, each its own tile computing the scores again.
+  bool dim_split = false;
   // Whether a tile's two consumer warpgroups share its rows and split O's columns (paired=1, or
   // v_in_k=1, which implies it).
   bool pairs_o() const { return paired || v_in_k; }

@@ -454,7 +454,7 @@ CheckResult check_attention(const CheckDevice& device, CUfunction function, cons
     return result;
   }
   const LaunchShape shape = attention_launch_shape(config, args, device.max_ctas);
-  if (device.fill_blocks >= 0) set_tile_deal(*params, config, args, shape.grid_x, {device.fill_blocks, device.held_heads});
+  if (device.fill_blocks >= 0) set_tile_deal(*params, config, args, shape.grid_x / unsigned(ctas_per_tile(config)), {device.fill_blocks, device.held_heads});
   void* kernel_args[] = {&*params};
   if (Status st = launch_kernel(api, function, shape, device.stream, kernel_args); !st) {
     result.error = "launch: " + st.error().message;

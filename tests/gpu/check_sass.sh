@@ -35,9 +35,10 @@ while read -r key smem spec; do
   # Overlapped loops without an exponential between the two waits (0 when none, or overlap is off).
   # v_in_k=1's and paired=1's first warpgroup waits its P V before its scores on purpose (the slot's
   # early release paces the ring; its softmax overlaps the second warpgroup's P V instead): not
-  # checked there.
+  # checked there; nor with dim_split=1, whose warpgroups wait their P V before reading the peer
+  # CTA's scores (P's registers free for them; the softmax overlaps the other warpgroup's GEMMs).
   serial=0
-  if [[ "$spec" == *overlap=1* && "$spec" != *v_in_k=1* && "$spec" != *paired=1* ]]; then
+  if [[ "$spec" == *overlap=1* && "$spec" != *v_in_k=1* && "$spec" != *paired=1* && "$spec" != *dim_split=1* ]]; then
     serial=$(awk '/DEPBAR.LE gsb0, 0x1/ {open = 1; ex = 0; next}
                   open && /MUFU.EX2/ {ex++}
                   open && /DEPBAR.LE gsb0, 0x0/ {open = 0; if (ex == 0) bad++}

@@ -228,6 +228,11 @@ dtype=bf16,head_dim=512,causal=1 --batch 2 --seqlen-q 700 --seqlen-k 1000 --head
 dtype=fp16,head_dim=512 --batch 1 --seqlen-q 333 --seqlen-k 777 --heads-q 4 --heads-kv 4
 dtype=bf16,head_dim=384,causal=1,varlen=1,paged=1 --seqlens 300:1000,1:77,0:5 --page-size 16 --heads-q 4 --heads-kv 2
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens 1:8192,1:300,3:2000 --page-size 64 --heads-q 16 --heads-kv 4
+dtype=bf16,head_dim=512,causal=1,dim_split=1 --batch 2 --seqlen-q 700 --seqlen-k 1000 --heads-q 4 --heads-kv 2
+dtype=fp16,head_dim=384,dim_split=1 --batch 1 --seqlen-q 333 --seqlen-k 777 --heads-q 4 --heads-kv 4
+dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,dim_split=1 --seqlens 300:1000,1:77,0:5,129:129 --page-size 16 --heads-q 4 --heads-kv 2
+dtype=bf16,head_dim=512,causal=1,window=1,softcap=1,sinks=1,dim_split=1 --window-left 255 --softcap 30 --sinks --batch 1 --seqlen-q 1000 --seqlen-k 1500 --heads-q 8 --heads-kv 4
+dtype=fp16,head_dim=512,causal=1,alibi=1,dim_split=1 --alibi-per-batch --batch 2 --seqlen-q 300 --seqlen-k 500 --heads-q 8 --heads-kv 4
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 64 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:4097,2:64,1:65 --page-size 1 --heads-q 128 --heads-kv 1
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --v-in-k --seqlens 1:3000,4:1000 --page-size 16 --heads-q 16 --heads-kv 1
@@ -501,6 +506,8 @@ mla_decode64x4k_h128_qv_vink dtype=bf16,head_dim=576,head_dim_v=512,causal=1,var
 mla_prefill8k_d256 dtype=bf16,head_dim=256 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512 dtype=bf16,head_dim=512 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_prefill8k_d512_paired dtype=bf16,head_dim=512,paired=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512_dimsplit dtype=bf16,head_dim=512,dim_split=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512_dimsplit_causal dtype=bf16,head_dim=512,causal=1,dim_split=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_decode64x4k_h16_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
@@ -544,7 +551,7 @@ BENCHES
   # >= 600 TFLOP/s; 16 heads >= 90 % and Gemma's d512 decode >= 85 % of the read bandwidth, here against
   # the HBM figure; bench/mla_peers.py's decode part against the bandwidth measured in its run).
   t256=$(kv_field mla_prefill8k_d256 12)
-  for d512 in mla_prefill8k_d512 mla_prefill8k_d512_paired; do
+  for d512 in mla_prefill8k_d512 mla_prefill8k_d512_paired mla_prefill8k_d512_dimsplit; do
     t512=$(kv_field $d512 12)
     if [ -n "$t256" ] && [ -n "$t512" ]; then
       ratio=$(awk -v a="$t512" -v b="$t256" 'BEGIN{printf "%.2f", a / b}')
