@@ -20,11 +20,26 @@ FEATURE_KEYS = ("window", "chunk", "softcap", "sinks", "alibi")  # flashjit.h, M
 QV_V_IN_K = False
 V_IN_K_HEAD_DIMS_V = (384, 512)
 
+# Calls at head dim 384 or 512 with V as wide (Gemma 4's global layers) on the kernels that share the head dims out
+# over a cluster's two CTAs (spec key dim_split=1) where they take the call: 16-bit, no split-KV, no FP8 cache, not
+# the split form. Off until the GPU suites have run them (LargeHeadDimGpu.DimSplitEveryPairDtypeAndMask, test_gpu.py's
+# "dim_split" case) and they have been timed against O in parts (bench/mla_peers.py's large part): the plan then
+# keeps the O-in-parts kernels.
+DIM_SPLIT = False
+DIM_SPLIT_HEAD_DIMS = (384, 512)
+
 
 def qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys=(), kv_dtype=None):
     """Whether a qv call runs the shared-scores kernels (QV_V_IN_K and the call is one they take)."""
     return (QV_V_IN_K and head_dim_v in V_IN_K_HEAD_DIMS_V and bool(varlen or paged) and dtype_name in ("bf16", "fp16")
             and not feature_keys and kv_dtype is None)
+
+
+def takes_dim_split(dtype_name, head_dim, head_dim_v, split_kv, kv_dtype=None, qv=False):
+    """Whether a call runs the kernels that share the head dims out over a cluster (DIM_SPLIT and the call is one they
+    take)."""
+    return (DIM_SPLIT and head_dim in DIM_SPLIT_HEAD_DIMS and head_dim_v in (None, head_dim) and dtype_name in ("bf16", "fp16")
+            and not split_kv and kv_dtype is None and not qv)
 
 
 class Features:
@@ -142,12 +157,12 @@ class KvScales:
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False, v_in_k=False):
+              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False, v_in_k=False, dim_split=False):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"; V's head dim
     head_dim_v after head_dim where it is not Q's: "dtype=bf16,head_dim=192,head_dim_v=128,causal=1"), with the
     spec keys of its masks and score modifiers (Features.spec_keys) after, then qv=1 (FA3's split MLA form: head_dim
     is q's and qv's columns together, head_dim_v qv's and V's), then v_in_k=1 (the shared-scores kernels), then
-    kv_dtype (None: K and V of dtype; "e4m3": an
+    dim_split=1 (the head dims shared out over a cluster's two CTAs), then kv_dtype (None: K and V of dtype; "e4m3": an
     FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the library's
     default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left to the
     library's defaults."""
@@ -166,6 +181,8 @@ def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=
         spec += ",qv=1"
     if v_in_k:
         spec += ",v_in_k=1"
+    if dim_split:
+        spec += ",dim_split=1"
     if kv_dtype is not None:
         spec += f",kv_dtype={kv_dtype}"
     return spec
@@ -198,7 +215,8 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
     decode-sized queries and for split launches, 0 never, 1 always (when heads_q > heads_kv). kv_dtype: "e4m3"
     for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
     (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q). qv: FA3's split MLA form (spec
-    key qv=1; head_dim q's and qv's columns together, head_dim_v qv's; with QV_V_IN_K also v_in_k=1 where it applies)."""
+    key qv=1; head_dim q's and qv's columns together, head_dim_v qv's; with QV_V_IN_K also v_in_k=1 where it applies).
+    With DIM_SPLIT, dim_split=1 where it applies (takes_dim_split)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -208,6 +226,7 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
     v_in_k = qv and qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys, kv_dtype)
+    dim_split = takes_dim_split(dtype_name, head_dim, head_dim_v, split, kv_dtype, qv)
     return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v,
-                      qv, v_in_k),
+                      qv, v_in_k, dim_split),
             max_splits)

@@ -1084,6 +1084,42 @@ class Qv(unittest.TestCase):
         finally:
             _plan.QV_V_IN_K = saved
 
+    def test_dim_split_only_when_switched_on_and_where_it_applies(self):
+        """_plan.DIM_SPLIT (off until the GPU suites have run dim_split=1): the plan adds dim_split=1 at head dims 384
+        and 512 with V as wide, 16-bit, without split-KV, an FP8 cache or the split form, in the library's key order,
+        and the library takes every such spec; elsewhere the plan is what it was."""
+        import flashjit
+        from flashjit import _plan
+        self.assertFalse(_plan.DIM_SPLIT)
+        call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
+        self.assertNotIn("dim_split", _plan.plan(*call)[0])
+        saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
+        try:
+            self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,dim_split=1", 0))
+            order = spec_key_order()
+            for dtype in ("bf16", "fp16"):
+                for d in (384, 512):
+                    for varlen, paged in ((0, 0), (1, 0), (1, 1)):
+                        for features in ((), ("window", "sinks"), ("softcap",)):
+                            spec, splits = _plan.plan(132, dtype, d, 1, varlen, paged, 4, 700, 8, 2, 1, -1, features)
+                            self.assertTrue(spec.endswith(",dim_split=1"), spec)
+                            self.assertEqual(splits, 0)
+                            self.assertIsNone(flashjit.supported(spec), spec)
+                            if order is not None:
+                                keys = [part.split("=")[0] for part in spec.split(",")]
+                                self.assertEqual(keys, sorted(keys, key=order.index), spec)
+            # Not where it does not apply: other head dims, V narrower, split-KV, an FP8 cache, the split form.
+            for args, kwargs in (((132, "bf16", 256, 1, 0, 0, 2, 700, 8, 2, 1, -1), {}),
+                                 ((132, "bf16", 512, 1, 0, 0, 2, 700, 8, 2, 1, -1), {"head_dim_v": 256}),
+                                 ((132, "bf16", 512, 1, 1, 1, 1, 1, 16, 4, 0, -1), {}),
+                                 ((132, "bf16", 512, 1, 1, 1, 4, 700, 8, 2, 1, -1), {"kv_dtype": "e4m3"}),
+                                 ((132, "bf16", 576, 1, 1, 1, 4, 1, 16, 1, 0, -1), {"head_dim_v": 512, "qv": True})):
+                spec, _ = _plan.plan(*args, **kwargs)
+                self.assertNotIn("dim_split", spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        finally:
+            _plan.DIM_SPLIT = saved
+
     def test_every_planned_qv_spec_is_supported(self):
         import flashjit
         from flashjit import _plan

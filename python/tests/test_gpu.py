@@ -1516,6 +1516,61 @@ def case_head_dim_v_func():
            compiled.shape == (2, 200, 8, 128) and torch.equal(eager, compiled))
 
 
+def case_dim_split():
+    """_plan.DIM_SPLIT on (spec key dim_split=1: a cluster's two CTAs share out the head dims of each tile):
+    flash_attn_func at 512/512 and 384/384 (bf16 and fp16, causal or not, GQA and MHA, lengths off the blocks) and
+    flash_attn_varlen_func at 512/512 against a paged cache (pages of 16, NaN past every length, empty sequences,
+    out given with NaN first), each against float64; the repeated call bitwise equal; every plan made is a
+    dim_split=1 kernel's."""
+    from flashjit import _plan, _torch_backend
+    dev = _torch_backend.device(torch.cuda.current_device())
+    before = set(dev.plans)
+    saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
+    _torch_backend._fast.clear()
+    try:
+        gen, rng = torch.Generator(device="cuda").manual_seed(150), random.Random(150)
+        for dtype, d, causal, b, sq, sk, hq, hkv in (("bf16", 512, True, 2, 300, 1000, 8, 4),
+                                                     ("fp16", 512, False, 1, 777, 500, 4, 4),
+                                                     ("bf16", 384, True, 2, 257, 129, 8, 2)):
+            tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+            q, k, v = rand(gen, b, sq, hq, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt)
+            out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
+            again = flashjit.flash_attn_func(q, k, v, causal=causal)
+            torch.cuda.synchronize()
+            errs = Errors(dtype)
+            for i in range(b):
+                errs.add(out[i], q[i], k[i], v[i], causal, d ** -0.5, lse[i].transpose(0, 1))
+            ok, detail = errs.result()
+            same = torch.equal(again, out)
+            report(f"func dim_split: head dims {d}/{d} {dtype}{' causal' if causal else ''}", ok and same,
+                   detail + ("" if same else "  a repeated call differs"))
+        d, hq, hkv = 512, 8, 2
+        seqs = [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)]
+        cuq_h, cuq = cu_of([s for s, _ in seqs])
+        cache = Paged(gen, rng, [s for _, s in seqs], 16, hkv, d, torch.bfloat16)
+        q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
+        out = torch.full((cuq_h[-1] + 2, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+        o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 300, cache.max_pages * 16,
+                                                 seqused_k=cache.seqused, causal=True, num_splits=1,
+                                                 block_table=cache.table, out=out, return_softmax_lse=True)
+        torch.cuda.synchronize()
+        errs = Errors("bf16")
+        for i in range(len(seqs)):
+            r = slice(cuq_h[i], cuq_h[i + 1])
+            k, v = cache.seq(i)
+            errs.add(out[r], q[r], k, v, True, d ** -0.5, lse[:, r].transpose(0, 1))
+        ok, detail = errs.result()
+        untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
+        report("varlen_func dim_split: head dims 512/512, paged 16", ok and untouched and o is out,
+               detail + ("" if untouched else "  rows past the last sequence were written"))
+    finally:
+        _plan.DIM_SPLIT = saved
+        _torch_backend._fast.clear()
+    made = [planned[1] for key, planned in dev.plans.items() if key not in before]  # (handle, spec, max_splits)
+    ok = bool(made) and all(spec.endswith(",dim_split=1") for spec in made)
+    report("dim_split: the plans are dim_split=1", ok, "; ".join(made) or "no plan made")
+
+
 def case_head_dim_v_varlen():
     """flash_attn_varlen_func at 192/128: packed K/V, and vLLM's call against a paged cache (pages of 16 and 64,
     V's pool 128 wide) with out given [total_q, hq, 128] (NaN first; rows past the last sequence untouched), with
@@ -1821,6 +1876,7 @@ CASES = [
     ("head_dim_v varlen", case_head_dim_v_varlen),
     ("head_dim_v kvcache", case_head_dim_v_kvcache),
     ("head_dim_v wrong inputs", case_head_dim_v_wrong_inputs),
+    ("dim_split", case_dim_split),
     ("qv kvcache paged 64 h16 s_q 1", lambda: case_qv_kvcache_paged(16, 1, views=True)),
     ("qv kvcache paged 64 h16 s_q 2", lambda: case_qv_kvcache_paged(16, 2, views=False)),
     ("qv kvcache paged 64 h128 s_q 1", lambda: case_qv_kvcache_paged(128, 1, views=False)),
