@@ -1544,25 +1544,8 @@ def case_dim_split():
             same = torch.equal(again, out)
             report(f"func dim_split: head dims {d}/{d} {dtype}{' causal' if causal else ''}", ok and same,
                    detail + ("" if same else "  a repeated call differs"))
-        d, hq, hkv = 512, 8, 2
-        seqs = [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)]
-        cuq_h, cuq = cu_of([s for s, _ in seqs])
-        cache = Paged(gen, rng, [s for _, s in seqs], 16, hkv, d, torch.bfloat16)
-        q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
-        out = torch.full((cuq_h[-1] + 2, hq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
-        o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 300, cache.max_pages * 16,
-                                                 seqused_k=cache.seqused, causal=True, num_splits=1,
-                                                 block_table=cache.table, out=out, return_softmax_lse=True)
-        torch.cuda.synchronize()
-        errs = Errors("bf16")
-        for i in range(len(seqs)):
-            r = slice(cuq_h[i], cuq_h[i + 1])
-            k, v = cache.seq(i)
-            errs.add(out[r], q[r], k, v, True, d ** -0.5, lse[:, r].transpose(0, 1))
-        ok, detail = errs.result()
-        untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
-        report("varlen_func dim_split: head dims 512/512, paged 16", ok and untouched and o is out,
-               detail + ("" if untouched else "  rows past the last sequence were written"))
+        paged_varlen_case(gen, rng, [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)], 16, 8, 2, 512, 512, 1,
+                          "varlen_func dim_split: head dims 512/512, paged 16")
     finally:
         _plan.DIM_SPLIT = saved
         _torch_backend._fast.clear()
@@ -1591,24 +1574,31 @@ def case_head_dim_v_varlen():
     ok, detail = errs.result()
     report("varlen_func: head dims 192/128, packed K/V", ok and out.shape == (cuq_h[-1], hq, dv), detail)
     seqs = [(1, 1000), (1, 37), (4, 517), (0, 0), (300, 812), (129, 129), (3, 2)]
-    cuq_h, cuq = cu_of([s for s, _ in seqs])
     for page_size, num_splits in ((16, 1), (64, 1), (16, 0)):
-        cache = Paged(gen, rng, [s for _, s in seqs], page_size, hkv, d, torch.bfloat16, dv=dv)
-        q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
-        out = torch.full((cuq_h[-1] + 2, hq, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
-        o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, 300, cache.max_pages * page_size,
-                                                 seqused_k=cache.seqused, causal=True, num_splits=num_splits,
-                                                 block_table=cache.table, out=out, return_softmax_lse=True)
-        torch.cuda.synchronize()
-        errs = Errors("bf16")
-        for b in range(len(seqs)):
-            r = slice(cuq_h[b], cuq_h[b + 1])
-            k, v = cache.seq(b)
-            errs.add(out[r], q[r], k, v, True, d ** -0.5, lse[:, r].transpose(0, 1))
-        ok, detail = errs.result()
-        untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
-        report(f"varlen_func: head dims 192/128, paged {page_size}, num_splits={num_splits}", ok and untouched and o is out,
-               detail + ("" if untouched else "  rows past the last sequence were written"))
+        paged_varlen_case(gen, rng, seqs, page_size, hq, hkv, d, dv, num_splits,
+                          f"varlen_func: head dims 192/128, paged {page_size}, num_splits={num_splits}")
+
+
+def paged_varlen_case(gen, rng, seqs, page_size, hq, hkv, d, dv, num_splits, name):
+    """vLLM's flash_attn_varlen_func against a paged bf16 cache (seqs: (queries, keys) a sequence; V's pool dv wide)
+    with out given [total_q + 2, hq, dv] (NaN first; the rows past the last sequence must stay untouched), causal,
+    against float64."""
+    cuq_h, cuq = cu_of([s for s, _ in seqs])
+    cache = Paged(gen, rng, [s for _, s in seqs], page_size, hkv, d, torch.bfloat16, dv=dv)
+    q = rand(gen, cuq_h[-1] + 2, hq, d, dtype=torch.bfloat16)
+    out = torch.full((cuq_h[-1] + 2, hq, dv), float("nan"), dtype=torch.bfloat16, device="cuda")
+    o, lse = flashjit.flash_attn_varlen_func(q, cache.k, cache.v, cuq, None, max(s for s, _ in seqs), cache.max_pages * page_size,
+                                             seqused_k=cache.seqused, causal=True, num_splits=num_splits,
+                                             block_table=cache.table, out=out, return_softmax_lse=True)
+    torch.cuda.synchronize()
+    errs = Errors("bf16")
+    for b in range(len(seqs)):
+        r = slice(cuq_h[b], cuq_h[b + 1])
+        k, v = cache.seq(b)
+        errs.add(out[r], q[r], k, v, True, d ** -0.5, lse[:, r].transpose(0, 1))
+    ok, detail = errs.result()
+    untouched = bool(torch.isnan(out[cuq_h[-1]:]).all())
+    report(name, ok and untouched and o is out, detail + ("" if untouched else "  rows past the last sequence were written"))
 
 
 def case_head_dim_v_kvcache():
