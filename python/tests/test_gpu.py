@@ -1892,6 +1892,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lib", help="libflashjit.so: use the source tree's package with it (default: the installed one)")
     parser.add_argument("-k", default="", help="run only the cases whose key contains this")
+    parser.add_argument("--skip", default="", help="skip the cases whose key contains this")
     args = parser.parse_args()
     if args.lib:
         sys.path.insert(0, os.path.join(HERE, ".."))
@@ -1918,7 +1919,7 @@ def main():
     print(f"flashjit {lib.version()} ({flashjit.__file__}, library {lib.path}, NVRTC {lib.nvrtc_loaded}) on "
           f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
     for key, case in CASES:
-        if args.k and args.k not in key:
+        if (args.k and args.k not in key) or (args.skip and args.skip in key):
             continue
         try:
             case()
