@@ -149,29 +149,6 @@ FJ_DEVICE void st_async_v4(uint32_t remote, float a, float b, float c, float d, 
                :: "r"(remote), "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(__float_as_uint(c)), "r"(__float_as_uint(d)),
                   "r"(remote_bar) : "memory");
 }
-// An arrival on another CTA's barrier (a shared::cluster address) that releases this thread's
-// earlier memory accesses to the cluster.
-FJ_DEVICE void mbar_arrive_remote_release(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote_bar) : "memory");
-}
-// mbar_wait with acquire semantics at cluster scope: what another CTA released before its arrival
-// (or its st.async's bytes) is visible after it.
-FJ_DEVICE void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-#ifdef FLASHJIT_HANG_TRAP
-  for (uint64_t spins = 0;; ++spins) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    if (done) return;
-    if (spins == (1ull << 28)) report_hang(bar, parity);
-  }
-#else
-  asm volatile("{\n.reg .pred P1;\nFJ_CWAIT:\n"
-               "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
-               "@P1 bra FJ_CDONE;\nbra FJ_CWAIT;\nFJ_CDONE:\n}\n" :: "r"(bar), "r"(parity) : "memory");
-#endif
-}
-
 // ---------------------------------------------------------------- clusters
 FJ_DEVICE uint32_t cluster_cta_rank() {
   uint32_t r;
