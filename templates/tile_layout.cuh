@@ -52,11 +52,12 @@ FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
 }
 // dim_split=1's score exchange between the two CTAs of a cluster (attention_fwd.cuh: kDimSplit), in
 // the same place: per consumer warpgroup an inbox for the peer's partial scores of its 64 rows
-// (fp32, block_n columns), then two mbarriers a warpgroup (the inbox filled; the peer has read
-// the inbox this CTA filled). NOTES (correctness): the kernel's barriers sit after these bytes and
-// the host allocates them (one rule, as paired_handover_bytes).
+// (fp32, block_n columns), then the mbarriers: each warp's rows filled (four a warpgroup), and per
+// warpgroup one that says the peer has read the inbox this CTA filled. NOTES (correctness): the
+// kernel's barriers sit after these bytes and the host allocates them (one rule, as
+// paired_handover_bytes).
 FJ_DEVICE constexpr int score_inbox_bytes(int block_n) { return 64 * block_n * 4; }
-FJ_DEVICE constexpr int score_exchange_bytes(bool dim_split, int block_n) { return dim_split ? 2 * score_inbox_bytes(block_n) + 4 * 8 : 0; }
+FJ_DEVICE constexpr int score_exchange_bytes(bool dim_split, int block_n) { return dim_split ? 2 * score_inbox_bytes(block_n) + 10 * 8 : 0; }
 // seesaw=1's halves of a K slot (attention_fwd.cuh: kSeesaw): which of the slot's 64-column chunks
 // (V's left v_chunks, V's right v_chunks, then K's rest) a half load carries. Half 0 is the pair's
 // first block's early half (V's left columns), 1 its late half (V's right and the rest), 2 the

@@ -282,10 +282,11 @@ TEST(HeadDimVSpec, DimSplitSharesOutTheHeadDimsOverACluster) {
   EXPECT_EQ(config->v_tile_bytes, 48 * 256 * 2);
   EXPECT_FALSE(config->persistent);
   // Head dim 256's plan with one Q buffer, plus the two inboxes (64 rows x 48 fp32 scores each) and
-  // their four barriers: 1 KB alignment slack, Q, two stages of K and V, the inboxes, then the
-  // barriers and tile words (10 mbarriers, 2 order words, one 32-byte tile record: 128 bytes).
+  // their ten barriers (each warp's rows filled, each warpgroup's inbox read): 1 KB alignment slack,
+  // Q, two stages of K and V, the inboxes, then the barriers and tile words (10 mbarriers, 2 order
+  // words, one 32-byte tile record: 128 bytes).
   EXPECT_EQ(config->q_buffers, 1);
-  EXPECT_EQ(config->smem_bytes, 1024 + 128 * 256 * 2 + 2 * (2 * 48 * 256 * 2) + (2 * 64 * 48 * 4 + 32) + 128);
+  EXPECT_EQ(config->smem_bytes, 1024 + 128 * 256 * 2 + 2 * (2 * 48 * 256 * 2) + (2 * 64 * 48 * 4 + 10 * 8) + 128);
   // Dense: 64-key blocks, 226 KB.
   auto dense = make_config(*parse_spec("dtype=bf16,head_dim=512,head_dim_v=512,causal=1,dim_split=1"));
   ASSERT_TRUE(dense.ok()) << dense.error().message;
