@@ -14,18 +14,18 @@ FEATURE_KEYS = ("window", "chunk", "softcap", "sinks", "alibi")  # flashjit.h, M
 
 # FA3's qv (the split MLA form) on the shared-scores kernels (spec key v_in_k=1: the latent block loaded once
 # for K and V, each tile's scores computed once) where they take the call: head_dim_v 384 or 512, varlen or paged,
-# 16-bit, no masks or score modifiers. Off until the GPU suites have run qv=1 with v_in_k=1
-# (MlaDecodeGpu.SplitFormVInKThroughEveryKvSource, test_gpu.py's "qv ... v_in_k" cases): the plan then
-# keeps the O-in-parts kernels.
-QV_V_IN_K = False
+# 16-bit, no masks or score modifiers. On since the GPU suites passed with it (MlaDecodeGpu.SplitFormVInKThrough
+# EveryKvSource, test_gpu.py's qv cases) and the absorbed form's v_in_k kernels ran 1.4-2x O in parts' speed
+# (bench/NOTES.md, 2026-12-06); False keeps the O-in-parts kernels.
+QV_V_IN_K = True
 V_IN_K_HEAD_DIMS_V = (384, 512)
 
 # Calls at head dim 384 or 512 with V as wide (Gemma 4's global layers) on the kernels that share the head dims out
 # over a cluster's two CTAs (spec key dim_split=1) where they take the call: 16-bit, no split-KV, no FP8 cache, not
-# the split form. Off until the GPU suites have run them (LargeHeadDimGpu.DimSplitEveryPairDtypeAndMask, test_gpu.py's
-# "dim_split" case) and they have been timed against O in parts (bench/mla_peers.py's large part): the plan then
-# keeps the O-in-parts kernels.
-DIM_SPLIT = False
+# the split form. On since the GPU suites passed with them (LargeHeadDimGpu.DimSplitEveryPairDtypeAndMask, test_gpu.py's
+# "dim_split" case) and they ran 1.5x O in parts' speed at 512/512 prefill (bench/NOTES.md, 2026-12-06); False keeps
+# the O-in-parts kernels.
+DIM_SPLIT = True
 DIM_SPLIT_HEAD_DIMS = (384, 512)
 
 

@@ -1026,7 +1026,8 @@ class Qv(unittest.TestCase):
     def test_the_spec_has_qv_where_the_library_prints_it(self):
         from flashjit import _plan
         spec, splits = _plan.plan(132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1, head_dim_v=512, qv=True)
-        self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1")
+        self.assertEqual(spec, "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,"
+                               "v_in_k=1")
         self.assertGreater(splits, 1)
         spec, _ = _plan.plan(132, "fp16", 192, False, False, False, 2, 300, 16, 4, 1, -1, head_dim_v=128, qv=True)
         self.assertEqual(spec, "dtype=fp16,head_dim=192,head_dim_v=128,causal=0,qv=1")
@@ -1046,14 +1047,18 @@ class Qv(unittest.TestCase):
             self.assertEqual(keys, sorted(keys, key=order.index), text)  # to_string's order: the text round-trips
 
     def test_qv_takes_the_shared_scores_kernels_only_when_switched_on(self):
-        """_plan.QV_V_IN_K (off until the GPU suites have run qv=1 with v_in_k=1): the MLA split form's plan adds
-        v_in_k=1 after qv=1 where the library's shared-scores kernels take the call (head_dim_v 384 or 512, varlen or
-        paged, 16-bit, no masks or score modifiers), and the library takes every such spec."""
+        """_plan.QV_V_IN_K (on by default; off, the plan keeps O in parts): the MLA split form's plan adds v_in_k=1
+        after qv=1 where the library's shared-scores kernels take the call (head_dim_v 384 or 512, varlen or paged,
+        16-bit, no masks or score modifiers), and the library takes every such spec."""
         import flashjit
         from flashjit import _plan
         call = (132, "bf16", 576, True, True, True, 4, 1, 128, 1, 0, -1)
-        self.assertFalse(_plan.QV_V_IN_K)
-        self.assertNotIn("v_in_k", _plan.plan(*call, head_dim_v=512, qv=True)[0])
+        self.assertTrue(_plan.QV_V_IN_K)
+        saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, False
+        try:
+            self.assertNotIn("v_in_k", _plan.plan(*call, head_dim_v=512, qv=True)[0])
+        finally:
+            _plan.QV_V_IN_K = saved
         saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, True
         try:
             spec, splits = _plan.plan(*call, head_dim_v=512, qv=True)
@@ -1085,14 +1090,18 @@ class Qv(unittest.TestCase):
             _plan.QV_V_IN_K = saved
 
     def test_dim_split_only_when_switched_on_and_where_it_applies(self):
-        """_plan.DIM_SPLIT (off until the GPU suites have run dim_split=1): the plan adds dim_split=1 at head dims 384
+        """_plan.DIM_SPLIT (on by default; off, the plan keeps O in parts): the plan adds dim_split=1 at head dims 384
         and 512 with V as wide, 16-bit, without split-KV, an FP8 cache or the split form, in the library's key order,
         and the library takes every such spec; elsewhere the plan is what it was."""
         import flashjit
         from flashjit import _plan
-        self.assertFalse(_plan.DIM_SPLIT)
+        self.assertTrue(_plan.DIM_SPLIT)
         call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
-        self.assertNotIn("dim_split", _plan.plan(*call)[0])
+        saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, False
+        try:
+            self.assertNotIn("dim_split", _plan.plan(*call)[0])
+        finally:
+            _plan.DIM_SPLIT = saved
         saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
         try:
             self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,dim_split=1", 0))
@@ -1130,7 +1139,8 @@ class Qv(unittest.TestCase):
                         for batch, sq, hq, hkv in ((1, 1, 128, 1), (64, 2, 16, 1), (2, 1000, 8, 8)):
                             spec, _ = _plan.plan(132, dtype, dq + dv, 1, varlen, paged, batch, sq, hq, hkv, num_splits,
                                                  pack, head_dim_v=dv, qv=True)
-                            self.assertTrue(spec.endswith(",qv=1"), spec)
+                            shared = _plan.qv_takes_v_in_k(dtype, dv, varlen, paged)
+                            self.assertTrue(spec.endswith(",qv=1,v_in_k=1" if shared else ",qv=1"), spec)
                             self.assertIsNone(flashjit.supported(spec), spec)
 
     def test_qv_reaches_the_torch_half(self):
@@ -1432,7 +1442,7 @@ class QvLaunch(unittest.TestCase):
         spec, a, fast = self.launched()
         self.assertEqual(self.dev.fetched, [spec])
         self.assertTrue(spec.startswith("dtype=bf16,head_dim=576,head_dim_v=512,causal="), spec)
-        self.assertTrue(spec.endswith(",varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1"), spec)
+        self.assertTrue(spec.endswith(",varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1"), spec)
         self.assertFalse(fast)
         self.assertEqual((a.q, a.qv, a.k, a.v, a.o), (q.ptr, qv.ptr, latent.ptr + 512 * 2, latent.ptr, out.ptr))
         self.assertEqual(q.ptr, qv.ptr + 512 * 2)
@@ -1474,7 +1484,7 @@ class QvLaunch(unittest.TestCase):
                                          softmax_scale=0.125)
         spec, a, _ = self.launched()
         self.assertIn(",causal=1,", spec)
-        self.assertTrue(spec.endswith(",qv=1"), spec)
+        self.assertTrue(spec.endswith(",qv=1,v_in_k=1"), spec)
         self.assertEqual((a.q, a.qv, a.total_q, a.seqlen_q, a.softmax_scale), (q.ptr, qv.ptr, 4, 2, 0.125))
         self.assertEqual(self.strides(a.q_strides)[1:], (128 * 576, 576))
         self.assertEqual(self.strides(a.qv_strides)[1:], (128 * 576, 576))

@@ -1521,10 +1521,11 @@ def case_dim_split():
     flash_attn_func at 512/512 and 384/384 (bf16 and fp16, causal or not, GQA and MHA, lengths off the blocks) and
     flash_attn_varlen_func at 512/512 against a paged cache (pages of 16, NaN past every length, empty sequences,
     out given with NaN first), each against float64; the repeated call bitwise equal; every plan made is a
-    dim_split=1 kernel's."""
+    dim_split=1 kernel's (the remembered plans cleared around it: the calls plan afresh)."""
     from flashjit import _plan, _torch_backend
     dev = _torch_backend.device(torch.cuda.current_device())
-    before = set(dev.plans)
+    kept = dict(dev.plans)
+    dev.plans.clear()
     saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
     _torch_backend._fast.clear()
     try:
@@ -1549,7 +1550,9 @@ def case_dim_split():
     finally:
         _plan.DIM_SPLIT = saved
         _torch_backend._fast.clear()
-    made = [planned[1] for key, planned in dev.plans.items() if key not in before]  # (handle, spec, max_splits)
+        made = [planned[1] for planned in dev.plans.values()]  # (handle, spec, max_splits)
+        dev.plans.clear()
+        dev.plans.update(kept)
     ok = bool(made) and all(spec.endswith(",dim_split=1") for spec in made)
     report("dim_split: the plans are dim_split=1", ok, "; ".join(made) or "no plan made")
 
@@ -1711,10 +1714,12 @@ def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16", lab
 
 def with_qv_v_in_k(fn):
     """fn() with the package's qv plan on the shared-scores kernels (_plan.QV_V_IN_K: qv=1 with v_in_k=1), the
-    remembered plans cleared around it; reports whether every plan fn made is such a kernel's."""
+    remembered plans cleared around it (the calls plan afresh, and what they planned is not kept); reports whether
+    every plan fn made is such a kernel's."""
     from flashjit import _plan, _torch_backend
     dev = _torch_backend.device(torch.cuda.current_device())
-    before = set(dev.plans)
+    kept = dict(dev.plans)
+    dev.plans.clear()
     saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, True
     _torch_backend._fast.clear()
     try:
@@ -1722,7 +1727,9 @@ def with_qv_v_in_k(fn):
     finally:
         _plan.QV_V_IN_K = saved
         _torch_backend._fast.clear()
-    made = [planned[1] for key, planned in dev.plans.items() if key not in before]  # (handle, spec, max_splits)
+        made = [planned[1] for planned in dev.plans.values()]  # (handle, spec, max_splits)
+        dev.plans.clear()
+        dev.plans.update(kept)
     ok = bool(made) and all(",qv=1,v_in_k=1" in spec for spec in made)
     report("qv on the shared-scores kernels: the plans are qv=1,v_in_k=1", ok, "; ".join(made) or "no plan made")
 
