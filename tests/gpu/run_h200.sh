@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every GPU check and measurement of the H200 run, in parts that each end inside one 10-minute
 # command, the slowest last; a pass/fail table is printed last.
-#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python: the gate in six commands (the case below)
-#   FLASHJIT_PART=gate-dimsplit: dim_split=1's suites and checks (not yet run on a GPU), apart from the gate: its
-#                             GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s with a
-#                             short limit each; then test_gpu.py's case: FLASHJIT_PART=gate-python FLASHJIT_PYTHON_ARGS="-k dim_split"
+#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit: the gate in seven commands (the case below)
+#   FLASHJIT_PART=gate-dimsplit: the gate's seventh command, dim_split=1's suites and checks (gate-mla's command is
+#                             full): its GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s
+#                             with a short limit each (test_gpu.py's case runs in gate-python)
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -62,10 +62,10 @@ BIN=${1:-}
 
 # A part's defaults (each overridable from the environment).
 case "${FLASHJIT_PART:-}" in
-  # The gate in six commands (the GPU suites took more than one command's ten minutes): the dense
+  # The gate in seven commands (the GPU suites took more than one command's ten minutes): the dense
   # kernels, API and driver with the default checks and sanitizers; the engine suites; the FP8
   # suites; the head dims above 256 and MLA's absorbed decode; the features', FP8 and large head
-  # dims' `flashjit check`s; the Python package. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
+  # dims' `flashjit check`s; the Python package; dim_split=1's suites and checks. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
   # shard i of n of a part's suites (a part that still runs out of time, in n commands).
   gate)
     : "${FLASHJIT_GPU_FILTER:=AttentionGpu*:AttentionReferenceGpu*:Api*Gpu*:GpuDriver*}" "${FLASHJIT_GPU_TIMEOUT:=420}"
@@ -85,8 +85,8 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-python)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
-    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_PYTHON:=1}" "${FLASHJIT_PYTHON_TIMEOUT:=320}" "${FLASHJIT_PYTHON_ARGS=--skip dim_split}" ;;
-  # dim_split=1 has not run on a GPU: a hang there traps (FLASHJIT_TEST_HANG_TRAP: every kernel's
+    : "${FLASHJIT_BENCH_GRID:=none}" "${FLASHJIT_PYTHON:=1}" "${FLASHJIT_PYTHON_TIMEOUT:=320}" ;;
+  # A hang in dim_split=1's exchange between two CTAs traps (FLASHJIT_TEST_HANG_TRAP: every kernel's
   # waits trap after a long spin) and a check gives up in 90 s, so the part ends with its findings.
   gate-dimsplit)
     : "${FLASHJIT_GPU_FILTER:=*DimSplit*}" "${FLASHJIT_GPU_TIMEOUT:=420}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}"
@@ -692,7 +692,7 @@ fi
 # wheel (neither may skip), the decode loop example, host cost per call and graph time against the C API,
 # and where the fast path's host time goes. FLASHJIT_PYTHON=host: the host cost alone.
 if [ -f "$LIB" ] && [ "${FLASHJIT_PYTHON:-0}" = 1 ]; then
-  # FLASHJIT_PYTHON_ARGS: test_gpu.py's case selection (-k KEY, --skip KEY; gate-python skips dim_split's case).
+  # FLASHJIT_PYTHON_ARGS: test_gpu.py's case selection (-k KEY, --skip KEY).
   # shellcheck disable=SC2086
   FLASHJIT_REQUIRE_TORCH=1 PYTHONUNBUFFERED=1 timeout "${FLASHJIT_PYTHON_TIMEOUT:-300}" python3 python/tests/test_gpu.py --lib "$LIB" ${FLASHJIT_PYTHON_ARGS:-} >"$OUT/python_gpu.txt" 2>&1 &&
     row "python/tests/test_gpu.py" pass "$(tail -2 "$OUT/python_gpu.txt" | head -1 | cut -c1-60)" || row "python/tests/test_gpu.py" FAIL "$(grep -m1 ^FAIL "$OUT/python_gpu.txt" | cut -c1-80)"
