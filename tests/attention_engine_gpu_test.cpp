@@ -807,8 +807,8 @@ TEST(LargeHeadDimEngineGpu, RaggedThroughEveryKvSource) {
 // dim_split=1 (the head dims shared out over a cluster's two CTAs, the scores' halves added through
 // distributed shared memory): Gemma 4's 512/512 and 384/384 ragged through packed, dense and paged K/V
 // (pages 16 and 64, NHD and HND), both dtypes, causal or not; then a graph captured once at 512/512
-// paged and replayed with new lengths. Their own suite (*DimSplit*), so that run_h200.sh's gate-dimsplit
-// runs them in the hang-trap mode apart from the suites that have passed on a GPU.
+// paged and replayed with new lengths. Their own suite (*DimSplit*): run_h200.sh's gate-dimsplit runs
+// them in the hang-trap mode, in a command of their own.
 TEST(LargeHeadDimEngineGpu, DimSplitRaggedThroughEveryKvSource) {
   std::mt19937_64 shapes(45);
   std::vector<EngineCase> cases;
