@@ -302,6 +302,21 @@ TEST(HeadDimVSpec, DimSplitSharesOutTheHeadDimsOverACluster) {
   EXPECT_EQ(narrow->qk_chunks, 3);
   EXPECT_EQ(narrow->v_cols, 192);
   EXPECT_LE(narrow->smem_bytes, shared_memory_budget(narrow->spec));
+  // Registers: 24 + 2 x 240, but with packed K/V at 384, or at 512 with a window or chunks, 32 + 2 x 232
+  // (the producer spilled at 24; at 232 the 512 causal consumers spilled).
+  EXPECT_EQ(dense->producer_regs, 24);
+  EXPECT_EQ(config->producer_regs, 32);  // paged
+  for (const char* text : {"dtype=bf16,head_dim=384,head_dim_v=384,varlen=1,dim_split=1",
+                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,window=1,dim_split=1"}) {
+    auto packed = make_config(*parse_spec(text));
+    ASSERT_TRUE(packed.ok()) << text;
+    EXPECT_EQ(packed->producer_regs, 32) << text;
+    EXPECT_EQ(packed->consumer_regs, 232) << text;
+  }
+  auto packed_512 = make_config(*parse_spec("dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,dim_split=1"));
+  ASSERT_TRUE(packed_512.ok());
+  EXPECT_EQ(packed_512->producer_regs, 24);
+  EXPECT_EQ(packed_512->consumer_regs, 240);
   // Off by default: O in parts, one consumer warpgroup, not printed.
   auto plain = make_config(*parse_spec("dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1"));
   ASSERT_TRUE(plain.ok());
@@ -530,6 +545,11 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=384,head_dim_v=384,dim_split=1", "dtype=fp16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paged=1,dim_split=1",
                                            "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,window=1,sinks=1,dim_split=1",
                                            "dtype=fp16,head_dim=512,head_dim_v=512,causal=1,softcap=1,alibi=1,dim_split=1",
+                                           // packed K/V: the producer's 32 registers (at 24 it spilled)
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,window=1,dim_split=1",
+                                           "dtype=fp16,head_dim=384,head_dim_v=384,varlen=1,dim_split=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,chunk=1,dim_split=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,varlen=1,window=1,dim_split=1",
                                            // FlashAttention-3's split MLA form (qv=1): Q's and K's chunks from two tensors each
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,qv=1",

@@ -121,7 +121,10 @@ RegisterSplit register_split(const AttentionSpec& s) {
   if (s.seesaw) return {40, 232};
   if (s.pairs_o()) return s.paged || s.qv ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
   if (s.consumer_wgs == 1) return {40, 240};
-  if (s.consumer_wgs == 2) return s.paged ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
+  // dim_split=1 with packed K/V (varlen=1, not paged): at 24 the producer spilled 8-16 bytes at 384
+  // and, with a window or chunks, 12 at 512; at 232 the 512 causal consumers spilled 4 bytes.
+  const bool split_producer = s.dim_split && s.varlen && !s.paged && (s.head_dim == 384 || s.masks_window_or_chunk());
+  if (s.consumer_wgs == 2) return s.paged || split_producer ? RegisterSplit{32, 232} : RegisterSplit{24, 240};
   return {32, 160};
 }
 
