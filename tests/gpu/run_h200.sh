@@ -465,6 +465,7 @@ if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
     [[ $name =~ ${FLASHJIT_FEATURE_BENCH_CELLS:-.} ]] || continue
     [ -n "${FLASHJIT_FEATURE_BENCH_SKIP:-}" ] && [[ $name =~ $FLASHJIT_FEATURE_BENCH_SKIP ]] && continue
     limit=120; case $name in kvcache_*) limit=240 ;; esac  # the FP8 cells' check fills and quantises 1 GB of K/V on the host
+    own_limit=$limit
     if [ -n "${FLASHJIT_FEATURE_BENCH_BUDGET_S:-}" ]; then
       left=$((FLASHJIT_FEATURE_BENCH_BUDGET_S - (SECONDS - bench_start)))
       [ "$left" -ge 20 ] || { row "bench $name" skip "past the ${FLASHJIT_FEATURE_BENCH_BUDGET_S}s budget"; continue; }
@@ -472,9 +473,12 @@ if [ "${FLASHJIT_FEATURE_BENCH:-0}" = 1 ]; then
     fi
     "$TOOL" source --spec "$spec" >/dev/null 2>&1 || { row "bench $name" skip "spec refused by this build"; continue; }
     ran_cells+="$name "
-    timeout "$limit" "$TOOL" bench --spec "$spec" $flags >"$OUT/feature_bench_$name.txt" 2>&1 &&
-      row "bench $name" pass "$(tail -1 "$OUT/feature_bench_$name.txt" | awk '{print $10" us "$12" TF/s "$13" TB/s"}')" ||
-      row "bench $name" FAIL "$(tail -1 "$OUT/feature_bench_$name.txt" | cut -c1-70)"
+    timeout "$limit" "$TOOL" bench --spec "$spec" $flags >"$OUT/feature_bench_$name.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then row "bench $name" pass "$(tail -1 "$OUT/feature_bench_$name.txt" | awk '{print $10" us "$12" TF/s "$13" TB/s"}')"
+    elif [ $rc -eq 124 ] && [ "$limit" -lt "$own_limit" ]; then row "bench $name" skip "cut at the ${FLASHJIT_FEATURE_BENCH_BUDGET_S}s budget (${limit}s were left)"
+    elif [ $rc -eq 124 ]; then row "bench $name" FAIL "timed out at ${limit}s"
+    else row "bench $name" FAIL "$(tail -1 "$OUT/feature_bench_$name.txt" | cut -c1-70)"; fi
     tail -1 "$OUT/feature_bench_$name.txt"
   done <<BENCHES
 causal32k dtype=bf16,head_dim=128,causal=1 --batch 1 --seqlen-q 32768 --seqlen-k 32768 --heads-q 32 --heads-kv 8
