@@ -1293,7 +1293,7 @@ FJ_DEVICE void zero_slot_rows_past_keys(uint32_t slot, int valid, uint32_t barri
 // expected and the peer warp's bytes, in either order (the transaction count may go below zero
 // meanwhile); a warp waits for its own rows alone (one barrier a warpgroup measured 3 % slower). Before
 // sending exchange e we wait for phase e - 1 of our taken barrier, the peer's four warps arriving
-// once each has read its inbox (each warp after __syncwarp, its lanes' reads before the release),
+// once each has read its inbox (each warp after __syncwarp, its lanes' reads before its arrival),
 // so no send overwrites scores not yet read; exchange 0 waits on parity 1, which a fresh barrier
 // passes. Both waits and the arrival take the barriers' default (CTA-scope) semantics, as cluster=2's
 // multicast ring does: the peer's bytes count on our own barrier, and our arrival follows our reads
