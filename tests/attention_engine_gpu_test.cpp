@@ -635,11 +635,12 @@ class CapturedGraph {
 
 // One capture, replays after the lengths, the block table, the data and the active sequences
 // changed within the captured bounds: every replay is checked against its own reference (six
-// replays, fewer active sequences some steps). Modes: paged, packed, paged split-KV decode, paged with the dynamic scheduler, decode steps of 1-4
-// queries (32/8 heads: at most 16 rows a tile, so they merge inline) with combine=inline, and the
-// same decode steps with gpt-oss's 128-key window and sinks through the combine kernel (the window
-// as captured; the sinks' values new at every step, read from the same buffer), and Gemma 4's
-// 512/512 paged with the head dims shared out over a cluster (dim_split=1)
+// replays, fewer active sequences some steps). Modes: paged, packed, paged split-KV decode, paged
+// with the dynamic scheduler, decode steps of 1-4 queries (32/8 heads: at most 16 rows a tile, so
+// they merge inline) with combine=inline, the same decode steps with gpt-oss's 128-key window and
+// sinks through the combine kernel (the window as captured; the sinks' values new at every step, read
+// from the same buffer), and Gemma 4's 512/512 paged with the head dims shared out over a cluster
+// (dim_split=1).
 void replay_after_the_lengths_change(GpuEnv* env, std::mt19937_64& rng, int mode) {
   const KvSource kv = mode == 1 ? KvSource::kPacked : KvSource::kPaged;
   const bool decode_steps = mode == 4 || mode == 5;

@@ -283,8 +283,8 @@ TEST(HeadDimVSpec, DimSplitSharesOutTheHeadDimsOverACluster) {
   EXPECT_FALSE(config->persistent);
   // Head dim 256's plan with one Q buffer, plus the two inboxes (64 rows x 48 fp32 scores each) and
   // their ten barriers (each warp's rows filled, each warpgroup's inbox read): 1 KB alignment slack,
-  // Q, two stages of K and V, the inboxes, then the barriers and tile words (10 mbarriers, 2 order
-  // words, one 32-byte tile record: 128 bytes).
+  // Q, two stages of K and V, the inboxes and their barriers, then the ring's barriers and tile words
+  // (10 mbarriers, 2 order words, one 32-byte tile record: 128 bytes).
   EXPECT_EQ(config->q_buffers, 1);
   EXPECT_EQ(config->smem_bytes, 1024 + 128 * 256 * 2 + 2 * (2 * 48 * 256 * 2) + (2 * 64 * 48 * 4 + 10 * 8) + 128);
   // Dense: 64-key blocks, 226 KB.

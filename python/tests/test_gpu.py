@@ -1521,14 +1521,9 @@ def case_dim_split():
     flash_attn_func at 512/512 and 384/384 (bf16 and fp16, causal or not, GQA and MHA, lengths off the blocks) and
     flash_attn_varlen_func at 512/512 against a paged cache (pages of 16, NaN past every length, empty sequences,
     out given with NaN first), each against float64; the repeated call bitwise equal; every plan made is a
-    dim_split=1 kernel's (the remembered plans cleared around it: the calls plan afresh)."""
-    from flashjit import _plan, _torch_backend
-    dev = _torch_backend.device(torch.cuda.current_device())
-    kept = dict(dev.plans)
-    dev.plans.clear()
-    saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
-    _torch_backend._fast.clear()
-    try:
+    dim_split=1 kernel's (specs_planned_with: the calls plan afresh)."""
+
+    def calls():
         gen, rng = torch.Generator(device="cuda").manual_seed(150), random.Random(150)
         for dtype, d, causal, b, sq, sk, hq, hkv in (("bf16", 512, True, 2, 300, 1000, 8, 4),
                                                      ("fp16", 512, False, 1, 777, 500, 4, 4),
@@ -1547,12 +1542,8 @@ def case_dim_split():
                    detail + ("" if same else "  a repeated call differs"))
         paged_varlen_case(gen, rng, [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)], 16, 8, 2, 512, 512, 1,
                           "varlen_func dim_split: head dims 512/512, paged 16")
-    finally:
-        _plan.DIM_SPLIT = saved
-        _torch_backend._fast.clear()
-        made = [planned[1] for planned in dev.plans.values()]  # (handle, spec, max_splits)
-        dev.plans.clear()
-        dev.plans.update(kept)
+
+    made = specs_planned_with("DIM_SPLIT", calls)
     ok = bool(made) and all(spec.endswith(",dim_split=1") for spec in made)
     report("dim_split: the plans are dim_split=1", ok, "; ".join(made) or "no plan made")
 
@@ -1712,24 +1703,31 @@ def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16", lab
            f"fast path differs from the full path by {(fast.float() - full.float()).abs().max().item():.2e}")
 
 
-def with_qv_v_in_k(fn):
-    """fn() with the package's qv plan on the shared-scores kernels (_plan.QV_V_IN_K: qv=1 with v_in_k=1), the
-    remembered plans cleared around it (the calls plan afresh, and what they planned is not kept); reports whether
-    every plan fn made is such a kernel's."""
+def specs_planned_with(switch, fn):
+    """fn() with the package's plan switch _plan.<switch> on and the remembered plans and fast paths cleared around
+    it (its calls plan afresh, and what they planned is not kept); returns the specs of the plans fn made."""
     from flashjit import _plan, _torch_backend
     dev = _torch_backend.device(torch.cuda.current_device())
     kept = dict(dev.plans)
     dev.plans.clear()
-    saved, _plan.QV_V_IN_K = _plan.QV_V_IN_K, True
+    saved = getattr(_plan, switch)
+    setattr(_plan, switch, True)
     _torch_backend._fast.clear()
     try:
         fn()
     finally:
-        _plan.QV_V_IN_K = saved
+        setattr(_plan, switch, saved)
         _torch_backend._fast.clear()
         made = [planned[1] for planned in dev.plans.values()]  # (handle, spec, max_splits)
         dev.plans.clear()
         dev.plans.update(kept)
+    return made
+
+
+def with_qv_v_in_k(fn):
+    """fn() with the package's qv plan on the shared-scores kernels (_plan.QV_V_IN_K: qv=1 with v_in_k=1); reports
+    whether every plan fn made is such a kernel's."""
+    made = specs_planned_with("QV_V_IN_K", fn)
     ok = bool(made) and all(",qv=1,v_in_k=1" in spec for spec in made)
     report("qv on the shared-scores kernels: the plans are qv=1,v_in_k=1", ok, "; ".join(made) or "no plan made")
 
