@@ -589,27 +589,42 @@ FJ_DEVICE float kv_fp8_scale(const float* scale, const int64_t (&strides)[2], in
 // Block n's rows of an e4m3 tensor (base, strides: batch or page, row, head) by cp.async, 16 bytes a
 // lane at a time, piece c of row r to dst_of(r, c); keys past the sequence zero-filled without a
 // read. The one address rule of the FP8 loads (contiguous, packed or paged).
+// Each lane finds the address of one row in every 32 (its page looked up once, all lanes' lookups
+// in flight together); then the warp copies those 32 rows' pieces, consecutive lanes on
+// consecutive pieces, each taking its row's address from the row's lane by a shuffle. (A lookup
+// per piece put a dependent block-table read before every cp.async: at MLA's 576 columns the
+// latent cache read at 6 % of the bandwidth; bench/NOTES.md, 2026-12-06.)
 template <int kDim, typename DstOf>
 FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq, int n,
                                  int kv_head, int lane, DstOf dst_of) {
   constexpr int kPieces = kDim / 16;
-#pragma unroll 1
-  for (int u = lane; u < kBlockN * kPieces; u += kKvIssueThreads) {
-    const int r = u / kPieces, c = u % kPieces;
-    const int key = n * kBlockN + r;
-    const bool inside = key < seq.seqlen_k;
-    const unsigned char* src = base;
-    if (inside) {
+  constexpr int kGroups = (kBlockN + 31) / 32;  // 32 rows a group, one a lane
+  const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const int key = n * kBlockN + 32 * g + lane;
+    row_src[g] = nullptr;
+    if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
       if constexpr (kPaged) {
         const int page = page_of_key(p, seq, key);
         const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-        src += page * strides[0] + at.row_in_page * strides[1];
+        row_src[g] = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
       } else {
-        src += seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1];
+        row_src[g] = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
       }
-      src += kv_head * strides[2] + c * 16;
     }
-    cp_async_16(dst_of(r, c), src, inside ? 16u : 0u);
+  }
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const uint64_t src_of_lane = reinterpret_cast<uint64_t>(row_src[g]);
+#pragma unroll 2
+    for (int k = 0; k < kPieces; ++k) {  // the same count on every lane: the shuffles take the whole warp
+      const int u = lane + 32 * k, r = u / kPieces, c = u % kPieces;  // piece c of the group's row r
+      const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)src_of_lane, r), hi = __shfl_sync(0xffffffffu, (uint32_t)(src_of_lane >> 32), r);
+      const unsigned char* src = reinterpret_cast<const unsigned char*>(((uint64_t)hi << 32) | lo);
+      if (32 * g + r >= kBlockN) continue;  // the last group's rows past the block (block_n not a multiple of 32)
+      cp_async_16(dst_of(32 * g + r, c), src != nullptr ? src + c * 16 : base, src != nullptr ? 16u : 0u);
+    }
   }
 }
 
