@@ -1195,12 +1195,36 @@ def fp8_dequantised(codes, rows, group):
     return codes.double() * rows.double().repeat_interleave(group).view(1, -1, 1)
 
 
+def fp8_score_magnitude(q, k, causal, scale):
+    """Each row's score magnitude [sq, hq] (src/verify/check.hpp's Reference::magnitude): scale x the largest sum of
+    |q_c k_c| over the keys the row sees (0 where it sees none), on the dequantised float64 inputs."""
+    sq, hq, _ = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    if sq == 0 or sk == 0:
+        return torch.zeros(sq, hq, dtype=torch.float64, device=q.device)
+    qa = q.double().abs().transpose(0, 1)
+    ka = k.double().abs().transpose(0, 1).repeat_interleave(hq // hkv, 0)
+    mag = qa @ ka.transpose(-1, -2) * abs(scale)  # [hq, sq, sk]
+    m = mask_of(sq, sk, causal, q.device)
+    if m is not None:
+        mag = mag.masked_fill(~m, 0.0)
+    return mag.amax(-1).transpose(0, 1)
+
+
+# The LSE's error per unit of its row's score magnitude that FP8 operands may add (check.cpp's fp8_lse_error with
+# exact copies: the float64 reference reads codes x descales exactly, as the kernel does): Hopper's FP8 wgmma
+# sums at reduced precision (about 14 bits), so each score is off by up to about 2^-12 of its summed |q_c k_c|
+# (2.6e-4 at most on an H100, bench/NOTES.md, c99bc0a).
+FP8_LSE_PER_MAGNITUDE = 2.0 ** -10
+
+
 class Fp8OperandErrors:
-    """O's relative L2 error against float64 on the dequantised inputs and the LSE's largest relative error, over
-    the sequences added; bounds FP8_O_BOUND and LSE_BOUND."""
+    """O's relative L2 error against float64 on the dequantised inputs and the LSE's largest error in units of its
+    bound, over the sequences added: O within FP8_O_BOUND; each LSE within LSE_BOUND x max(1, |LSE|) +
+    FP8_LSE_PER_MAGNITUDE x its row's score magnitude (check.cpp's fp8_lse_error), so self.lse <= LSE_BOUND."""
 
     def __init__(self):
-        self.d2 = self.r2 = self.lse = 0.0
+        self.d2 = self.r2 = self.lse = self.lse_plain = 0.0
         self.nan = False
 
     def add(self, o, q, k, v, causal, scale, lse=None):
@@ -1212,15 +1236,18 @@ class Fp8OperandErrors:
         if lse is not None and lse.numel():
             got = lse.double()
             finite = torch.isfinite(ref_lse)
-            err = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0),
-                              torch.where(got == float("-inf"), 0.0, float("inf")))
+            allowed = ref_lse.abs().clamp(min=1.0) + fp8_score_magnitude(q, k, causal, scale) * (FP8_LSE_PER_MAGNITUDE / LSE_BOUND)
+            err = torch.where(finite, (got - ref_lse).abs() / allowed, torch.where(got == float("-inf"), 0.0, float("inf")))
             err = torch.where(torch.isnan(got), float("inf"), err)
             self.lse = max(self.lse, float(err.max()))
+            plain = torch.where(finite, (got - ref_lse).abs() / ref_lse.abs().clamp(min=1.0), torch.zeros_like(got))
+            self.lse_plain = max(self.lse_plain, float(torch.nan_to_num(plain, nan=float("inf")).max()))
 
     def result(self):
         ours = math.sqrt(self.d2) / (math.sqrt(self.r2) or 1.0)
         ok = not self.nan and ours <= FP8_O_BOUND and self.lse <= LSE_BOUND
-        return ok, f"O err {ours:.2e} (bound {FP8_O_BOUND:.2e})  LSE err {self.lse:.2e}"
+        return ok, (f"O err {ours:.2e} (bound {FP8_O_BOUND:.2e})  LSE err {self.lse_plain:.2e} "
+                    f"({self.lse / LSE_BOUND:.2f} of its bound)")
 
 
 def fp8_operand_descales(gen, batch, hkv):
