@@ -388,7 +388,8 @@ def mla_plan_of(fm, c, sm_count, splits):
     """(spec, max_splits) the package plans for a cell (flash_mla.mla_plan, as flash_mla_with_kvcache calls it;
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
-                       v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"])
+                       v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
+                       inline_combine=bool(getattr(fm, "INLINE_COMBINE", False)))
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):

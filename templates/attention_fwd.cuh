@@ -85,8 +85,11 @@ constexpr uint32_t kSeesawMaxBBarrier = 5;
 constexpr uint32_t kSeesawPABarrier = 14;
 constexpr uint32_t kSeesawPBBarrier = 15;
 constexpr uint32_t kSeesawSumsBarrier = 6;
+// kPairedO with combine=inline: both warpgroups' partials of the tile stored (7: kStageOInKV's, never
+// paired), then the merge's go-ahead.
+constexpr uint32_t kPairedMergeBarrier = 7;
 static_assert(!kPairedO || (kConsumerWGs == 2 && kBlockM == 64 && (kBlockN == 64 || kBlockN == 32) && !kPingpong && !kStageOInKV && kCluster == 1 &&
-                         !kInlineCombine && !kKvFp8 && !kFp8Operands),
+                         !kKvFp8 && !kFp8Operands),
               "v_in_k, paired: two consumer warpgroups on one 64-row tile, 32- or 64-key blocks (spec/ and config/ keep to these)");
 static_assert(!kVInK || kPairedO, "v_in_k pairs the consumer warpgroups");
 // The paired consumers' schedule, rendered as PairedConsumers (declared ahead of this file):
@@ -2089,12 +2092,18 @@ FJ_DEVICE void store_partial_o(const Params& p, const Fragment& f, const float (
 // Each of a sequence's `splits` tiles of these rows counts once (tile_has_rows: exactly the splits
 // below the sequence's count run), so the count reaches `splits` once a launch, and the last
 // arrival leaves the counter at zero for the next launch or graph replay.
+// kPairedO: the two warpgroups hold one tile's rows, each half of O's columns (and warpgroup 0 the
+// LSE), so the tile counts once, at warpgroup 0's counter, after both have stored theirs (a barrier
+// of both), and the last arrival's eight warps merge its rows.
 FJ_DEVICE void merge_if_last_split(const Params& p, const Tile& tile, const SeqlenInfo& seq, int wg, int t) {
   const int splits = tile_key_split(p, seq).splits;
-  named_barrier_sync(kEpilogueBarrier + wg, 128);  // the warpgroup's partials are stored
+  constexpr int kMergeWarps = kPairedO ? 8 : 4;
+  const uint32_t barrier = kPairedO ? kPairedMergeBarrier : kEpilogueBarrier + wg;
+  const int counter_wg = kPairedO ? 0 : wg;
+  named_barrier_sync(barrier, 32 * kMergeWarps);  // the partials are stored
   bool last = false;
-  if (t == 0) {
-    const long long at = merge_counter_index(tile.batch, tile.head, tile.m_block, wg, tile_heads(p), padded_m_blocks(p), kConsumerWGs);
+  if (t == 0 && counter_wg == wg) {
+    const long long at = merge_counter_index(tile.batch, tile.head, tile.m_block, counter_wg, tile_heads(p), padded_m_blocks(p), kConsumerWGs);
     __threadfence();
     last = atomicAdd(p.merge_counters + at, 1u) == (uint32_t)splits - 1u;
     if (last) {
@@ -2102,10 +2111,10 @@ FJ_DEVICE void merge_if_last_split(const Params& p, const Tile& tile, const Seql
       __threadfence();
     }
   }
-  if (!named_barrier_any(kEpilogueBarrier + wg, 128, last)) return;
-  const int first = tile.m_block * kBlockM + wg * 64;  // the warpgroup's first (packed) row
+  if (!named_barrier_any(barrier, 32 * kMergeWarps, last)) return;
+  const int first = tile.m_block * kBlockM + (kPairedO ? 0 : wg * 64);  // the warpgroup's (or the pair's) first (packed) row
 #pragma unroll 1
-  for (int r = t / 32; r < 64; r += 4) {
+  for (int r = (kPairedO ? 4 * wg : 0) + t / 32; r < 64; r += kMergeWarps) {
     const RowTarget at = row_target(p, tile, first + r);
     if (at.query >= seq.seqlen_q) break;  // rows are query-major: the rest are past the sequence too
     merge_split_row(p, seq.q_row0 + at.query, at.head, splits, t % 32);

@@ -871,6 +871,58 @@ TEST(MlaDecodeGpu, VInK32KeyBlocksHeadsQueriesPagesAndSplits) { run_absorbed_dec
 // last pair of one block) and even, one CTA's tiles one after another with the ring's pairs running on.
 TEST(MlaDecodeGpu, SeesawHeadsQueriesPagesAndSplits) { run_absorbed_decode(51, ",v_in_k=1,seesaw=1"); }
 
+// combine=inline on the shared-scores kernels (v_in_k=1, and its seesaw): both warpgroups' halves of O
+// stored, the tile counted once, its last split's eight warps merging the rows. Launches whose tiles
+// hold at most kInlineMergeRows (16) rows merge in the attention kernel: 16 and 8 heads with one
+// query, 8 with two; pages of 64, 16 and 1; 16, 3 and 2 splits, each on one CTA a tile where the
+// launch would give fewer (max_ctas 0); then CUDA graph replays with new lengths (the counters back
+// at zero after each launch: the check reads them).
+TEST(MlaDecodeGpu, VInKInlineCombine) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::mt19937_64 shapes(53);
+  std::vector<EngineCase> cases;
+  int i = 0;
+  for (const char* extra : {",v_in_k=1,combine=inline", ",v_in_k=1,seesaw=1,combine=inline"})
+    for (const auto& [heads, queries] : {std::pair{16, 1}, std::pair{8, 1}, std::pair{8, 2}}) {
+      const int page_size = std::vector<int>{64, 16, 1}[size_t(i % 3)];
+      EngineProblem p = decode_batch(shapes, i % 2 == 0, 576, true, heads, 1, KvSource::kPaged, page_size, 6, queries, 3000);
+      p.head_dim_v = 512;
+      p.v_is_k_prefix = true;
+      p.inline_combine = true;  // the merge counters in the workspace, zeroed once
+      for (int splits : {16, 3, 2}) {
+        p.max_splits = splits;
+        cases.push_back({engine_spec(p, std::string(kDecode) + extra), p, splits == 16 ? -1 : 0});
+      }
+      ++i;
+    }
+  run_all(cases);
+
+  auto rng = fresh_rng();
+  EngineProblem bounds = decode_batch(rng, true, 576, true, 16, 1, KvSource::kPaged, 64, 8, 1, 3000);
+  bounds.head_dim_v = 512;
+  bounds.v_is_k_prefix = true;
+  bounds.max_splits = 8;
+  bounds.inline_combine = true;
+  bounds.max_seqlen_q = 1, bounds.max_seqlen_k = 3000;
+  for (size_t b = 0; b < bounds.seqlen_q.size(); ++b) bounds.seqlen_q[b] = 1, bounds.seqlen_k[b] = 3000;
+  const std::string spec = engine_spec(bounds, std::string(kDecode) + ",v_in_k=1,combine=inline");
+  std::string error;
+  auto kernel = get_test_kernel(spec, &error);
+  ASSERT_TRUE(kernel) << error;
+  EngineBuffers buffers(*env->api, bounds, capacity_for(bounds));
+  CapturedGraph graph(*env, *kernel);
+  auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
+  for (int step = 0; step < 5; ++step) {
+    EngineProblem p = bounds;
+    p.seqlen_q.resize(size_t(3 + int(rng() % 6)));
+    p.seqlen_k.resize(p.seqlen_q.size());
+    for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = int(rng() % 4 != 0), p.seqlen_k[b] = int(rng() % 3001);
+    p.max_seqlen_q = 0, p.max_seqlen_k = 0;
+    EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
+    report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
+  }
+}
+
 // The seesaw beyond decode: MLA's 576/512 ragged (many query blocks a sequence, masked pairs on the
 // causal diagonal) through packed, dense and paged K/V, causal or not, both dtypes.
 TEST(MlaDecodeGpu, SeesawRaggedThroughEveryKvSource) {

@@ -173,9 +173,20 @@ TEST(HeadDimVSpec, VInKSharesOneTileBetweenTwoWarpgroups) {
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_m=128,v_in_k=1", "block_m"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,block_n=48,v_in_k=1", "block_n"},
                    {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,pingpong=1,v_in_k=1", "pingpong"},
-                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,cluster=2,v_in_k=1", "cluster"},
-                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,split_kv=1,combine=inline,v_in_k=1", "combine"}},
-                  "v_in_k", {"cluster", "combine"});  // (those are refused above head dim 256 alike)
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,cluster=2,v_in_k=1", "cluster"}},
+                  "v_in_k", {"cluster"});  // (refused above head dim 256 alike)
+  // combine=inline: both halves of O's columns are in the CTA, so its last split merges them (O in column
+  // parts, without v_in_k, stays refused: AboveHeadDim256VStaysAtMost256OrComesInTwoParts).
+  for (const char* text : {"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,v_in_k=1",
+                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,v_in_k=1,seesaw=1",
+                           "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,paired=1"}) {
+    auto inline_spec = parse_spec(text);
+    ASSERT_TRUE(inline_spec.ok()) << text << ": " << inline_spec.error().message;
+    EXPECT_TRUE(inline_spec->inline_combine) << text;
+    auto inline_config = make_config(*inline_spec);
+    ASSERT_TRUE(inline_config.ok()) << text << ": " << inline_config.error().message;
+    EXPECT_NE(render_attention_source(*inline_config).find("constexpr bool kInlineCombine = 1;"), std::string::npos) << text;
+  }
 }
 
 // seesaw=1 (v_in_k=1's second schedule): the two warpgroups take alternate blocks, each one's P

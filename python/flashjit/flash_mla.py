@@ -65,6 +65,14 @@ block's scores while the other's GEMMs run, P crossing both ways. Only with V_IN
 On an H100 it was 4 % faster at 64-128 heads x 1-2 queries and 8-10 % slower at 128 heads x 2 queries and at 16
 heads (bench/NOTES.md), hence off.
 
+flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
+combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
+library's inline-merge bound): the last split of each tile merges the partials in the attention kernel, so the call
+is one kernel, not two (the split workspace then keeps counters: the torch backend zeroes it once). Off because on
+an H100 (64 x 4k keys, page 64, a graph of calls) it was 3.5 % slower at 16 heads and level at 8: the last split's
+merge is a chain of L2 round trips, where the combine kernel, launched with PDL, merges every row at once
+(bench/NOTES.md).
+
 flashjit extension: PDL (module attribute, read at each call; False by default) launches with programmatic
 dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in
 the stream and the split combine's the attention kernel's tail; each waits for its predecessor's memory before
@@ -92,6 +100,8 @@ _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
 SEESAW = False              # flashjit extension: with V_IN_K, those kernels' seesaw schedule (spec key seesaw=1)
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
+INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)
+INLINE_MERGE_ROWS = 16      # the library's kInlineMergeRows: rows a tile (seqlen_q x heads_q / h_kv) it merges inline
 
 # The C fields as this interface's arguments call them (a library error names the argument).
 _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v columns)", "o": "out",
@@ -105,11 +115,13 @@ _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v
 
 
 # ---- the launch plan (plain Python) -----------------------------------------------------------------
-def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False, seesaw=False):
+def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False, seesaw=False,
+             inline_combine=False):
     """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
-    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,v_in_k=1[,seesaw=1]][,kv_dtype=e4m3]" (head_dim_v left out where
-    it equals head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1 kernels do not take; seesaw: v_in_k=1's
-    schedule with the two warpgroups on alternate blocks, at head_dim_v 512 above head_dim 512 only)."""
+    causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,combine=inline][,v_in_k=1[,seesaw=1]][,kv_dtype=e4m3]" (head_dim_v
+    left out where it equals head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1 kernels do not take; seesaw:
+    v_in_k=1's schedule with the two warpgroups on alternate blocks, at head_dim_v 512 above head_dim 512 only;
+    inline_combine: the splits merged by the attention kernel's last split of each tile, v_in_k=1 kernels only)."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -118,6 +130,8 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
         spec += ",pack_gqa=1"
     if split_kv:
         spec += ",split_kv=1"
+        if inline_combine and v_in_k and not kv_fp8:
+            spec += ",combine=inline"
     if v_in_k:
         spec += ",v_in_k=1"
         if seesaw and head_dim_v == 512 and head_dim > 512:
@@ -128,20 +142,22 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
 
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
-             v_in_k=False, kv_fp8=False, seesaw=False):
+             v_in_k=False, kv_fp8=False, seesaw=False, inline_combine=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
     one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head. v_in_k:
     the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels); seesaw:
-    their seesaw schedule (see SEESAW)."""
+    their seesaw schedule (see SEESAW); inline_combine: combine=inline on those kernels where a split launch's tiles
+    hold at most INLINE_MERGE_ROWS rows (see INLINE_COMBINE)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
     else:
         max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
+    merges_inline = inline_combine and seqlen_q * (heads_q // max(1, heads_kv)) <= INLINE_MERGE_ROWS
     spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
-                    v_in_k and not kv_fp8, kv_fp8, seesaw)
+                    v_in_k and not kv_fp8, kv_fp8, seesaw, merges_inline)
     return spec, max_splits
 
 
@@ -476,7 +492,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(SEESAW), bool(PDL),
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(SEESAW), bool(PDL), bool(INLINE_COMBINE),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
@@ -592,7 +608,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits, bool(V_IN_K), kv_fp8, bool(SEESAW))
+                                heads_kv, splits, bool(V_IN_K), kv_fp8, bool(SEESAW), bool(INLINE_COMBINE))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

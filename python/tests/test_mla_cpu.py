@@ -351,6 +351,29 @@ class Launch(MlaCase):
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,"
                       "seesaw=1", seen)
 
+    def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
+        import flashjit
+        self.assertFalse(self.m.INLINE_COMBINE)  # off by default (slower on an H100: bench/NOTES.md)
+        seen = set()
+        for dtype, d, heads, seqlen_q, splits, v_in_k, kv_fp8, seesaw in itertools.product(
+                ("bf16", "fp16"), (576, 512), (1, 8, 16, 32, 128), (1, 2, 4), (0, 1), (False, True), (False, True),
+                (False, True)):
+            spec, max_splits = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
+                                               seesaw=seesaw, inline_combine=True)
+            # the library merges inline where a tile holds at most 16 rows (queries x packed heads)
+            want = max_splits > 0 and v_in_k and not kv_fp8 and seqlen_q * heads <= 16
+            self.assertEqual(",split_kv=1,combine=inline" in spec, want, spec)
+            without, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
+                                         seesaw=seesaw)
+            self.assertEqual(spec.replace(",combine=inline", ""), without)
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=0,varlen=1,paged=1,pack_gqa=1,split_kv=1,"
+                      "combine=inline,v_in_k=1", seen)
+        self.assertIn("dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,"
+                      "combine=inline,v_in_k=1,seesaw=1", seen)
+
 
 class Fp8LatentCache(MlaCase):
     """k_cache of torch.float8_e4m3fn (flashjit extension): spec key kv_dtype=e4m3, the O-in-parts kernels, one

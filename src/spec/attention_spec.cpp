@@ -272,7 +272,11 @@ Status validate_spec(const AttentionSpec& s) {
     if (s.cluster == 2) return fail_large("cluster", 2, "1");
     if (s.ctas_per_sm == 2) return fail_large("ctas_per_sm", 2, "1");
     if (s.dynamic_schedule) return Error::invalid_spec("scheduler", "spec field 'scheduler': value dynamic is not allowed with head_dim above 256; allowed: static");
-    if (s.inline_combine && v_dim > 256) return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed with head_dim_v above 256; allowed: kernel");
+    // NOTES: the inline merge above 256 needs both halves of O's columns in one CTA: v_in_k and paired
+    // (O in column parts splits them over two CTAs, dim_split over a cluster, and has no split_kv).
+    if (s.inline_combine && v_dim > 256 && !s.pairs_o()) {
+      return Error::invalid_spec("combine", "spec field 'combine': value inline is not allowed with head_dim_v above 256; allowed: kernel, or inline with v_in_k=1 or paired=1");
+    }
     // NOTES: the FP8 cache above 256 (MLA's e4m3 latent cache): the staging slots take K's rows
     // and V's part (kVCols columns from the part's first); FP8 operands' transposed V does not
     // come in parts.
