@@ -631,6 +631,56 @@ FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, con
   }
 }
 
+// Block n's rows of the FP8 cache into a staging slot [rows][kDim bytes] (dst), a bulk copy a row by
+// the TMA engine, counted on `full` as transaction bytes: each lane takes rows lane, lane + 32, ...
+// and arrives once with their bytes (the barrier counts kKvIssueThreads arrivals, as with cp.async).
+// Rows past the sequence are written zeros by the lane instead (the widening reads them as keys
+// of value 0: never the cache's bytes, so NaN there stays out of P V).
+// Head dims above 256 only (kBulkFp8Rows): there a row is 320-576 bytes (V's part 192-256) and the
+// bulk copies took MLA's latent cache from 587 to 386 us (cp.async of 16 bytes a lane from the one
+// loading warp keeps too few bytes in flight); at d128, 128-byte rows, they were 1.8x slower
+// (bench/NOTES.md, 2026-12-06).
+// NOTES (correctness): the zeros are generic-proxy writes into rows a later block's bulk copy (the
+// async proxy) may fill: the lane fences the proxies after them, before its arrival.
+constexpr bool kBulkFp8Rows = kKvFp8 && kHeadDim > 256;
+template <int kDim>
+FJ_DEVICE void bulk_fp8_rows(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq, int n,
+                             int kv_head, int lane, uint32_t dst, uint32_t full) {
+  constexpr int kGroups = (kBlockN + 31) / 32;
+  const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence
+  uint32_t bytes = 0;
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const int key = n * kBlockN + 32 * g + lane;
+    row_src[g] = nullptr;
+    if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
+      if constexpr (kPaged) {
+        const int page = page_of_key(p, seq, key);
+        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+        row_src[g] = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
+      } else {
+        row_src[g] = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
+      }
+      bytes += kDim;
+    }
+  }
+  bool zeroed = false;
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const int r = 32 * g + lane;
+    if (r >= kBlockN || row_src[g] != nullptr) continue;
+#pragma unroll 1
+    for (int c = 0; c < kDim; c += 16) asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" :: "r"(dst + r * kDim + c), "r"(0u) : "memory");
+    zeroed = true;
+  }
+  if (zeroed) fence_proxy_async_shared();
+  mbar_arrive_expect_tx(full, bytes);
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    if (row_src[g] != nullptr) bulk_load(dst + (32 * g + lane) * kDim, row_src[g], kDim, full);
+  }
+}
+
 // The columns of a staged block: K's head_dim; V's head_dim_v, or with O in column parts (V wider
 // than 256: MLA's latent cache) the part's kVCols, read from the part's first column.
 template <bool kIsV>
@@ -646,9 +696,14 @@ FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, i
   if (pos >= kKvStagingSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.staging_empty_k(j), ((pos / kKvStagingSlots) & 1) ^ 1);
   const uint32_t dst = kIsV ? sm.staging_v(j) : sm.staging_k(j);
   const unsigned char* base = kIsV ? p.v_fp8 + (kOParts > 1 ? col0 : 0) : p.k_fp8;  // one byte a column
-  cp_async_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
-                          [dst](int r, int c) { return dst + r * kDim + c * 16; });
-  cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+  if constexpr (kBulkFp8Rows) {
+    bulk_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst,
+                        kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+  } else {  // narrower rows, and FP8 operands' V (its transpose reads the staged rows alike)
+    cp_async_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
+                            [dst](int r, int c) { return dst + r * kDim + c * 16; });
+    cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+  }
 }
 
 // Four e4m3 values (one word, the lowest byte first) times the scale, as two words of the dtype.

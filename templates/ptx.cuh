@@ -120,6 +120,12 @@ FJ_DEVICE bool mbar_test(uint32_t bar, uint32_t parity) {
 FJ_DEVICE void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) from global to this
+// CTA's shared memory by the TMA engine (no tensor map), counted on `bar` as transaction bytes.
+FJ_DEVICE void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
 // One arrival on the barrier once every cp.async this thread issued before it has landed (the
 // barrier's count includes it: .noinc).
 FJ_DEVICE void cp_async_arrive(uint32_t bar) {
