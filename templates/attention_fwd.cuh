@@ -589,9 +589,29 @@ FJ_DEVICE float kv_fp8_scale(const float* scale, const int64_t (&strides)[2], in
   return scale ? __ldg(scale + batch * strides[0] + kv_head * strides[1]) : 1.f;
 }
 
+// Where row 32 g + lane of block n of an e4m3 tensor (base, strides: batch or page, row, head)
+// starts, or nullptr for a key past the sequence (or a row past the block): the one address rule
+// of the FP8 loads (contiguous, packed or paged). A row found adds row_bytes to bytes.
+FJ_DEVICE const unsigned char* fp8_row_source(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq,
+                                              int n, int g, int lane, int kv_head, uint32_t& bytes, uint32_t row_bytes) {
+  const int key = n * kBlockN + 32 * g + lane;
+  const unsigned char* src = nullptr;
+  if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
+    if constexpr (kPaged) {
+      const int page = page_of_key(p, seq, key);
+      const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+      src = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
+    } else {
+      src = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
+    }
+    bytes += row_bytes;
+  }
+  return src;
+}
+
 // Block n's rows of an e4m3 tensor (base, strides: batch or page, row, head) by cp.async, 16 bytes a
 // lane at a time, piece c of row r to dst_of(r, c); keys past the sequence zero-filled without a
-// read. The one address rule of the FP8 loads (contiguous, packed or paged).
+// read.
 // Each lane finds the address of one row in every 32 (its page looked up once, all lanes' lookups
 // in flight together); then the warp copies those 32 rows' pieces, consecutive lanes on
 // consecutive pieces, each taking its row's address from the row's lane by a shuffle. (A lookup
@@ -603,20 +623,9 @@ FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, con
   constexpr int kPieces = kDim / 16;
   constexpr int kGroups = (kBlockN + 31) / 32;  // 32 rows a group, one a lane
   const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
+  uint32_t unused = 0;
 #pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    const int key = n * kBlockN + 32 * g + lane;
-    row_src[g] = nullptr;
-    if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
-      if constexpr (kPaged) {
-        const int page = page_of_key(p, seq, key);
-        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-        row_src[g] = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
-      } else {
-        row_src[g] = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
-      }
-    }
-  }
+  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, g, lane, kv_head, unused, 0);
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     const uint64_t src_of_lane = reinterpret_cast<uint64_t>(row_src[g]);
@@ -647,23 +656,10 @@ template <int kDim>
 FJ_DEVICE void bulk_fp8_rows(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq, int n,
                              int kv_head, int lane, uint32_t dst, uint32_t full) {
   constexpr int kGroups = (kBlockN + 31) / 32;
-  const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence
+  const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
   uint32_t bytes = 0;
 #pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    const int key = n * kBlockN + 32 * g + lane;
-    row_src[g] = nullptr;
-    if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
-      if constexpr (kPaged) {
-        const int page = page_of_key(p, seq, key);
-        const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-        row_src[g] = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
-      } else {
-        row_src[g] = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
-      }
-      bytes += kDim;
-    }
-  }
+  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, g, lane, kv_head, bytes, kDim);
   bool zeroed = false;
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {

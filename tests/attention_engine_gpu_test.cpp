@@ -871,6 +871,29 @@ TEST(MlaDecodeGpu, VInK32KeyBlocksHeadsQueriesPagesAndSplits) { run_absorbed_dec
 // last pair of one block) and even, one CTA's tiles one after another with the ring's pairs running on.
 TEST(MlaDecodeGpu, SeesawHeadsQueriesPagesAndSplits) { run_absorbed_decode(51, ",v_in_k=1,seesaw=1"); }
 
+// One launch of `spec` on `bounds` captured in a CUDA graph, then five replays with new lengths (3-8
+// sequences active, each queries() queries and 0-3000 keys), each checked against float64. bounds:
+// room for every step (its lengths the largest).
+template <typename Queries>
+void replay_decode_after_lengths_change(GpuEnv* env, const std::string& spec, const EngineProblem& bounds, std::mt19937_64& rng,
+                                        Queries queries) {
+  std::string error;
+  auto kernel = get_test_kernel(spec, &error);
+  ASSERT_TRUE(kernel) << error;
+  EngineBuffers buffers(*env->api, bounds, capacity_for(bounds));
+  CapturedGraph graph(*env, *kernel);
+  auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
+  for (int step = 0; step < 5; ++step) {
+    EngineProblem p = bounds;
+    p.seqlen_q.resize(size_t(3 + int(rng() % 6)));  // fewer active sequences some steps
+    p.seqlen_k.resize(p.seqlen_q.size());
+    for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = queries(), p.seqlen_k[b] = int(rng() % 3001);
+    p.max_seqlen_q = 0, p.max_seqlen_k = 0;
+    EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
+    report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
+  }
+}
+
 // combine=inline on the shared-scores kernels (v_in_k=1, and its seesaw): both warpgroups' halves of O
 // stored, the tile counted once, its last split's eight warps merging the rows. Launches whose tiles
 // hold at most kInlineMergeRows (16) rows merge in the attention kernel: 16 and 8 heads with one
@@ -905,22 +928,8 @@ TEST(MlaDecodeGpu, VInKInlineCombine) {
   bounds.inline_combine = true;
   bounds.max_seqlen_q = 1, bounds.max_seqlen_k = 3000;
   for (size_t b = 0; b < bounds.seqlen_q.size(); ++b) bounds.seqlen_q[b] = 1, bounds.seqlen_k[b] = 3000;
-  const std::string spec = engine_spec(bounds, std::string(kDecode) + ",v_in_k=1,combine=inline");
-  std::string error;
-  auto kernel = get_test_kernel(spec, &error);
-  ASSERT_TRUE(kernel) << error;
-  EngineBuffers buffers(*env->api, bounds, capacity_for(bounds));
-  CapturedGraph graph(*env, *kernel);
-  auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
-  for (int step = 0; step < 5; ++step) {
-    EngineProblem p = bounds;
-    p.seqlen_q.resize(size_t(3 + int(rng() % 6)));
-    p.seqlen_k.resize(p.seqlen_q.size());
-    for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = int(rng() % 4 != 0), p.seqlen_k[b] = int(rng() % 3001);
-    p.max_seqlen_q = 0, p.max_seqlen_k = 0;
-    EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
-    report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
-  }
+  replay_decode_after_lengths_change(env, engine_spec(bounds, std::string(kDecode) + ",v_in_k=1,combine=inline"), bounds, rng,
+                                     [&] { return int(rng() % 4 != 0); });  // 0 or 1 query a sequence
 }
 
 // The seesaw beyond decode: MLA's 576/512 ragged (many query blocks a sequence, masked pairs on the
@@ -977,22 +986,8 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
     bounds.max_splits = 8;
     bounds.max_seqlen_q = 4, bounds.max_seqlen_k = 3000;
     for (size_t b = 0; b < bounds.seqlen_q.size(); ++b) bounds.seqlen_q[b] = 4, bounds.seqlen_k[b] = 3000;  // room for every step
-    const std::string spec = engine_spec(bounds, std::string(kDecode) + extra);
-    std::string error;
-    auto kernel = get_test_kernel(spec, &error);
-    ASSERT_TRUE(kernel) << error;
-    EngineBuffers buffers(*env->api, bounds, capacity_for(bounds));
-    CapturedGraph graph(*env, *kernel);
-    auto replay = [&](const AttentionArgs& args) { return graph.launch(args); };
-    for (int step = 0; step < 5; ++step) {
-      EngineProblem p = bounds;
-      p.seqlen_q.resize(size_t(3 + int(rng() % 6)));  // fewer active sequences some steps
-      p.seqlen_k.resize(p.seqlen_q.size());
-      for (size_t b = 0; b < p.seqlen_q.size(); ++b) p.seqlen_q[b] = 1 + int(rng() % 4), p.seqlen_k[b] = int(rng() % 3001);
-      p.max_seqlen_q = 0, p.max_seqlen_k = 0;
-      EngineCase c{spec + " (replay " + std::to_string(step) + ")", p};
-      report(c, check_engine_attention(env->device(), {kernel->loaded->function(), kernel->loaded->more(0)}, kernel->config, p, buffers, rng, replay));
-    }
+    replay_decode_after_lengths_change(env, engine_spec(bounds, std::string(kDecode) + extra), bounds, rng,
+                                       [&] { return 1 + int(rng() % 4); });
   }
 }
 
