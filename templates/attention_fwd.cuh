@@ -589,23 +589,33 @@ FJ_DEVICE float kv_fp8_scale(const float* scale, const int64_t (&strides)[2], in
   return scale ? __ldg(scale + batch * strides[0] + kv_head * strides[1]) : 1.f;
 }
 
-// Where row 32 g + lane of block n of an e4m3 tensor (base, strides: batch or page, row, head)
-// starts, or nullptr for a key past the sequence (or a row past the block): the one address rule
-// of the FP8 loads (contiguous, packed or paged). A row found adds row_bytes to bytes.
-FJ_DEVICE const unsigned char* fp8_row_source(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq,
-                                              int n, int g, int lane, int kv_head, uint32_t& bytes, uint32_t row_bytes) {
-  const int key = n * kBlockN + 32 * g + lane;
-  const unsigned char* src = nullptr;
-  if (32 * g + lane < kBlockN && key < seq.seqlen_k) {
-    if constexpr (kPaged) {
-      const int page = page_of_key(p, seq, key);
-      const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
-      src = base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
-    } else {
-      src = base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
-    }
-    bytes += row_bytes;
+// Row r of block n of an e4m3 tensor (base, strides: batch or page, row, head): the one address
+// rule of the FP8 loads (contiguous, packed or paged), in two steps so that a loader can have its
+// rows' block-table reads in flight together and keep one word a row. fp8_row_page: the row's page
+// (paged; else 0), or -1 for a key past the sequence or a row past the block (a negative page in the
+// block table reads as such: zeros, never a read outside the pool). fp8_row_address: where the row
+// starts, or nullptr for page -1.
+FJ_DEVICE int fp8_row_page(const Params& p, const SeqlenInfo& seq, int n, int r) {
+  const int key = n * kBlockN + r;
+  if (r >= kBlockN || key >= seq.seqlen_k) return -1;
+  if constexpr (kPaged) return page_of_key(p, seq, key);
+  return 0;
+}
+FJ_DEVICE const unsigned char* fp8_row_address(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq,
+                                               int n, int r, int kv_head, int page) {
+  if (page < 0) return nullptr;
+  const int key = n * kBlockN + r;
+  if constexpr (kPaged) {
+    const PagedRow at = paged_row(key, (int)fast_div((uint32_t)key, p.div_page_size), p.page_size);
+    return base + page * strides[0] + at.row_in_page * strides[1] + kv_head * strides[2];
   }
+  return base + seq.k_batch * strides[0] + (int64_t)(seq.k_row0 + key) * strides[1] + kv_head * strides[2];
+}
+// Both steps at once; a row found adds row_bytes to bytes.
+FJ_DEVICE const unsigned char* fp8_row_source(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq,
+                                              int n, int r, int kv_head, uint32_t& bytes, uint32_t row_bytes) {
+  const unsigned char* src = fp8_row_address(p, base, strides, seq, n, r, kv_head, fp8_row_page(p, seq, n, r));
+  if (src != nullptr) bytes += row_bytes;
   return src;
 }
 
@@ -625,7 +635,7 @@ FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, con
   const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
   uint32_t unused = 0;
 #pragma unroll
-  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, g, lane, kv_head, unused, 0);
+  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, 32 * g + lane, kv_head, unused, 0);
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     const uint64_t src_of_lane = reinterpret_cast<uint64_t>(row_src[g]);
@@ -659,7 +669,7 @@ FJ_DEVICE void bulk_fp8_rows(const Params& p, const unsigned char* base, const i
   const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
   uint32_t bytes = 0;
 #pragma unroll
-  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, g, lane, kv_head, bytes, kDim);
+  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, 32 * g + lane, kv_head, bytes, kDim);
   bool zeroed = false;
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
@@ -674,6 +684,49 @@ FJ_DEVICE void bulk_fp8_rows(const Params& p, const unsigned char* base, const i
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     if (row_src[g] != nullptr) bulk_load(dst + (32 * g + lane) * kDim, row_src[g], kDim, full);
+  }
+}
+
+// Where piece c (16 bytes) of row r of a staged FP8-cache block lies in its staging slot
+// (tile_layout.cuh: staged_fp8_unit; rows by bulk copies plain).
+template <int kDim>
+FJ_DEVICE uint32_t staged_fp8_piece(uint32_t slot, int r, int c) {
+  return slot + 16u * staged_fp8_unit(r, c, kDim / 16, kBulkFp8Rows);
+}
+
+// Block n's rows of the FP8 cache into a staging slot (staged_fp8_piece's layout) by cp.async, two
+// lanes a row: pass g takes rows 16 g .. 16 g + 15, lane l row 16 g + l / 2 (its address found by the
+// lane itself: a block-table read a row, the pair reading the same word) and its pieces 2 k + (l & 1),
+// so a warp's copy is 16 rows' 32-byte sectors and needs no shuffle. Keys past the sequence are
+// zero-filled without a read. (Shuffling each row's address from one lane to the lanes copying it
+// made the loading warp the FP8 cache's bottleneck at d128: bench/NOTES.md, 2026-12-06.)
+template <int kDim>
+FJ_DEVICE void cp_async_fp8_row_pairs(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq,
+                                      int n, int kv_head, int lane, uint32_t slot) {
+  constexpr int kPieces = kDim / 16;
+  constexpr int kPasses = kBlockN / 16;  // block_n: a multiple of 16
+  // Passes whose pages are read together: fewer where the producer has under 64 registers or rows
+  // of more than 128 bytes (more spilled 12-120 bytes in some of those producers).
+  constexpr int kAheadWanted = kProducerRegs >= 64 && kPieces <= 8 ? 4 : kProducerRegs >= 64 || kPieces <= 8 ? 2 : 1;
+  constexpr int kAhead = kPasses < kAheadWanted ? kPasses : kAheadWanted;
+#pragma unroll 1
+  for (int g0 = 0; g0 < kPasses; g0 += kAhead) {
+    int page[kAhead];  // -1: a key past the sequence
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q) page[q] = fp8_row_page(p, seq, n, 16 * (g0 + q) + lane / 2);
+#pragma unroll
+    for (int q = 0; q < kAhead; ++q) {
+      const int r = 16 * (g0 + q) + lane / 2;
+      const unsigned char* row = fp8_row_address(p, base, strides, seq, n, r, kv_head, page[q]);
+      // This lane's first piece (base: read by nobody, 0 bytes), then every other one (immediate offsets).
+      const unsigned char* src = (row != nullptr ? row : base) + 16 * (lane & 1);
+      const uint32_t bytes = row != nullptr ? 16u : 0u;
+#pragma unroll
+      for (int k = 0; k < (kPieces + 1) / 2; ++k) {
+        const int c = 2 * k + (lane & 1);
+        if (kPieces % 2 == 0 || c < kPieces) cp_async_16(staged_fp8_piece<kDim>(slot, r, c), src + 32 * k, bytes);
+      }
+    }
   }
 }
 
@@ -695,7 +748,10 @@ FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, i
   if constexpr (kBulkFp8Rows) {
     bulk_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst,
                         kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
-  } else {  // narrower rows, and FP8 operands' V (its transpose reads the staged rows alike)
+  } else if constexpr (kKvFp8) {  // narrower rows
+    cp_async_fp8_row_pairs<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst);
+    cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+  } else {  // FP8 operands' V (its transpose reads plain rows)
     cp_async_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
                             [dst](int r, int c) { return dst + r * kDim + c * 16; });
     cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
@@ -730,17 +786,37 @@ FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t
   if (pos >= kStages) mbar_wait(kIsV ? sm.empty_v(s) : sm.empty_k(s), phase_of(pos) ^ 1);
   const uint32_t src = kIsV ? sm.staging_v(j) : sm.staging_k(j);
   const uint32_t tile = kIsV ? sm.v_stage(s) : sm.k_stage(s);
+  // kAtOnce pieces a thread at a time, their loads issued together: their latency (and the
+  // conversions' chains) overlap where the producer's registers allow it.
+  constexpr int kTotal = kBlockN * kPieces, kAtOnce = kProducerRegs >= 64 ? 2 : 1;
+  // A piece's row: u is never negative, so at a power-of-two row width an unsigned shift (the signed
+  // division's sign fix-ups were a third of the loop's instructions) where the producer has 64
+  // registers; else the plain division (unsigned, 40-register producers spilled 4-8 bytes).
+  constexpr bool kShift = (kPieces & (kPieces - 1)) == 0 && kAtOnce > 1;
+  const auto row_of = [](int u) { return kShift ? (int)((uint32_t)u / kPieces) : u / kPieces; };
+  const auto piece_of = [](int u) { return kShift ? (int)((uint32_t)u % kPieces) : u % kPieces; };
 #pragma unroll 1
-  for (int u = t; u < kBlockN * kPieces; u += kKvWidenThreads) {
-    const int r = u / kPieces, c = u % kPieces;
-    uint32_t w[4], out[8];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(src + r * kDim + c * 16));
+  for (int u0 = t; u0 < kTotal; u0 += kAtOnce * kKvWidenThreads) {
+    uint32_t w[kAtOnce][4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) widen_e4m3x4(w[q], scale, out[2 * q], out[2 * q + 1]);
+    for (int i = 0; i < kAtOnce; ++i) {  // past the end: the last piece again, read, not stored
+      const int u = min(u0 + i * kKvWidenThreads, kTotal - 1);
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[i][0]), "=r"(w[i][1]), "=r"(w[i][2]), "=r"(w[i][3])
+                   : "r"(staged_fp8_piece<kDim>(src, row_of(u), piece_of(u))));
+    }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(tile + swizzled_offset(r, c * 16 + 8 * h, kBlockN)),
-                   "r"(out[4 * h]), "r"(out[4 * h + 1]), "r"(out[4 * h + 2]), "r"(out[4 * h + 3]) : "memory");
+    for (int i = 0; i < kAtOnce; ++i) {
+      const int u = u0 + i * kKvWidenThreads;
+      if (i > 0 && u >= kTotal) break;
+      const int r = row_of(u), c = piece_of(u);
+      uint32_t out[8];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) widen_e4m3x4(w[i][q], scale, out[2 * q], out[2 * q + 1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(tile + swizzled_offset(r, c * 16 + 8 * h, kBlockN)),
+                     "r"(out[4 * h]), "r"(out[4 * h + 1]), "r"(out[4 * h + 2]), "r"(out[4 * h + 3]) : "memory");
+      }
     }
   }
   if constexpr (kPadPieces > 0) {

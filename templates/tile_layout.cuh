@@ -40,6 +40,18 @@ FJ_DEVICE uint32_t swizzled_offset(int row, int col, int tile_rows) {
 // slots and the host allocates exactly that; each side once counted its own (the kernel two
 // tensors, the host one with FP8 operands: the barriers fell outside the allocation).
 FJ_DEVICE constexpr int staged_tensors(bool kv_fp8, bool fp8_operands) { return kv_fp8 ? 2 : fp8_operands ? 1 : 0; }
+// An FP8-cache staging slot [rows][pieces x 16 bytes] (attention_fwd.cuh: staged_fp8_piece): the unit
+// (16 bytes) that piece c of row r occupies. Rows written whole (plain: bulk copies) in order; rows
+// by cp.async of 4 pieces or a multiple of 8 with each 128-byte line's units XOR 2 x (the line's row
+// mod 4: r, or r / 2 at two rows a line), other widths in order. NOTES: the XOR keeps the loading
+// warp's cp.async (eight lanes: four rows x a pair of units) and the widening warps' loads (eight
+// lanes: eight units of a row) on distinct banks (tests/tile_layout_test.cpp counts both); in order,
+// 128-byte rows put the loader's four rows on the same banks.
+FJ_DEVICE constexpr uint32_t staged_fp8_unit(int r, int c, int pieces, bool plain) {
+  const uint32_t unit = (uint32_t)(r * pieces + c);
+  if (plain || (pieces != 4 && pieces % 8 != 0)) return unit;
+  return unit ^ ((((uint32_t)(pieces == 4 ? r >> 1 : r)) & 3u) << 1);
+}
 // v_in_k=1's hand-over area between the ring (or the staging slots) and the barriers: P, the tile's
 // [block_m][block_n] 16-bit probabilities in one chunk of 128-byte swizzled rows (block_n 64 fills
 // a row, 32 its first half), then three floats a row: the factor O owes before this block's P V,

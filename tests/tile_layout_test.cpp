@@ -2,7 +2,9 @@
 // uses it): the 128-byte swizzle TMA writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "../templates/tile_layout.cuh"
 
@@ -63,6 +65,63 @@ TEST(TileLayout, SeesawHalvesSplitEachSlotOnceWithPInTheLateHalves) {
       EXPECT_TRUE(seesaw_chunk_in_half(1, 2 * v_chunks, v_chunks) && seesaw_chunk_in_half(3, 2 * v_chunks, v_chunks));
       EXPECT_FALSE(seesaw_chunk_in_half(0, 2 * v_chunks, v_chunks) || seesaw_chunk_in_half(2, 2 * v_chunks, v_chunks));
     }
+}
+
+// An FP8-cache staging slot's layout (staged_fp8_unit): every (row, piece) has its own unit inside the
+// slot, and both sides' shared-memory accesses fall on distinct banks where the NOTES say so. A
+// 16-byte access by 32 lanes goes in four phases of eight lanes; a phase takes as many wavefronts as
+// the most lanes on one bank group (unit % 8). Loader: cp_async_fp8_row_pairs (lane l, pass g: row
+// 16 g + l / 2, piece 2 k + (l & 1)); widening: widen_fp8_block (consecutive lanes, consecutive
+// pieces of the block).
+int wavefronts(const uint32_t (&units)[32]) {
+  int total = 0;
+  for (int phase = 0; phase < 4; ++phase) {
+    int on_group[8] = {}, most = 0;
+    for (int l = 8 * phase; l < 8 * phase + 8; ++l) most = std::max(most, ++on_group[units[l] % 8]);
+    total += most;
+  }
+  return total;
+}
+
+TEST(TileLayout, Fp8StagingUnitsAreOnePerPieceAndConflictFree) {
+  for (bool plain : {false, true})
+    for (int pieces = 4; pieces <= 36; pieces += 1)
+      for (int rows : {16, 48, 64, 128, 256}) {
+        std::vector<int> seen(size_t(rows * pieces), 0);
+        for (int r = 0; r < rows; ++r)
+          for (int c = 0; c < pieces; ++c) {
+            const uint32_t u = staged_fp8_unit(r, c, pieces, plain);
+            ASSERT_LT(u, uint32_t(rows * pieces)) << pieces << " " << rows << " " << r << " " << c;
+            ++seen[u];
+          }
+        for (int count : seen) ASSERT_EQ(count, 1) << pieces << " " << rows << " plain " << plain;
+      }
+  // The cp.async layout's banks: 64-, 128- and 256-byte rows conflict-free on both sides (4 wavefronts
+  // an access), 96-byte rows too in order; the widening side conflict-free at every width.
+  for (int pieces : {4, 6, 8, 12, 16})
+    for (int rows : {64, 128}) {
+      int loader = 0, widening = 0;
+      for (int g = 0; g < rows / 16; ++g)
+        for (int k = 0; k < pieces / 2; ++k) {
+          uint32_t units[32];
+          for (int l = 0; l < 32; ++l) units[l] = staged_fp8_unit(16 * g + l / 2, 2 * k + (l & 1), pieces, false);
+          loader = std::max(loader, wavefronts(units));
+        }
+      for (int u0 = 0; u0 < rows * pieces; u0 += 32) {
+        uint32_t units[32];
+        for (int l = 0; l < 32; ++l) {
+          const int u = (u0 + l) % (rows * pieces);
+          units[l] = staged_fp8_unit(u / pieces, u % pieces, pieces, false);
+        }
+        widening = std::max(widening, wavefronts(units));
+      }
+      EXPECT_EQ(widening, 4) << pieces << " " << rows;
+      EXPECT_EQ(loader, pieces == 12 ? 8 : 4) << pieces << " " << rows;  // 192-byte rows: 2-way on the loader's side
+    }
+  // In order (as bulk copies write), 128-byte rows would put the loader's four rows on one bank pair.
+  uint32_t plain_units[32];
+  for (int l = 0; l < 32; ++l) plain_units[l] = staged_fp8_unit(l / 2, l & 1, 8, true);
+  EXPECT_EQ(wavefronts(plain_units), 16);
 }
 
 }  // namespace

@@ -25,8 +25,9 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 // order word per consumer warpgroup (see pin_wait_below in the template), then, 8-byte aligned,
 // two words per Q buffer: the tile the producer loaded into it (see tile_words in the template).
 // kv_dtype=e4m3: after the ring, staging_slots FP8 blocks each for K and for V (block_n rows of
-// max(head_dim, head_dim_v) bytes, unswizzled), with a full and an empty mbarrier each, before the
-// others; dtype=e4m3: staging slots for V alone (the producer transposes it), K straight into the ring.
+// max(head_dim, head_dim_v) bytes, in tile_layout.cuh's staged_fp8_unit order), with a full and an
+// empty mbarrier each, before the others; dtype=e4m3: staging slots for V alone (the producer
+// transposes it), K straight into the ring.
 // A staging slot holds a block's K rows or V's (with O in column parts, one part's 256 columns).
 int kv_staging_bytes(const AttentionSpec& s) {
   return s.kv_fp8() || s.fp8_operands() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
