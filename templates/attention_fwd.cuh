@@ -526,7 +526,7 @@ FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t til
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     if (!chunk_in_half(kHalf, c)) continue;
-    int col = col0 + c * 64;
+    int col = col0 + c * kChunkColumns;
     tma_load_4d(tile + c * kBlockN * 128 + r * 128, chunk_map<kKeys>(map, &p.k_tail, c, &col), full, col, at.row_in_page, kv_head, page);
   }
 }
@@ -564,10 +564,10 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
     if (!chunk_in_half(kHalf, c)) continue;
     const uint32_t dst = tile + c * kBlockN * 128 + rank * kRows * 128;
     const int row = seq.k_row0 + n * kBlockN + rank * kRows;
-    int col = col0 + c * 64;
+    int col = col0 + c * kChunkColumns;
     const TmaDesc* from = chunk_map<kKeys>(map, &p.k_tail, c, &col);
     if (kCluster == 1) tma_load_4d(dst, from, full, col, row, kv_head, seq.k_batch);
-    else tma_load_4d_multicast(dst, from, full, kQvChunks > 0 ? col : c * 64, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
+    else tma_load_4d_multicast(dst, from, full, kQvChunks > 0 ? col : c * kChunkColumns, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
   }
 }
 
@@ -850,14 +850,16 @@ FJ_DEVICE int transposed_key(int position) {  // key at a position of a 16-key g
   return (position & ~15) + (k < 2 ? 2 * l + k : 8 + 2 * l + (k - 2));
 }
 
-// K block n into the ring slot of ring position pos (warp 0's lanes, 16 bytes a time).
+// K block n into the ring slot of ring position pos by TMA (byte maps, 128-column boxes, as Q's),
+// issued by the loading warp's first lane. (By the warp's cp.async, 16 bytes a lane with shuffled
+// row addresses, K's loads were half the loading warp's work.) With a page of block_n keys or more
+// the block is one page, read here (lane_page_of reads none for a staging producer).
 FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
+  if (lane != 0) return;
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  const uint32_t tile = sm.k_stage(s);
-  cp_async_fp8_rows<kHeadDim>(p, p.k_fp8, p.k_fp8_strides, seq, n, kv_head, lane,
-                              [tile](int r, int c) { return tile + swizzled_byte_offset(r, c * 16, kBlockN); });
-  cp_async_arrive(sm.full_k(s));
+  const int page = kPaged && p.kv_rows_per_load >= kBlockN ? page_of_key(p, seq, n * kBlockN) : 0;
+  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), n, kv_head, seq, 0u, page);
 }
 
 // The staged V block into the ring slot of position pos, transposed: [kVCols rows (d)][kBlockN
@@ -1496,9 +1498,6 @@ struct Consumer {
   ScoreRule rule;
 
   FJ_DEVICE int block_of(int it) const { return n_max - 1 - it; }
-  // NOTES (correctness): with FP8 operands K lands by cp.async, the generic proxy, and the Q K^T
-  // reads it through the async proxy: after K's full barrier each thread fences (spelled out at the
-  // two waits: as a member function the wait moved two default kernels' register allocation).
   FJ_DEVICE int stage(int it) const { return stage_of(ring + it); }
   FJ_DEVICE uint32_t phase(int it) const { return phase_of(ring + it); }
 
@@ -1590,7 +1589,6 @@ struct Consumer {
   FJ_DEVICE void scores_alone(int it, float (&probs)[kBlockN / 2], float (&pending)[2], SoftmaxState& st) {
     turn.take();
     mbar_wait(sm.full_k(stage(it)), phase(it));
-    if constexpr (kFp8Operands) fence_proxy_async_shared();  // K by cp.async (see above)
     issue_scores(probs, q, sm.k_stage(stage(it)));
     turn.pass();
     wgmma_wait<0>();
@@ -1617,7 +1615,6 @@ struct Consumer {
     pack_probs(prev_p, probs);  // before our turn (ptxas moves part of it past the barrier)
     turn.take();
     mbar_wait(sm.full_k(s), phase(it));
-    if constexpr (kFp8Operands) fence_proxy_async_shared();  // K by cp.async (see above)
     issue_scores(probs, q, sm.k_stage(s));  // probs' registers now hold S(it)
     rescale(o, pending);                    // behind Q K^T, which does not touch O
     mbar_wait(sm.full_v(sv), phase(it - 1));
@@ -2569,10 +2566,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     }
     // A ring slot is full with the TMA's bytes and the producer's one arrival, or (FP8 cache) with
     // one arrival per widening warp.
-    // FP8 operands: K lands by the loading warp's cp.async (one arrival a lane), V transposed.
+    // FP8 operands: K lands by TMA (the loading warp's one arrival with its bytes), V transposed.
     constexpr uint32_t kFullArrivals = kStagingProducer ? kKvWidenThreads / 32 : 1;
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(sm.full_k(s), kFp8Operands ? kKvIssueThreads : kFullArrivals);
+      mbar_init(sm.full_k(s), kFp8Operands ? 1 : kFullArrivals);
       mbar_init(sm.full_v(s), kFullArrivals);
       // Seesaw: each half of a slot has one reader that releases it (see kSeesaw).
       mbar_init(sm.empty_k(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
