@@ -619,37 +619,6 @@ FJ_DEVICE const unsigned char* fp8_row_source(const Params& p, const unsigned ch
   return src;
 }
 
-// Block n's rows of an e4m3 tensor (base, strides: batch or page, row, head) by cp.async, 16 bytes a
-// lane at a time, piece c of row r to dst_of(r, c); keys past the sequence zero-filled without a
-// read.
-// Each lane finds the address of one row in every 32 (its page looked up once, all lanes' lookups
-// in flight together); then the warp copies those 32 rows' pieces, consecutive lanes on
-// consecutive pieces, each taking its row's address from the row's lane by a shuffle. (A lookup
-// per piece put a dependent block-table read before every cp.async: at MLA's 576 columns the
-// latent cache read at 6 % of the bandwidth; bench/NOTES.md, 2026-12-06.)
-template <int kDim, typename DstOf>
-FJ_DEVICE void cp_async_fp8_rows(const Params& p, const unsigned char* base, const int64_t* strides, const SeqlenInfo& seq, int n,
-                                 int kv_head, int lane, DstOf dst_of) {
-  constexpr int kPieces = kDim / 16;
-  constexpr int kGroups = (kBlockN + 31) / 32;  // 32 rows a group, one a lane
-  const unsigned char* row_src[kGroups];  // nullptr: a key past the sequence (or a row past the block)
-  uint32_t unused = 0;
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) row_src[g] = fp8_row_source(p, base, strides, seq, n, 32 * g + lane, kv_head, unused, 0);
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    const uint64_t src_of_lane = reinterpret_cast<uint64_t>(row_src[g]);
-#pragma unroll 2
-    for (int k = 0; k < kPieces; ++k) {  // the same count on every lane: the shuffles take the whole warp
-      const int u = lane + 32 * k, r = u / kPieces, c = u % kPieces;  // piece c of the group's row r
-      const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)src_of_lane, r), hi = __shfl_sync(0xffffffffu, (uint32_t)(src_of_lane >> 32), r);
-      const unsigned char* src = reinterpret_cast<const unsigned char*>(((uint64_t)hi << 32) | lo);
-      if (32 * g + r >= kBlockN) continue;  // the last group's rows past the block (block_n not a multiple of 32)
-      cp_async_16(dst_of(32 * g + r, c), src != nullptr ? src + c * 16 : base, src != nullptr ? 16u : 0u);
-    }
-  }
-}
-
 // Block n's rows of the FP8 cache into a staging slot [rows][kDim bytes] (dst), a bulk copy a row by
 // the TMA engine, counted on `full` as transaction bytes: each lane takes rows lane, lane + 32, ...
 // and arrives once with their bytes (the barrier counts kKvIssueThreads arrivals, as with cp.async).
@@ -730,6 +699,17 @@ FJ_DEVICE void cp_async_fp8_row_pairs(const Params& p, const unsigned char* base
   }
 }
 
+// FP8 operands' K and V: block n by TMA (byte maps, 128-column boxes, as Q's) into a tile of
+// [kChunks][kBlockN][128 bytes], issued by the loading warp's first lane. (By the warp's cp.async,
+// 16 bytes a lane with each row's address shuffled from the lane that found it, the loading warp
+// was the FP8 cache's bottleneck: bench/NOTES.md, 2026-12-06.) With a page of block_n keys or more
+// the block is one page, read here (lane_page_of reads none for a staging producer).
+template <int kChunks, bool kKeys>
+FJ_DEVICE void load_fp8_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head, const SeqlenInfo& seq) {
+  const int page = kPaged && p.kv_rows_per_load >= kBlockN ? page_of_key(p, seq, n * kBlockN) : 0;
+  load_tile<kChunks, kKeys>(p, map, tile, full, n, kv_head, seq, 0u, page);
+}
+
 // The columns of a staged block: K's head_dim; V's head_dim_v, or with O in column parts (V wider
 // than 256: MLA's latent cache) the part's kVCols, read from the part's first column.
 template <bool kIsV>
@@ -751,10 +731,8 @@ FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, i
   } else if constexpr (kKvFp8) {  // narrower rows
     cp_async_fp8_row_pairs<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst);
     cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
-  } else {  // FP8 operands' V (its transpose reads plain rows)
-    cp_async_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane,
-                            [dst](int r, int c) { return dst + r * kDim + c * 16; });
-    cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
+  } else {  // FP8 operands' V: by TMA, 128-byte swizzled rows (transpose_fp8_v reads them so)
+    if (lane == 0) load_fp8_tile<(kHeadDimV + 127) / 128, false>(p, &p.v, dst, sm.staging_full_v(j), n, kv_head, seq);
   }
 }
 
@@ -835,36 +813,33 @@ FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t
 }
 
 // ---------------------------------------------------------------- FP8 operands (dtype=e4m3)
-// Q K^T and P V run as e4m3 GEMMs, which take K-major operands only. K is K-major as it comes: the
-// loading warp puts it straight into the ring slot's swizzled rows with cp.async. V comes [keys][d]
-// and the P V GEMM wants it [d][keys]: warp 0 loads it into a staging slot (as the FP8 cache's) and
-// warps 1-3 transpose it into the ring slot, 4 x 4 bytes at a time.
+// Q K^T and P V run as e4m3 GEMMs, which take K-major operands only. K is K-major as it comes: TMA
+// puts it straight into the ring slot's swizzled rows. V comes [keys][d] and the P V GEMM wants it
+// [d][keys]: TMA puts it into a staging slot (swizzled rows, as K's) and warps 1-3 transpose it into
+// the ring slot, 4 x 4 bytes at a time.
 // NOTES (correctness): P's registers are used as the GEMM's A operand as they are (no shuffles), so
 // their order of keys is not the accumulator's: a thread holds keys {2l, 2l+1, 8+2l, 9+2l} (l its
 // lane in the quad) of each 16 where the e4m3 A layout puts keys 4l..4l+3. The transpose writes key
 // kv_position_key(pos) at position pos, the same permutation, so P V sums the right pairs (P V sums
-// over keys: any order both operands share gives the same O). Keys past the sequence are zeros in
-// the staging slot (cp.async reads nothing there), so NaN in the cache stays out of P V.
+// over keys: any order both operands share gives the same O). Keys past the sequence are written
+// zeros by the transpose (TMA brings whatever the cache holds there), so NaN in the cache stays out
+// of P V; K needs none (the mask selects -inf over any score).
 FJ_DEVICE int transposed_key(int position) {  // key at a position of a 16-key group
   const int l = (position & 15) >> 2, k = position & 3;
   return (position & ~15) + (k < 2 ? 2 * l + k : 8 + 2 * l + (k - 2));
 }
 
-// K block n into the ring slot of ring position pos by TMA (byte maps, 128-column boxes, as Q's),
-// issued by the loading warp's first lane. (By the warp's cp.async, 16 bytes a lane with shuffled
-// row addresses, K's loads were half the loading warp's work.) With a page of block_n keys or more
-// the block is one page, read here (lane_page_of reads none for a staging producer).
+// K block n into the ring slot of ring position pos (load_fp8_tile).
 FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
   if (lane != 0) return;
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  const int page = kPaged && p.kv_rows_per_load >= kBlockN ? page_of_key(p, seq, n * kBlockN) : 0;
-  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), n, kv_head, seq, 0u, page);
+  load_fp8_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), n, kv_head, seq);
 }
 
 // The staged V block into the ring slot of position pos, transposed: [kVCols rows (d)][kBlockN
 // keys] in 128-key chunks of 128-byte swizzled rows, d rows past kHeadDimV zero.
-FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
+FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t, int valid_keys) {
   constexpr int kQuads = kHeadDimV / 4;  // 4-byte column groups of a staged row
   const int j = pos % kKvStagingSlots, s = stage_of(pos);
   mbar_wait(sm.staging_full_v(j), (pos / kKvStagingSlots) & 1);
@@ -876,7 +851,9 @@ FJ_DEVICE void transpose_fp8_v(const SmemLayout& sm, int pos, int t) {
     uint32_t r[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r[k]) : "r"(src + transposed_key(position + k) * kHeadDimV + col));
+      const int key = transposed_key(position + k);
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r[k]) : "r"(src + swizzled_byte_offset(key, col, kBlockN)));
+      if (key >= valid_keys) r[k] = 0u;  // past the sequence: the cache's bytes (NaN there stays out of P V)
     }
     const uint32_t lo01 = __byte_perm(r[0], r[1], 0x5140), hi01 = __byte_perm(r[0], r[1], 0x7362);
     const uint32_t lo23 = __byte_perm(r[2], r[3], 0x5140), hi23 = __byte_perm(r[2], r[3], 0x7362);
@@ -915,7 +892,7 @@ FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, 
   } else if (t < kKvIssueThreads) {
     issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t, col0);
   } else if constexpr (kFp8Operands) {
-    transpose_fp8_v(sm, pos, t - kKvIssueThreads);
+    transpose_fp8_v(sm, pos, t - kKvIssueThreads, seq.seqlen_k - n * kBlockN);
   } else {
     widen_fp8_block<kIsV>(sm, pos, scale, t - kKvIssueThreads);
   }
@@ -2577,7 +2554,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
     }
     for (int j = 0; j < kKvStagingSlots; ++j) {
       mbar_init(sm.staging_full_k(j), kKvIssueThreads);
-      mbar_init(sm.staging_full_v(j), kKvIssueThreads);
+      mbar_init(sm.staging_full_v(j), kFp8Operands ? 1 : kKvIssueThreads);  // FP8 operands' V: TMA
       mbar_init(sm.staging_empty_k(j), kKvWidenThreads / 32);
       mbar_init(sm.staging_empty_v(j), kKvWidenThreads / 32);
     }

@@ -85,9 +85,9 @@ struct Params {
   const float* k_scale;
   const float* v_scale;
   int64_t k_scale_strides[2], v_scale_strides[2];
-  // dtype=e4m3 (FP8 operands): Q, K and V e4m3 with FlashAttention-3's descales; K by its byte map
-  // (k) into the ring, V read as the FP8 cache's is (v_fp8) and transposed; their descales k_scale
-  // and v_scale, Q's here (same indexing; null: 1). O in out_dtype.
+  // dtype=e4m3 (FP8 operands): Q, K and V e4m3 with FlashAttention-3's descales; K and V by their
+  // byte maps (k, v; K into the ring, V staged and transposed), their descales k_scale and v_scale,
+  // Q's here (same indexing; null: 1). O in out_dtype.
   const float* q_scale;
   int64_t q_scale_strides[2];
   // qv=1 (FlashAttention-3's split MLA form): q and k maps over the two tensors' last head_dim -

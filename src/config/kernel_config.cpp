@@ -29,8 +29,10 @@ int round_up(int value, int multiple) { return (value + multiple - 1) / multiple
 // empty mbarrier each, before the others; dtype=e4m3: staging slots for V alone (the producer
 // transposes it), K straight into the ring.
 // A staging slot holds a block's K rows or V's (with O in column parts, one part's 256 columns).
+// FP8 operands' V lands by TMA in 128-byte swizzled rows of 128 columns (its transpose reads them).
 int kv_staging_bytes(const AttentionSpec& s) {
-  return s.kv_fp8() || s.fp8_operands() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
+  if (s.fp8_operands()) return s.block_n * 128 * ((s.effective_head_dim_v() + 127) / 128);
+  return s.kv_fp8() ? round_up(s.block_n * std::max(s.head_dim, s.effective_head_dim_v()), 128) : 0;
 }
 int staged_tensors(const AttentionSpec& s) { return ::staged_tensors(s.kv_fp8(), s.fp8_operands()); }
 

@@ -249,10 +249,9 @@ Result<KernelParams> make_kernel_params(const DriverApi& api, const KernelConfig
     maps[1].request = kv_request("v", a.v, c, a, a.v_strides);
   }
   for (const auto& m : maps) {
-    // The FP8 cache's K and V and FP8 operands' V are read without maps (FP8 operands' K by its byte
-    // map, as Q); the tails only with qv=1.
+    // The FP8 cache's K and V are read without maps (FP8 operands' by their byte maps, as Q); the
+    // tails only with qv=1.
     if (c.spec.kv_fp8() && (m.out == &p.k || m.out == &p.v)) continue;
-    if (c.spec.fp8_operands() && m.out == &p.v) continue;
     if (!c.spec.qv && (m.out == &p.q_tail || m.out == &p.k_tail)) continue;
     auto encoded = make_tensor_map_bshd(api, m.request);
     if (!encoded) return encoded.take_error();
