@@ -685,6 +685,7 @@ FJ_DEVICE void cp_async_fp8_row_pairs(const Params& p, const unsigned char* base
     for (int q = 0; q < kAhead; ++q) page[q] = fp8_row_page(p, seq, n, 16 * (g0 + q) + lane / 2);
 #pragma unroll
     for (int q = 0; q < kAhead; ++q) {
+      if (kPasses % kAhead != 0 && g0 + q >= kPasses) break;  // the last group's passes past the block
       const int r = 16 * (g0 + q) + lane / 2;
       const unsigned char* row = fp8_row_address(p, base, strides, seq, n, r, kv_head, page[q]);
       // This lane's first piece (base: read by nobody, 0 bytes), then every other one (immediate offsets).
