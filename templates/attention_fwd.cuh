@@ -766,8 +766,9 @@ FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t
   const uint32_t src = kIsV ? sm.staging_v(j) : sm.staging_k(j);
   const uint32_t tile = kIsV ? sm.v_stage(s) : sm.k_stage(s);
   // kAtOnce pieces a thread at a time, their loads issued together: their latency (and the
-  // conversions' chains) overlap where the producer's registers allow it.
-  constexpr int kTotal = kBlockN * kPieces, kAtOnce = kProducerRegs >= 64 ? 2 : 1;
+  // conversions' chains) overlap where the producer's registers allow it. Not for rows by bulk copies
+  // (MLA's latent cache): there two at once measured 386.1 -> 408.5 us (bench/NOTES.md, 2026-12-06).
+  constexpr int kTotal = kBlockN * kPieces, kAtOnce = kProducerRegs >= 64 && !kBulkFp8Rows ? 2 : 1;
   // A piece's row: u is never negative, so at a power-of-two row width an unsigned shift (the signed
   // division's sign fix-ups were a third of the loop's instructions) where the producer has 64
   // registers; else the plain division (unsigned, 40-register producers spilled 4-8 bytes).
@@ -779,7 +780,7 @@ FJ_DEVICE void widen_fp8_block(const SmemLayout& sm, int pos, float scale, int t
     uint32_t w[kAtOnce][4];
 #pragma unroll
     for (int i = 0; i < kAtOnce; ++i) {  // past the end: the last piece again, read, not stored
-      const int u = min(u0 + i * kKvWidenThreads, kTotal - 1);
+      const int u = kAtOnce > 1 ? min(u0 + i * kKvWidenThreads, kTotal - 1) : u0;
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[i][0]), "=r"(w[i][1]), "=r"(w[i][2]), "=r"(w[i][3])
                    : "r"(staged_fp8_piece<kDim>(src, row_of(u), piece_of(u))));
     }
