@@ -1761,7 +1761,8 @@ TEST(Tool, CheckAndBenchGiveVAndOTheirHeadDimV) {
     EXPECT_EQ(maps[0].dims[0], 192u) << "Q: " << describe_map(maps[0]);
   }
 
-  // FP8 (K and V read without maps): an FP8 cache and FP8 operands, dense; O 128 wide.
+  // FP8, dense; O 128 wide. An FP8 cache's K and V are read without maps; FP8 operands' K and V have
+  // byte maps (e4m3: strides in bytes), K 192 columns and V 128.
   for (const char* spec : {"dtype=bf16,head_dim=192,head_dim_v=128,causal=1,kv_dtype=e4m3", "dtype=e4m3,head_dim=192,head_dim_v=128,causal=1"}) {
     ToolRun r = run_tool(with_heads({"check", "--spec", spec, "--batch", "1", "--seqlen-q", "64", "--seqlen-k", "96"}), fake);
     ASSERT_EQ(r.exit_code, 0) << r;
@@ -1769,8 +1770,13 @@ TEST(Tool, CheckAndBenchGiveVAndOTheirHeadDimV) {
     ASSERT_TRUE(v.getAsObject() && v.getAsObject()->getObject("fp8")) << r;
     EXPECT_EQ(num(*v.getAsObject(), "head_dim_v"), 128) << r;
     const std::vector<EncodedMap> maps = read_tensor_maps(maps_file);
-    ASSERT_EQ(maps.size(), 2u) << r;  // Q and O
-    expect_map(maps[1], {128, 64, 4, 1}, {4 * 128 * 2, 128 * 2, 0}, "O");
+    const bool operands = std::string(spec).rfind("dtype=e4m3", 0) == 0;
+    ASSERT_EQ(maps.size(), operands ? 4u : 2u) << r;  // Q (K, V) and O
+    if (operands) {
+      expect_map(maps[1], {192, 96, 2, 1}, {2 * 192, 192, 0}, "K bytes");
+      expect_map(maps[2], {128, 96, 2, 1}, {2 * 128, 128, 0}, "V bytes");
+    }
+    expect_map(maps.back(), {128, 64, 4, 1}, {4 * 128 * 2, 128 * 2, 0}, "O");
   }
 
   // bench: FLOPs 2 x (192 + 128) a pair and head (causal: half of sq x sk at sq == sk), K/V bytes
