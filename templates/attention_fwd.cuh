@@ -716,7 +716,7 @@ FJ_DEVICE void load_fp8_tile(const Params& p, const TmaDesc* map, uint32_t tile,
 template <bool kIsV>
 constexpr int kStagedColumns = !kIsV ? kHeadDim : kOParts > 1 ? kVCols : kHeadDimV;
 
-// Block n of K (kIsV false) or V at ring position pos into its staging slot (rows of kDim bytes);
+// The FP8 cache's block n of K (kIsV false) or V at ring position pos into its staging slot (rows of kDim bytes);
 // col0: V's first column (an O column part's).
 template <bool kIsV>
 FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane,
@@ -729,11 +729,9 @@ FJ_DEVICE void issue_fp8_block(const Params& p, const SmemLayout& sm, int pos, i
   if constexpr (kBulkFp8Rows) {
     bulk_fp8_rows<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst,
                         kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
-  } else if constexpr (kKvFp8) {  // narrower rows
+  } else {  // narrower rows
     cp_async_fp8_row_pairs<kDim>(p, base, kIsV ? p.v_fp8_strides : p.k_fp8_strides, seq, n, kv_head, lane, dst);
     cp_async_arrive(kIsV ? sm.staging_full_v(j) : sm.staging_full_k(j));
-  } else {  // FP8 operands' V: by TMA, 128-byte swizzled rows (transpose_fp8_v reads them so)
-    if (lane == 0) load_fp8_tile<(kHeadDimV + 127) / 128, false>(p, &p.v, dst, sm.staging_full_v(j), n, kv_head, seq);
   }
 }
 
@@ -831,12 +829,17 @@ FJ_DEVICE int transposed_key(int position) {  // key at a position of a 16-key g
   return (position & ~15) + (k < 2 ? 2 * l + k : 8 + 2 * l + (k - 2));
 }
 
-// K block n into the ring slot of ring position pos (load_fp8_tile).
-FJ_DEVICE void load_fp8_k(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
+// FP8 operands' block n at ring position pos, by the loading warp's first lane (load_fp8_tile): K
+// straight into its ring slot; V into its staging slot as 128-byte swizzled rows, which
+// transpose_fp8_v reads.
+template <bool kIsV>
+FJ_DEVICE void load_fp8_operand(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, int lane) {
   if (lane != 0) return;
-  const int s = stage_of(pos);
-  if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_fp8_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), n, kv_head, seq);
+  constexpr int kSlots = kIsV ? kKvStagingSlots : kStages;
+  const int j = pos % kSlots;
+  if (pos >= kSlots) mbar_wait(kIsV ? sm.staging_empty_v(j) : sm.empty_k(j), ((pos / kSlots) & 1) ^ 1);
+  if constexpr (kIsV) load_fp8_tile<(kHeadDimV + 127) / 128, false>(p, &p.v, sm.staging_v(j), sm.staging_full_v(j), n, kv_head, seq);
+  else load_fp8_tile<kQKChunks, true>(p, &p.k, sm.k_stage(j), sm.full_k(j), n, kv_head, seq);
 }
 
 // The staged V block into the ring slot of position pos, transposed: [kVCols rows (d)][kBlockN
@@ -889,12 +892,11 @@ template <bool kIsV>
 FJ_DEVICE void fp8_block(const Params& p, const SmemLayout& sm, int pos, int n, int kv_head, const SeqlenInfo& seq, float scale,
                          int col0 = 0) {
   const int t = (int)threadIdx.x;
-  if constexpr (kFp8Operands && !kIsV) {
-    if (t < kKvIssueThreads) load_fp8_k(p, sm, pos, n, kv_head, seq, t);
+  if constexpr (kFp8Operands) {
+    if (t < kKvIssueThreads) load_fp8_operand<kIsV>(p, sm, pos, n, kv_head, seq, t);
+    else if constexpr (kIsV) transpose_fp8_v(sm, pos, t - kKvIssueThreads, seq.seqlen_k - n * kBlockN);
   } else if (t < kKvIssueThreads) {
     issue_fp8_block<kIsV>(p, sm, pos, n, kv_head, seq, t, col0);
-  } else if constexpr (kFp8Operands) {
-    transpose_fp8_v(sm, pos, t - kKvIssueThreads, seq.seqlen_k - n * kBlockN);
   } else {
     widen_fp8_block<kIsV>(sm, pos, scale, t - kKvIssueThreads);
   }

@@ -202,18 +202,21 @@ LaunchShape attention_launch_shape(const KernelConfig& c, const AttentionArgs& a
   return shape;
 }
 
-// kv_dtype=e4m3: the caches' bases, strides (bytes) and scales, as the producer reads them.
+// kv_dtype=e4m3: the caches' bases and strides (bytes), as the producer's row loads read them;
+// both FP8 forms: the scales (FP8 operands read K and V through their byte maps).
 void set_fp8_inputs(KernelParams& p, const KernelConfig& c, const AttentionArgs& a) {
   if (!c.spec.kv_fp8() && !c.spec.fp8_operands()) return;
-  p.k_fp8 = reinterpret_cast<const unsigned char*>(a.k);
-  p.v_fp8 = reinterpret_cast<const unsigned char*>(a.v);
-  const TensorStrides* strides[] = {&a.k_strides, &a.v_strides};
-  int64_t* out[] = {p.k_fp8_strides, p.v_fp8_strides};
-  for (int i = 0; i < 2; ++i) {
-    // A packed cache's batch stride is unused (rows counted from cu_seqlens_k): 0 keeps it so.
-    out[i][0] = a.engine.cu_seqlens_k != 0 && !c.spec.paged ? 0 : strides[i]->batch;
-    out[i][1] = strides[i]->row;
-    out[i][2] = strides[i]->head;
+  if (c.spec.kv_fp8()) {
+    p.k_fp8 = reinterpret_cast<const unsigned char*>(a.k);
+    p.v_fp8 = reinterpret_cast<const unsigned char*>(a.v);
+    const TensorStrides* strides[] = {&a.k_strides, &a.v_strides};
+    int64_t* out[] = {p.k_fp8_strides, p.v_fp8_strides};
+    for (int i = 0; i < 2; ++i) {
+      // A packed cache's batch stride is unused (rows counted from cu_seqlens_k): 0 keeps it so.
+      out[i][0] = a.engine.cu_seqlens_k != 0 && !c.spec.paged ? 0 : strides[i]->batch;
+      out[i][1] = strides[i]->row;
+      out[i][2] = strides[i]->head;
+    }
   }
   p.k_scale = reinterpret_cast<const float*>(a.fp8.k_scale);
   p.v_scale = reinterpret_cast<const float*>(a.fp8.v_scale);

@@ -21,7 +21,6 @@
 #                             bench/feature_peers.py against cuDNN, flex_attention and FlashAttention-2
 #   FLASHJIT_PART=kvcache  6. the FP8 K/V cache's targets (issue 39): 6g's kvcache_ cells, decode and chunked
 #                             prefill against a bf16 and an e4m3 cache, and the ratios against the targets
-#   FLASHJIT_PART=kvcache  6. the FP8 cache's decode and chunked-prefill cells against a bf16 cache (flashjit bench)
 #   FLASHJIT_PART=fp8      7. bench/fp8_peers.py: FP8 prefill against cuDNN's FP8 SDPA, the FP8 cache's bandwidth
 #   FLASHJIT_PART=mla      8. V narrower than Q and head dims above 256 (issue 40): 6g's mla_ cells (MLA's absorbed decode,
 #                             d512 prefill against d256, d512 decode), DeepSeek's 192/128 prefill (varlen,
