@@ -181,7 +181,7 @@ def large_cells(args):
     return cells
 
 
-DECODE_FORMS = {"parts": "", "vink": "_vink", "seesaw": "_seesaw", "fp8": "_fp8"}  # --decode-forms: name suffixes
+DECODE_FORMS = {"parts": "", "vink": "_vink", "inline": "_vink_inline", "seesaw": "_seesaw", "fp8": "_fp8"}  # --decode-forms: name suffixes
 
 
 def mla_cells(args):
@@ -195,7 +195,8 @@ def mla_cells(args):
             fp8 = form == "fp8"
             cache_bytes = b * sk * MLA_D * (1 if fp8 else ELEM)  # read once: V is the same memory
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
-                              heads=heads, sq=sq, v_in_k=form in ("vink", "seesaw"), seesaw=form == "seesaw", kv_fp8=fp8,
+                              heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw"), seesaw=form == "seesaw",
+                              inline_combine=form == "inline", kv_fp8=fp8,
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -214,7 +215,8 @@ def describe(c):
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
     from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"])
+    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"],
+                    c["inline_combine"])
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
             f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
             f"flops={c['flops']:.3e} {c['bound'] + '-bound' if c['bound'] else 'report only'}")
@@ -389,7 +391,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
-                       inline_combine=bool(getattr(fm, "INLINE_COMBINE", False)))
+                       inline_combine=c["inline_combine"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -417,6 +419,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
                                          kv_descale=kv_descale)
     fm.V_IN_K = c["v_in_k"]  # read at each call (the package's extension); every decode cell sets its own
     fm.SEESAW = c["seesaw"]
+    fm.INLINE_COMBINE = c["inline_combine"]
     fm.PDL = bool(args.pdl)
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
@@ -538,7 +541,8 @@ def parse_args():
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
-                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
+                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), inline (v_in_k=1 merging its splits in the attention "
+                         "kernel: flash_mla.INLINE_COMBINE), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
                          "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
     ap.add_argument("--decode-keys", type=int, default=0, help="the decode part's keys a sequence (default 4096)")

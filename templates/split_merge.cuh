@@ -10,16 +10,23 @@
 // O = 0 and LSE = -inf (with a sink, the sink's logit), like the attention kernel's.
 //
 // One warp a (row, head): lane l holds splits l, l + 32, ...; each lane then sums four columns of O
-// a pass, over the splits in order (a fixed order: the same inputs give the same bits, whichever
-// combine runs it). The weights go from lane to lane by shuffles (a register array indexed by a
-// split would go to local memory, and the attention kernel has no shared memory to spare).
+// in each 128-column pass, over the splits in order (a fixed order: the same inputs give the same
+// bits, whichever combine runs it). The weights go from lane to lane by shuffles (a register array
+// indexed by a split would go to local memory, and the attention kernel has no shared memory to
+// spare). A split's passes are loaded together and the first splits' before the weights are known:
+// a small decode's merge is a chain of L2 round trips (one a pass at head_dim_v 512 before), and it
+// ends the call (the combine kernel after the attention kernel, or the last split's CTA).
 // NOTES (correctness): the partials are read through L2 (ld.global.cg, volatile): with
 // combine=inline other CTAs of the same grid wrote them, and the non-coherent path could serve
 // stale lines; the caller has already ordered the reads after the writers' counts.
 
 constexpr int kMergeMaxSplits = 128;  // max_splits' bound (launch/attention_args.cpp)
 constexpr int kMergeSplitsPerLane = kMergeMaxSplits / 32;
-constexpr int kMergePrefetch = 4;  // partial O rows loaded before the weights are known
+constexpr int kMergePasses = (kHeadDimV + 127) / 128;  // four columns a lane a pass
+// Splits whose partial O (every pass) is loaded before the weights are known: 4 at one pass, at
+// more at most 32 floats a lane (the attention kernel merges with combine=inline, after its O).
+constexpr int kMergePrefetch = kMergePasses == 1 ? 4 : kMergePasses == 2 ? 4 : 2;
+constexpr int kMergeUnroll = kMergePasses == 1 ? 4 : 2;  // later splits in flight together
 
 FJ_DEVICE void load_partial_o(const Params& p, int split, int row, int head, int col, float (&v)[4]) {
   const float* src = p.o_partial + (((int64_t)split * p.total_q + row) * p.heads_q + head) * kHeadDimV + col;
@@ -41,12 +48,15 @@ FJ_DEVICE float weight_of(const float (&weight)[kMergeSplitsPerLane], int j) {
 }
 
 FJ_DEVICE void merge_split_row(const Params& p, int row, int head, int splits, int lane) {
-  // The first splits' partial O (first 128 columns), in flight while the LSEs are read.
-  float first[kMergePrefetch][4];
+  // The first splits' partial O, in flight while the LSEs are read.
+  float first[kMergePrefetch][kMergePasses][4];
 #pragma unroll
   for (int s = 0; s < kMergePrefetch; ++s) {
-    if (s < splits && 4 * lane < kHeadDimV) load_partial_o(p, s, row, head, 4 * lane, first[s]);
-    else first[s][0] = first[s][1] = first[s][2] = first[s][3] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMergePasses; ++k) {
+      if (s < splits && 128 * k + 4 * lane < kHeadDimV) load_partial_o(p, s, row, head, 128 * k + 4 * lane, first[s][k]);
+      else first[s][k][0] = first[s][k][1] = first[s][k][2] = first[s][k][3] = 0.f;
+    }
   }
 
   // The splits' LSEs, their max and the weights exp(LSE_s - max) / sum.
@@ -73,30 +83,38 @@ FJ_DEVICE void merge_split_row(const Params& p, int row, int head, int splits, i
   for (int j = 0; j < kMergeSplitsPerLane; ++j) weight[j] *= inv_sum;
   if (p.lse != nullptr && lane == 0) p.lse[(int64_t)head * p.total_q + row] = Finalize::merge_lse(p, head, top, sum);
 
+  // The prefetched splits (a weight of 0: that split's O is 0 or unused), then the rest.
+  float acc[kMergePasses][4];
+#pragma unroll
+  for (int k = 0; k < kMergePasses; ++k) acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
+#pragma unroll
+  for (int s = 0; s < kMergePrefetch; ++s) {
+    const float w = __shfl_sync(0xffffffffu, weight[0], s);
+#pragma unroll
+    for (int k = 0; k < kMergePasses; ++k) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[k][i] += w * first[s][k][i];
+    }
+  }
+#pragma unroll kMergeUnroll
+  for (int s = kMergePrefetch; s < splits; ++s) {
+    const float w = __shfl_sync(0xffffffffu, weight_of(weight, s >> 5), s & 31);
+    if (w == 0.f) continue;
+#pragma unroll
+    for (int k = 0; k < kMergePasses; ++k) {
+      if (128 * k + 4 * lane >= kHeadDimV) continue;
+      float v[4];
+      load_partial_o(p, s, row, head, 128 * k + 4 * lane, v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[k][i] += w * v[i];
+    }
+  }
   uint16_t* const out = p.o_rows + (int64_t)row * p.o_row_stride + (int64_t)head * p.o_head_stride;
 #pragma unroll
-  for (int c0 = 0; c0 < kHeadDimV; c0 += 128) {
-    const int col = c0 + 4 * lane;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    if (c0 == 0) {  // the prefetched splits (a weight of 0: that split's O is 0 or unused)
-#pragma unroll
-      for (int s = 0; s < kMergePrefetch; ++s) {
-        const float w = __shfl_sync(0xffffffffu, weight[0], s);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i] += w * first[s][i];
-      }
-    }
-#pragma unroll 4
-    for (int s = c0 == 0 ? kMergePrefetch : 0; s < splits; ++s) {  // four loads in flight
-      const float w = __shfl_sync(0xffffffffu, weight_of(weight, s >> 5), s & 31);
-      if (w == 0.f || col >= kHeadDimV) continue;
-      float v[4];
-      load_partial_o(p, s, row, head, col, v);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] += w * v[i];
-    }
+  for (int k = 0; k < kMergePasses; ++k) {
+    const int col = 128 * k + 4 * lane;
     if (col < kHeadDimV) {
-      const uint32_t lo = pack2(acc[0], acc[1]), hi = pack2(acc[2], acc[3]);
+      const uint32_t lo = pack2(acc[k][0], acc[k][1]), hi = pack2(acc[k][2], acc[k][3]);
       asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(out + col), "r"(lo), "r"(hi) : "memory");
     }
   }
