@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,39 @@ TEST(Reference, HalfConversionsRoundTrip) {
   EXPECT_EQ(float_to_half_bits(1.f, false), 0x3c00);
   EXPECT_EQ(float_to_half_bits(1.f, true), 0x3f80);
   EXPECT_EQ(float_to_half_bits(-2.f, false), 0xc000);
+}
+
+// The random inputs: standard normal, every element written (odd sizes too), and element i's value
+// a function of the seed and i alone, whichever thread fills it: buffers of different sizes (one
+// thread; two, split at other elements) agree where they overlap.
+TEST(Reference, RandomFillIsStandardNormalAndIndependentOfTheThreads) {
+  for (bool bf16 : {false, true}) {
+    // 0xFFFF: NaN in both types. Two threads above 2^20 pairs: large splits at 750000 pairs, middle at 525000.
+    std::vector<uint16_t> large(3'000'001, 0xFFFF), middle(2'100'001, 0xFFFF), small(1001, 0xFFFF);
+    std::mt19937_64 a(42), b(42), m(42);
+    fill_random(large, bf16, a);
+    fill_random(middle, bf16, m);
+    fill_random(small, bf16, b);
+    EXPECT_TRUE(std::equal(small.begin(), small.end(), large.begin())) << "bf16=" << bf16;
+    EXPECT_TRUE(std::equal(middle.begin(), middle.end(), large.begin())) << "bf16=" << bf16;
+    double sum = 0, squares = 0, fourth = 0;
+    for (uint16_t bits : large) {
+      const double x = half_bits_to_float(bits, bf16);
+      ASSERT_TRUE(std::isfinite(x)) << "bf16=" << bf16;
+      sum += x, squares += x * x, fourth += x * x * x * x;
+    }
+    const double n = double(large.size()), mean = sum / n, var = squares / n - mean * mean;
+    EXPECT_NEAR(mean, 0.0, 0.005) << "bf16=" << bf16;
+    EXPECT_NEAR(var, 1.0, 0.01) << "bf16=" << bf16;
+    EXPECT_NEAR(fourth / n, 3.0, 0.05) << "bf16=" << bf16;  // a normal's fourth moment (a uniform's would be 1.8)
+    std::vector<uint16_t> other(large.size());
+    std::mt19937_64 c(43);
+    fill_random(other, bf16, c);
+    EXPECT_LT(std::inner_product(other.begin(), other.begin() + 1000, large.begin(), 0, std::plus<>(),
+                                 [](uint16_t x, uint16_t y) { return int(x == y); }),
+              100)
+        << "another seed gives other values";
+  }
 }
 
 // Identical keys -> uniform attention -> O is the mean of the visible V rows, LSE = s + log(n).

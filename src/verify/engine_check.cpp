@@ -111,14 +111,21 @@ Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k,
     const int64_t cols = *is_v ? dv : d;
     return int(p.kv == KvSource::kPaged && p.head_major_pool ? off / (int64_t(p.page_size) * cols) % h : off / cols % h);
   };
-  Fp8Quantiser quantise(p.bf16);
+  // Each element on its own: the cores take a range each, with a quantiser each (its tables are built as used).
   auto convert = [&](std::vector<uint16_t>& t, bool tensor_is_v, const std::vector<char>* outlier) {
     std::vector<unsigned char> codes(t.size());
-    for (size_t i = 0; i < t.size(); ++i) {
-      bool is_v = false;
-      const int head = place(int64_t(i), tensor_is_v, &is_v);
-      codes[i] = quantise(t[i], f.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, 0, head), !is_v && outlier && (*outlier)[i]);
-    }
+    auto range = [&](size_t begin, size_t end) {
+      Fp8Quantiser quantise(p.bf16);
+      for (size_t i = begin; i < end; ++i) {
+        bool is_v = false;
+        const int head = place(int64_t(i), tensor_is_v, &is_v);
+        codes[i] = quantise(t[i], f.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, 0, head), !is_v && outlier && (*outlier)[i]);
+      }
+    };
+    const size_t threads = std::min<size_t>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())), t.size() / (1u << 20) + 1);
+    std::vector<std::thread> pool;
+    for (size_t w = 0; w < threads; ++w) pool.emplace_back(range, t.size() * w / threads, t.size() * (w + 1) / threads);
+    for (auto& w : pool) w.join();
     return codes;
   };
   Fp8Codes out;
@@ -128,6 +135,7 @@ Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k,
     out.q.resize(q.size());
     const int64_t row_elems = int64_t(p.heads_q) * d;
     const int group = p.heads_q / p.heads_kv;
+    Fp8Quantiser quantise(p.bf16);
     size_t b = 0;
     for (size_t i = 0; i < q.size(); ++i) {
       const int64_t row = int64_t(i) / row_elems;

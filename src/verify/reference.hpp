@@ -57,7 +57,7 @@ Strides contiguous_strides(int seqlen, int heads, int head_dim);
 uint16_t float_to_half_bits(float value, bool bf16);
 float half_bits_to_float(uint16_t bits, bool bf16);
 
-// Fills `count` 16-bit values with standard-normal samples.
+// Fills `data` with standard-normal samples (16-bit), from one seed drawn from `rng`.
 void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng);
 
 // One query row's float64 attention under a causal flag, a scale and the features' mask, softcap
