@@ -25,7 +25,7 @@ constexpr int kMergeSplitsPerLane = kMergeMaxSplits / 32;
 constexpr int kMergePasses = (kHeadDimV + 127) / 128;  // four columns a lane a pass
 // Splits whose partial O (every pass) is loaded before the weights are known: 4 at one pass, at
 // more at most 32 floats a lane (the attention kernel merges with combine=inline, after its O).
-constexpr int kMergePrefetch = kMergePasses == 1 ? 4 : kMergePasses == 2 ? 4 : 2;
+constexpr int kMergePrefetch = kMergePasses <= 2 ? 4 : 2;
 constexpr int kMergeUnroll = kMergePasses == 1 ? 4 : 2;  // later splits in flight together
 
 FJ_DEVICE void load_partial_o(const Params& p, int split, int row, int head, int col, float (&v)[4]) {

@@ -127,8 +127,8 @@ uint32_t hash32(uint64_t x) {  // verify/device_random.cpp's hash (a 64-bit fina
 }  // namespace
 
 // Values 2j and 2j + 1 from one Box-Muller pair of uniforms hashed from the seed and j alone, so
-// the cores each fill a range: a bench cell's gigabyte of K/V took 20-40 s from one sequential
-// generator (std::normal_distribution, 30-40 ns a value).
+// the cores each fill a range: one sequential generator (std::normal_distribution, about 36 ns a
+// value) spent about 19 s on the K and V of a 64 x 4k engine cell (bench/NOTES.md, 2026-12-06).
 void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng) {
   const uint64_t seed = rng();
   const size_t pairs = (data.size() + 1) / 2;
