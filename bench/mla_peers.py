@@ -185,6 +185,7 @@ DECODE_FORMS = {"parts": "", "vink": "_vink", "inline": "_vink_inline", "seesaw"
 
 
 def mla_cells(args):
+    from flashjit.flash_mla import INLINE_MERGE_ROWS  # plain Python: no torch, no library
     size = MLA_SIZE_SMOKE if args.smoke else dict(MLA_SIZE, keys=args.decode_keys or MLA_SIZE["keys"])
     b, sk = size["batch"], size["keys"]
     cells = []
@@ -192,6 +193,8 @@ def mla_cells(args):
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
         # O in two parts, the shared-scores kernels (the package's default), an FP8 latent cache (report only)
         for form in args.decode_forms:
+            if form == "inline" and sq * heads > INLINE_MERGE_ROWS:
+                continue  # the package merges inline only tiles of that many rows: the cell would be vink's
             fp8 = form == "fp8"
             cache_bytes = b * sk * MLA_D * (1 if fp8 else ELEM)  # read once: V is the same memory
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
@@ -542,7 +545,7 @@ def parse_args():
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
                          "(v_in_k=1,seesaw=1: flash_mla.SEESAW), inline (v_in_k=1 merging its splits in the attention "
-                         "kernel: flash_mla.INLINE_COMBINE), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
+                         "kernel: flash_mla.INLINE_COMBINE; cells of at most 16 rows a tile), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
                          "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
     ap.add_argument("--decode-keys", type=int, default=0, help="the decode part's keys a sequence (default 4096)")
