@@ -122,10 +122,7 @@ Fp8Codes quantise_inputs(const HostLayout& at, const std::vector<int>& seqlen_k,
         codes[i] = quantise(t[i], f.scale_of(is_v ? Fp8Tensor::kV : Fp8Tensor::kK, 0, head), !is_v && outlier && (*outlier)[i]);
       }
     };
-    const size_t threads = std::min<size_t>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())), t.size() / (1u << 20) + 1);
-    std::vector<std::thread> pool;
-    for (size_t w = 0; w < threads; ++w) pool.emplace_back(range, t.size() * w / threads, t.size() * (w + 1) / threads);
-    for (auto& w : pool) w.join();
+    parallel_ranges(t.size(), size_t(1) << 20, range);
     return codes;
   };
   Fp8Codes out;

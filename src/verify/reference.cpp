@@ -126,6 +126,15 @@ uint32_t hash32(uint64_t x) {  // verify/device_random.cpp's hash (a 64-bit fina
 }
 }  // namespace
 
+void parallel_ranges(size_t count, size_t min_per_thread, const std::function<void(size_t, size_t)>& fn) {
+  const size_t threads = std::min<size_t>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())),
+                                          (count + std::max<size_t>(1, min_per_thread) - 1) / std::max<size_t>(1, min_per_thread));
+  if (threads <= 1) return fn(0, count);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(fn, count * t / threads, count * (t + 1) / threads);
+  for (auto& t : pool) t.join();
+}
+
 // Values 2j and 2j + 1 from one Box-Muller pair of uniforms hashed from the seed and j alone, so
 // the cores each fill a range: one sequential generator (std::normal_distribution, about 36 ns a
 // value) spent about 19 s on the K and V of a 64 x 4k engine cell (bench/NOTES.md, 2026-12-06).
@@ -140,13 +149,7 @@ void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng) {
       if (2 * j + 1 < data.size()) data[2 * j + 1] = float_to_half_bits(r * std::sin(angle), bf16);
     }
   };
-  constexpr size_t kPairsPerThread = size_t(1) << 20;  // below: one thread (the tests' small buffers)
-  const size_t threads = std::min<size_t>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())),
-                                          (pairs + kPairsPerThread - 1) / kPairsPerThread);
-  if (threads <= 1) return fill(0, pairs);
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) pool.emplace_back(fill, pairs * t / threads, pairs * (t + 1) / threads);
-  for (auto& t : pool) t.join();
+  parallel_ranges(pairs, size_t(1) << 20, fill);  // the tests' small buffers: one thread
 }
 
 void attend_row(const AttentionFeatures& features, bool causal, double scale, double slope, const double* sink, int row,

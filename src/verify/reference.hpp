@@ -57,6 +57,10 @@ Strides contiguous_strides(int seqlen, int heads, int head_dim);
 uint16_t float_to_half_bits(float value, bool bf16);
 float half_bits_to_float(uint16_t bits, bool bf16);
 
+// fn(begin, end) over [0, count) in ranges on up to 32 threads, one a min_per_thread items or part of
+// them (count <= min_per_thread: one range, on the calling thread): element-wise fills of large inputs.
+void parallel_ranges(size_t count, size_t min_per_thread, const std::function<void(size_t, size_t)>& fn);
+
 // Fills `data` with standard-normal samples (16-bit), from one seed drawn from `rng`.
 void fill_random(std::vector<uint16_t>& data, bool bf16, std::mt19937_64& rng);
 
