@@ -10,7 +10,7 @@ cd "$src"
 
 # Extended regular expressions, matched case-insensitively.
 patterns=(
-  '\bsessions? [0-9]+'              # session 17, sessions 3-5
+  '\bsessions?[- ][0-9]+'           # session 17, session-15, sessions 3-5
   '\bdevice calls?\b'               # device call 4
   '(^|[^-_[:alnum:]])calls? [0-9]+\b' # call 3, calls 1-2 (a run's number in place of its date; not --calls 200)
   'had no device'
