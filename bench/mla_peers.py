@@ -41,14 +41,16 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   the read bandwidth) and h64_q2, h128_q1, h128_q2 (compute-bound: heads x queries >= 128; target >= 600
   TFLOP/s). The spec is the package's (mla_plan: "dtype=bf16,head_dim=576,head_dim_v=512[,causal=1],varlen=1,
   paged=1,pack_gqa=1[,split_kv=1]", causal where s_q > 1, split_kv where its plan splits). Each cell twice: O in
-  two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's default (spec key v_in_k=1: two
-  warpgroups share each tile's scores, the latent block loaded once for both halves of O); --decode-forms vink
-  keeps the second alone (an A/B of the default kernel, bench/ab_mla.sh), seesaw adds mla_decode_hH_qS_seesaw (the
-  same kernels' seesaw schedule, spec key seesaw=1: flash_mla.SEESAW = True), fp8 adds mla_decode_hH_qS_fp8: an FP8
-  latent cache (flashjit's extension: k_cache of e4m3 codes, kv_descale 0.5; the O-in-parts kernels; bytes and
-  % BW in FP8 bytes, no target); --decode-keys sets the keys a
-  sequence, --decode-splits passes flash_mla_with_kvcache an int num_splits (1 never splits). --pdl launches the
-  decode cells with programmatic dependent launch (flash_mla.PDL = True), as large_decode_d512 always is.
+  two parts (flash_mla.V_IN_K = False), then mla_decode_hH_qS_vink, the package's kernels (spec key v_in_k=1: two
+  warpgroups share each tile's scores, the latent block loaded once for both halves of O; the hand-over schedule,
+  flash_mla.SEESAW = False); --decode-forms vink keeps the second alone (an A/B of the kernel, bench/ab_mla.sh),
+  seesaw adds mla_decode_hH_qS_seesaw (the same kernels' seesaw schedule, spec key seesaw=1: flash_mla.SEESAW =
+  True), auto adds mla_decode_hH_qS_auto (the package's default, flash_mla.SEESAW = None: the seesaw on unsplit
+  launches of 65-128 rows a sequence, else the hand-over), fp8 adds mla_decode_hH_qS_fp8: an FP8 latent cache
+  (flashjit's extension: k_cache of e4m3 codes, kv_descale 0.5; the O-in-parts kernels; bytes and % BW in FP8
+  bytes, no target); --decode-keys sets the keys a sequence, --decode-splits passes flash_mla_with_kvcache an int
+  num_splits (1 never splits). --pdl launches the decode cells with programmatic dependent launch (flash_mla.PDL =
+  True), as large_decode_d512 always is.
 
 Smoke sizes: prefill 2 x 512 and 1 x 1024; large prefill 2 x 1000; large decode 3 x 5000 keys; decode 3 x 1000.
 
@@ -181,7 +183,8 @@ def large_cells(args):
     return cells
 
 
-DECODE_FORMS = {"parts": "", "vink": "_vink", "inline": "_vink_inline", "seesaw": "_seesaw", "fp8": "_fp8"}  # --decode-forms: name suffixes
+DECODE_FORMS = {"parts": "", "vink": "_vink", "inline": "_vink_inline", "seesaw": "_seesaw", "auto": "_auto",
+                "fp8": "_fp8"}  # --decode-forms: name suffixes
 
 
 def mla_cells(args):
@@ -191,14 +194,15 @@ def mla_cells(args):
     cells = []
     for heads, sq in MLA_SHAPES:
         io_bytes = b * sq * heads * (MLA_D + MLA_DV) * ELEM  # q read, O written
-        # O in two parts, the shared-scores kernels (the package's default), an FP8 latent cache (report only)
+        # O in two parts, the shared-scores kernels (the package's; _auto its schedule by shape), an FP8 latent cache
         for form in args.decode_forms:
             if form == "inline" and sq * heads > INLINE_MERGE_ROWS:
                 continue  # the package merges inline only tiles of that many rows: the cell would be vink's
             fp8 = form == "fp8"
             cache_bytes = b * sk * MLA_D * (1 if fp8 else ELEM)  # read once: V is the same memory
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
-                              heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw"), seesaw=form == "seesaw",
+                              heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw", "auto"),
+                              seesaw=None if form == "auto" else form == "seesaw",
                               inline_combine=form == "inline", kv_fp8=fp8,
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
@@ -218,8 +222,10 @@ def describe(c):
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
     from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"],
-                    c["inline_combine"])
+    from flashjit.flash_mla import seesaw_by_shape
+    by_shape = c["seesaw"] is None and seesaw_by_shape(132, c["batch"], c["sq"], c["heads"], 1, 1)
+    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"] or by_shape,
+                    c["inline_combine"]) + (" (the schedule by shape, at 132 SMs)" if c["seesaw"] is None else "")
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
             f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
             f"flops={c['flops']:.3e} {c['bound'] + '-bound' if c['bound'] else 'report only'}")
@@ -544,7 +550,7 @@ def parse_args():
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
-                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), inline (v_in_k=1 merging its splits in the attention "
+                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), auto (flash_mla.SEESAW = None, the package's default), inline (v_in_k=1 merging its splits in the attention "
                          "kernel: flash_mla.INLINE_COMBINE; cells of at most 16 rows a tile), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
                          "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")

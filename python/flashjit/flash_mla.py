@@ -59,11 +59,14 @@ kernels: V read from the latent block already loaded for K, two consumer warpgro
 computed twice. False runs the O-in-two-parts kernels (each part's tile computing its own Q K^T), 1.6x (16-32
 heads) to 2.4x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cells on the H200 (BENCHMARKS.md).
 
-flashjit extension: SEESAW (module attribute, read at each call; False by default) runs those kernels with the spec
-key seesaw=1: the two warpgroups take alternate latent blocks (FlashMLA's seesaw schedule), each computing one
-block's scores while the other's GEMMs run, P crossing both ways. Only with V_IN_K, head_dim 576, head_dim_v 512.
-On an H100 it was 4 % faster at 64-128 heads x 1-2 queries and 8-10 % slower at 128 heads x 2 queries and at 16
-heads (bench/NOTES.md), hence off.
+flashjit extension: SEESAW (module attribute, read at each call) chooses between those kernels' two schedules:
+v_in_k=1's hand-over (the first warpgroup computes every block's scores) and the spec key seesaw=1 (the two
+warpgroups take alternate latent blocks, FlashMLA's seesaw schedule, each computing one block's scores while the
+other's GEMMs run, P crossing both ways; head_dim 576, head_dim_v 512). None (the default) takes the seesaw where
+each sequence's rows (seqlen_q x h_q / h_kv) fill two 64-row tiles (65-128 rows) and the launch runs unsplit (its
+tiles fill the SMs), the hand-over elsewhere (seesaw_by_shape): in three runs on H100s the seesaw was 4-5 % faster at 64 heads x 2 queries and 128 x 1 (batch
+64 x 4096 keys, one tile a CTA, two tiles sharing each latent block through L2), 11-14 % slower at 128 x 2 and 8-9 %
+slower at 16-32 heads (split launches) (bench/NOTES.md, 2026-12-06). True or False: that schedule everywhere.
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
@@ -98,7 +101,7 @@ _E4M3 = "torch.float8_e4m3fn"  # an FP8 latent cache (flashjit extension: kv_des
 _FLOAT32 = "torch.float32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
-SEESAW = False              # flashjit extension: with V_IN_K, those kernels' seesaw schedule (spec key seesaw=1)
+SEESAW = None               # flashjit extension: with V_IN_K, those kernels' seesaw schedule (seesaw=1); None: by shape
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)
 INLINE_MERGE_ROWS = 16      # the library's kInlineMergeRows: rows a tile (seqlen_q x heads_q / h_kv) it merges inline
@@ -142,23 +145,40 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
 
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
-             v_in_k=False, kv_fp8=False, seesaw=False, inline_combine=False):
+             v_in_k=False, kv_fp8=False, seesaw=None, inline_combine=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
     one split runs unsplit). Query heads are packed (pack_gqa=1) whenever several share the latent head. v_in_k:
     the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels); seesaw:
-    their seesaw schedule (see SEESAW); inline_combine: combine=inline on those kernels where a split launch's tiles
-    hold at most INLINE_MERGE_ROWS rows (see INLINE_COMBINE)."""
+    their seesaw schedule (True, False, or None: seesaw_by_shape; see SEESAW); inline_combine: combine=inline on
+    those kernels where a split launch's tiles hold at most INLINE_MERGE_ROWS rows (see INLINE_COMBINE)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
     else:
         max_splits = 0 if num_splits == 1 else min(int(num_splits), _plan.MAX_SPLITS)
     merges_inline = inline_combine and seqlen_q * (heads_q // max(1, heads_kv)) <= INLINE_MERGE_ROWS
+    if seesaw is None:
+        seesaw = seesaw_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
     spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
                     v_in_k and not kv_fp8, kv_fp8, seesaw, merges_inline)
     return spec, max_splits
+
+
+def _seesaw_switch(value):
+    """SEESAW as the plan takes it: None (by shape), else True or False."""
+    return None if value is None else bool(value)
+
+
+def seesaw_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits):
+    """SEESAW = None's choice: the seesaw schedule for a launch whose sequences' rows fill two 64-row tiles (65-128:
+    seqlen_q x h_q / h_kv) and that runs unsplit, where it measured faster than the hand-over (see SEESAW). Unsplit:
+    no split_kv (max_splits 0), or the library's count is one: it gives each SM's CTA slot a tile, splits = SMs /
+    tiles (src/launch/attention_args.cpp, tile_geometry; one CTA an SM at these head dims)."""
+    rows = seqlen_q * (heads_q // max(1, heads_kv))
+    tiles = batch * max(1, heads_kv) * ((rows + 63) // 64)
+    return 64 < rows <= 128 and (max_splits == 0 or sm_count // max(1, tiles) <= 1)
 
 
 def rows_strides(shape, strides):
@@ -492,7 +512,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), bool(SEESAW), bool(PDL), bool(INLINE_COMBINE),
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _seesaw_switch(SEESAW), bool(PDL), bool(INLINE_COMBINE),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
@@ -608,7 +628,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits, bool(V_IN_K), kv_fp8, bool(SEESAW), bool(INLINE_COMBINE))
+                                heads_kv, splits, bool(V_IN_K), kv_fp8, _seesaw_switch(SEESAW), bool(INLINE_COMBINE))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

@@ -330,12 +330,14 @@ class Launch(MlaCase):
                 (False, True)):
             spec, max_splits = self.m.mla_plan(132, dtype, d, 512, causal, batch, seqlen_q, heads, 1, splits, v_in_k)
             self.assertEqual(",split_kv=1" in spec, max_splits > 0, spec)
-            self.assertEqual(spec.endswith(",v_in_k=1"), v_in_k, spec)
+            self.assertEqual(spec.replace(",seesaw=1", "").endswith(",v_in_k=1"), v_in_k, spec)
             if spec not in seen:
                 seen.add(spec)
                 self.assertIsNone(flashjit.supported(spec), spec)
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1", seen)
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1", seen)
+        self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,"
+                      "seesaw=1", seen)  # SEESAW = None: the seesaw by shape
 
     def test_seesaw_plans_only_the_shared_scores_kernels_at_576(self):
         import flashjit
@@ -350,6 +352,44 @@ class Launch(MlaCase):
                 self.assertIsNone(flashjit.supported(spec), spec)
         self.assertIn("dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,"
                       "seesaw=1", seen)
+
+    def test_seesaw_by_shape_on_unsplit_launches_of_two_row_tiles(self):
+        # SEESAW = None (the default): the seesaw where a sequence's rows (queries x heads a latent head) fill two
+        # 64-row tiles and the launch runs unsplit (the library's count: SMs / tiles), the hand-over elsewhere
+        # (bench/NOTES.md, 2026-12-06).
+        self.assertIsNone(self.m.SEESAW)
+        for heads, seqlen_q, batch, splits, want in (
+                (64, 2, 64, 0, True), (128, 1, 64, 0, True), (128, 1, 64, 1, True), (65, 1, 64, 0, True),
+                (128, 1, 67, 0, True), (128, 1, 512, 0, True),
+                (128, 2, 64, 0, False),  # 256 rows: four tiles a sequence
+                (64, 1, 64, 0, False),   # one tile a sequence (the library splits: 132 SMs / 64 tiles)
+                (16, 1, 64, 0, False), (32, 1, 64, 0, False), (16, 2, 64, 0, False),
+                (128, 1, 33, 0, False),  # 66 tiles: two splits
+                (128, 1, 8, 0, False),   # few sequences: the launch splits
+                (128, 1, 8, 1, True)):   # ... unless told not to
+            spec, max_splits = self.m.mla_plan(132, "bf16", 576, 512, True, batch, seqlen_q, heads, 1, splits, True)
+            self.assertEqual(",seesaw=1" in spec, want, (heads, seqlen_q, batch, splits, spec))
+            self.assertEqual(self.m.seesaw_by_shape(132, batch, seqlen_q, heads, 1, max_splits), want)
+            for forced in (True, False):
+                spec, _ = self.m.mla_plan(132, "bf16", 576, 512, True, batch, seqlen_q, heads, 1, splits, True,
+                                          seesaw=forced)
+                self.assertEqual(",seesaw=1" in spec, forced, spec)
+        # Not the O-in-parts kernels, the FP8 latent cache or head dims other than 576/512.
+        for v_in_k, kv_fp8, d in ((False, False, 576), (True, True, 576), (True, False, 512)):
+            spec, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, 1, 128, 1, 0, v_in_k, kv_fp8)
+            self.assertNotIn("seesaw", spec)
+
+    def test_seesaw_switch_reaches_the_launch(self):
+        q, cache, table, lens = decode_inputs(heads_q=128)
+        for value, want in ((None, True), (False, False), (True, True)):
+            self.m._plans.clear()
+            self.rt.kernels.clear()
+            before, self.m.SEESAW = self.m.SEESAW, value
+            try:
+                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
+            finally:
+                self.m.SEESAW = before
+            self.assertEqual(self.rt.kernels[-1].endswith(",seesaw=1"), want, (value, self.rt.kernels))
 
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit

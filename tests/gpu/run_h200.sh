@@ -28,7 +28,7 @@
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=mla-decode 9. bench/mla_peers.py's large and decode parts: d512 prefill against d256 (>= 0.9x), d512
 #                             decode and MLA's absorbed decode through flashjit.flash_mla (its v_in_k=1 kernels,
-#                             cells _vink, _vink_inline, _seesaw, the FP8 latent cache _fp8, and O in parts with
+#                             cells _vink, _vink_inline, _seesaw, _auto (the package's schedule by shape), the FP8 latent cache _fp8, and O in parts with
 #                             flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
@@ -121,7 +121,7 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts prefill}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=300}" ;;
   mla-decode)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
-    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts large,decode --decode-forms parts,vink,inline,seesaw,fp8}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=540}" ;;
+    : "${FLASHJIT_MLA_PEERS:=1}" "${FLASHJIT_MLA_PEERS_ARGS:=--reps 7 --parts large,decode --decode-forms parts,vink,inline,seesaw,auto,fp8}" "${FLASHJIT_MLA_PEERS_TIMEOUT:=540}" ;;
   mla-anatomy)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}"
     : "${FLASHJIT_MLA_ANATOMY:=1}" ;;
