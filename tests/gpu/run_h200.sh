@@ -33,8 +33,9 @@
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
 #                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
-#                             latent cache, and Nsight Compute on the kernels of three cells (bench/profile_mla.sh);
-#                             about 8 minutes
+#                             latent cache, per-CTA start and end times where a bench/cta_times.sh tool is given
+#                             (FLASHJIT_CTA_TIMES_TOOL or BIN_DIR/cta/flashjit), and Nsight Compute on the kernels
+#                             of three cells (bench/profile_mla.sh); about 9 minutes
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -375,8 +376,9 @@ fi
 # v_in_k=1 cells with and without PDL (bench/ab_mla.sh on this library twice, ARGS_B=--pdl), the
 # memory-bound cells unsplit (--decode-splits 1: no partials, no combine, half the SMs), 16k keys
 # against 4k (the same spec: the fixed cost by difference), an FP8 latent cache beside the 16-bit one
-# (flash_mla's kv_descale: the O-in-parts kernels on half the bytes), and Nsight Compute on each kernel of three
-# cells beside the call's graph time (bench/profile_mla.sh; needs ncu).
+# (flash_mla's kv_descale: the O-in-parts kernels on half the bytes), each CTA's start and end (a tool built by
+# bench/cta_times.sh; both schedules at 128 heads) and Nsight Compute on each kernel of three cells beside the
+# call's graph time (bench/profile_mla.sh; needs ncu).
 if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
   OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h128_q1" ARGS_B=--pdl PASS_TIMEOUT=60 BUDGET_S=170 \
     bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_pdl.txt" 2>&1 &&
@@ -391,6 +393,25 @@ if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
       row "mla decode ${variant%%:*} (report)" pass "" || row "mla decode ${variant%%:*}" FAIL "$(tail -1 "$OUT/mla_${variant%%:*}.txt" | cut -c1-90)"
     sed -n '/^mla_decode (/,/^$/p' "$OUT/mla_${variant%%:*}.txt"
   done
+  # Per-CTA times (a tool built by bench/cta_times.sh: FLASHJIT_CTA_TIMES_TOOL, or BIN_DIR/cta/flashjit where
+  # carried): when each CTA starts and ends on the cells above and both schedules of the compute-bound ones.
+  CTA_TOOL=${FLASHJIT_CTA_TIMES_TOOL:-${BIN:+$BIN/cta/flashjit}}
+  if [ -n "$CTA_TOOL" ] && [ -x "$CTA_TOOL" ]; then
+    MLA_SPEC=dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1
+    for cell in h16_q1:16:1:0:4096: h16_q1_16k:16:1:0:16384: h128_q1:128:1:0:4096: h128_q1_seesaw:128:1:0:4096:,seesaw=1 \
+                h128_q2:128:2:1:4096: h128_q2_seesaw:128:2:1:4096:,seesaw=1; do
+      [ $SECONDS -lt "${FLASHJIT_CTA_TIMES_BUDGET_S:-420}" ] || { row "mla cta times: cells left out" skip "past ${FLASHJIT_CTA_TIMES_BUDGET_S:-420} s"; break; }
+      IFS=: read -r name heads queries causal keys extra <<<"$cell"
+      if timeout 60 "$CTA_TOOL" bench --spec "$MLA_SPEC,causal=$causal$extra" --v-in-k --page-size 64 --batch 64 --seqlen-q "$queries" \
+           --seqlen-k "$keys" --heads-q "$heads" --heads-kv 1 --iters 5 >"$OUT/cta_$name.txt" 2>&1 &&
+         python3 bench/cta_times.py "$OUT/cta_$name.txt" >"$OUT/cta_times_$name.txt" 2>&1; then
+        row "mla cta times $name (report)" pass ""
+      else row "mla cta times $name" FAIL "$(tail -1 "$OUT/cta_$name.txt" | cut -c1-90)"; fi
+      cat "$OUT/cta_times_$name.txt" 2>/dev/null
+    done
+  else
+    echo "per-CTA times left out: no tool built by bench/cta_times.sh (FLASHJIT_CTA_TIMES_TOOL, or BIN_DIR/cta/flashjit)"
+  fi
   if command -v ncu >/dev/null; then
     OUT=$OUT/profile-mla timeout "${FLASHJIT_PROFILE_TIMEOUT:-150}" bash bench/profile_mla.sh "$TOOL" >"$OUT/profile_mla.txt" 2>&1 &&
       row "ncu mla decode (report)" pass "" || row "ncu mla decode" FAIL "$(tail -1 "$OUT/profile_mla.txt")"
