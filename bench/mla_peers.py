@@ -550,7 +550,8 @@ def parse_args():
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
-                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), auto (flash_mla.SEESAW = None, the package's default), inline (v_in_k=1 merging its splits in the attention "
+                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), auto (flash_mla.SEESAW = None, the package's "
+                         "default), inline (v_in_k=1 merging its splits in the attention "
                          "kernel: flash_mla.INLINE_COMBINE; cells of at most 16 rows a tile), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
                          "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")

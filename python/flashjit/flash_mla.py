@@ -64,9 +64,10 @@ v_in_k=1's hand-over (the first warpgroup computes every block's scores) and the
 warpgroups take alternate latent blocks, FlashMLA's seesaw schedule, each computing one block's scores while the
 other's GEMMs run, P crossing both ways; head_dim 576, head_dim_v 512). None (the default) takes the seesaw where
 each sequence's rows (seqlen_q x h_q / h_kv) fill two 64-row tiles (65-128 rows) and the launch runs unsplit (its
-tiles fill the SMs), the hand-over elsewhere (seesaw_by_shape): in three runs on H100s the seesaw was 4-5 % faster at 64 heads x 2 queries and 128 x 1 (batch
-64 x 4096 keys, one tile a CTA, two tiles sharing each latent block through L2), 11-14 % slower at 128 x 2 and 8-9 %
-slower at 16-32 heads (split launches) (bench/NOTES.md, 2026-12-06). True or False: that schedule everywhere.
+tiles fill the SMs), the hand-over elsewhere (seesaw_by_shape): in three runs on H100s the seesaw was 4-5 % faster
+at 64 heads x 2 queries and 128 x 1 (batch 64 x 4096 keys, one tile a CTA, two tiles sharing each latent block
+through L2), 11-14 % slower at 128 x 2 and 8-9 % slower at 16-32 heads (split launches) (bench/NOTES.md,
+2026-12-06). True or False: that schedule everywhere.
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
@@ -512,7 +513,8 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _seesaw_switch(SEESAW), bool(PDL), bool(INLINE_COMBINE),
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _seesaw_switch(SEESAW), bool(PDL),
+               bool(INLINE_COMBINE),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
