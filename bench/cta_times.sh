@@ -9,9 +9,10 @@
 set -euo pipefail
 OUT_DIR=${1:?usage: cta_times.sh OUT_DIR [cmake args...]}; shift
 ROOT=$(git rev-parse --show-toplevel)
-TREE=$(mktemp -d)/flashjit-cta-times
-git -C "$ROOT" worktree add --detach "$TREE" HEAD >/dev/null
-trap 'git -C "$ROOT" worktree remove --force "$TREE"' EXIT
+SCRATCH=$(mktemp -d)
+TREE=$SCRATCH/flashjit-cta-times
+git -C "$ROOT" worktree add --detach "$TREE" HEAD >/dev/null 2>&1
+trap 'git -C "$ROOT" worktree remove --force "$TREE"; rm -rf "$SCRATCH"' EXIT
 git -C "$TREE" apply "$ROOT/bench/cta_times.patch"
 cmake -S "$TREE" -B "$TREE/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 ninja -C "$TREE/build" flashjit >/dev/null
