@@ -210,6 +210,9 @@ def mla_cells(args):
     return cells
 
 
+DRY_RUN_SMS = 132  # --dry-run plans the decode cells for an H100 SXM or H200 (the run plans for its own card)
+
+
 def describe(c):
     """A cell's line for --dry-run."""
     if c["kind"] == "prefill":
@@ -221,13 +224,10 @@ def describe(c):
     if c["kind"] == "large_decode":
         return (f"{c['name']} batch={c['batch']} queries=1 keys={c['keys']} heads={c['heads_q']}/{c['heads_kv']} "
                 f"page={c['page']} {c['spec']} kv_bytes={c['kv_bytes'] / 1e6:.1f}MB")
-    from flashjit.flash_mla import mla_spec  # plain Python: no torch, no library
-    from flashjit.flash_mla import seesaw_by_shape
-    by_shape = c["seesaw"] is None and seesaw_by_shape(132, c["batch"], c["sq"], c["heads"], 1, 1)
-    spec = mla_spec("bf16", MLA_D, MLA_DV, c["sq"] > 1, True, True, c["v_in_k"], c["kv_fp8"], c["seesaw"] or by_shape,
-                    c["inline_combine"]) + (" (the schedule by shape, at 132 SMs)" if c["seesaw"] is None else "")
+    import flashjit.flash_mla as fm  # plain Python: no torch, no library
+    spec, _ = mla_plan_of(fm, c, DRY_RUN_SMS, 0)
     return (f"{c['name']} batch={c['batch']} queries={c['sq']} keys={c['keys']} heads={c['heads']}/1 page={c['page']} "
-            f"{spec} (split_kv=1 where the package's plan splits) bytes={c['bytes'] / 1e6:.1f}MB "
+            f"{spec} (the package's plan at {DRY_RUN_SMS} SMs) bytes={c['bytes'] / 1e6:.1f}MB "
             f"flops={c['flops']:.3e} {c['bound'] + '-bound' if c['bound'] else 'report only'}")
 
 

@@ -28,8 +28,8 @@
 #                             against cuDNN's bf16 SDPA in the same run (target >= 1.0x)
 #   FLASHJIT_PART=mla-decode 9. bench/mla_peers.py's large and decode parts: d512 prefill against d256 (>= 0.9x), d512
 #                             decode and MLA's absorbed decode through flashjit.flash_mla (its v_in_k=1 kernels,
-#                             cells _vink, _vink_inline, _seesaw, _auto (the package's schedule by shape), the FP8 latent cache _fp8, and O in parts with
-#                             flash_mla.V_IN_K = False) against the read bandwidth
+#                             cells _vink, _vink_inline, _seesaw, _auto (the package's schedule by shape), the FP8
+#                             latent cache _fp8, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
 #                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
