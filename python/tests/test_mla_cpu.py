@@ -360,7 +360,8 @@ class Launch(MlaCase):
         self.assertIsNone(self.m.SEESAW)
         for heads, seqlen_q, batch, splits, want in (
                 (64, 2, 64, 0, True), (128, 1, 64, 0, True), (128, 1, 64, 1, True), (65, 1, 64, 0, True),
-                (128, 1, 67, 0, True), (128, 1, 512, 0, True),
+                (128, 1, 67, 0, True), (128, 1, 512, 0, True), (32, 4, 64, 0, True),
+                (64, 1, 132, 0, False),  # 64 rows: one tile a sequence, though 132 tiles leave no split
                 (128, 2, 64, 0, False),  # 256 rows: four tiles a sequence
                 (64, 1, 64, 0, False),   # one tile a sequence (the library splits: 132 SMs / 64 tiles)
                 (16, 1, 64, 0, False), (32, 1, 64, 0, False), (16, 2, 64, 0, False),
