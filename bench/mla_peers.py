@@ -400,7 +400,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
-                       inline_combine=c["inline_combine"])
+                       inline_combine=c["inline_combine"], chunk_waits=c.get("chunk_waits", False))
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -430,6 +430,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     fm.SEESAW = c["seesaw"]
     fm.INLINE_COMBINE = c["inline_combine"]
     fm.PDL = bool(args.pdl)
+    fm.CHUNK_WAITS = c["chunk_waits"] = bool(args.chunk_waits)
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
@@ -559,6 +560,8 @@ def parse_args():
     ap.add_argument("--decode-splits", type=int, default=0,
                     help="the decode part's num_splits hint (1: never split, n: at most n; default 0: the package's plan)")
     ap.add_argument("--pdl", action="store_true", help="decode cells: flash_mla.PDL = True (programmatic dependent launch)")
+    ap.add_argument("--chunk-waits", action="store_true",
+                    help="decode cells: flash_mla.CHUNK_WAITS = True (v_in_k=1's scores chunk by chunk as a block lands)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

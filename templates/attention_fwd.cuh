@@ -103,11 +103,24 @@ struct SeesawPairs {
   static constexpr bool kAlternateBlocks = true;
 };
 constexpr bool kSeesaw = PairedConsumers::kAlternateBlocks;
+// When v_in_k=1's scores may start on a K block (rendered as KWaits): SlotWaits, once the slot (or
+// the seesaw's half slot) has landed, one barrier for all its chunks; ChunkWaits (chunk_waits=1),
+// each 64-column chunk's products as soon as that chunk has landed, a barrier a chunk
+// (SmemLayout::chunk_full), so that the scores run beside the loads of the block's later chunks.
+struct SlotWaits {
+  static constexpr bool kPerChunk = false;
+};
+struct ChunkWaits {
+  static constexpr bool kPerChunk = true;
+};
+constexpr bool kChunkWaits = KWaits::kPerChunk;
+static_assert(!kChunkWaits || kVInK, "chunk_waits: v_in_k=1's K ring (spec/ keeps to this)");
 static_assert(!kSeesaw || (kVInK && kBlockN == 64 && kStages == 2 && 2 * kVChunks < kQKChunks && kBlockM == kBlockN),
               "seesaw: v_in_k=1, two 64-key slots, a K chunk past V's columns for P (spec/ keeps to these)");
 // Seesaw ring: one position per pair of blocks; the pair's first block (warpgroup 0's, "A") in
 // slot 0, its second (warpgroup 1's, "B") in slot 1. Each slot loads in two halves with barriers
-// of their own (K's and V's barriers of the slot, unused otherwise with v_in_k=1): the early half,
+// of their own (K's and V's barriers of the slot, unused otherwise with v_in_k=1; with chunk_waits=1
+// a half's chunks land on their own barriers, its release stays the half's): the early half,
 // which its last reader is done with first, and the late half. A's early half is V's left columns
 // (chunks [0, kVChunks): warpgroup 0's half of O), released by warpgroup 0 after its P V; its late
 // half V's right columns and the rest, released by warpgroup 1 after P(A) V. B's mirror that:
@@ -161,6 +174,8 @@ struct SmemLayout {
   // Seesaw: the barriers of a slot half (kHalfEarlyA .. kHalfLateB): an early half has its slot's K
   // barriers, a late half its V barriers (see kSeesaw).
   FJ_DEVICE uint32_t half_full(int half) const { return (half & 1) ? full_v(half >= kHalfEarlyB) : full_k(half >= kHalfEarlyB); }
+  // chunk_waits=1: K slot s's chunk c has landed (see KWaits), after the hand-over words.
+  FJ_DEVICE uint32_t chunk_full(int s, int c) const { return handover + paired_chunk_bars_offset(kBlockM) + 8u * (s * kQKChunks + c); }
   FJ_DEVICE uint32_t half_empty(int half) const { return (half & 1) ? empty_v(half >= kHalfEarlyB) : empty_k(half >= kHalfEarlyB); }
   // kDimSplit: consumer warpgroup wg's inbox for the peer CTA's partial scores ([4 warps][kBlockN /
   // 8][32 lanes][16 B]: a warp's 16 rows together, its lanes' 16-byte units side by side, no bank
@@ -518,7 +533,7 @@ FJ_DEVICE const TmaDesc* chunk_map(const TmaDesc* map, const TmaDesc* tail, int 
   return map;
 }
 
-template <int kChunks, bool kKeys, int kHalf>
+template <int kChunks, bool kKeys, int kHalf, bool kChunkBars = false>
 FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int r, int kv_head, int page,
                                int col0) {
   const int key = n * kBlockN + r;
@@ -527,36 +542,46 @@ FJ_DEVICE void load_paged_rows(const Params& p, const TmaDesc* map, uint32_t til
   for (int c = 0; c < kChunks; ++c) {
     if (!chunk_in_half(kHalf, c)) continue;
     int col = col0 + c * kChunkColumns;
-    tma_load_4d(tile + c * kBlockN * 128 + r * 128, chunk_map<kKeys>(map, &p.k_tail, c, &col), full, col, at.row_in_page, kv_head, page);
+    tma_load_4d(tile + c * kBlockN * 128 + r * 128, chunk_map<kKeys>(map, &p.k_tail, c, &col), kChunkBars ? full + 8u * c : full, col,
+                at.row_in_page, kv_head, page);
   }
 }
 
-template <int kChunks, bool kKeys, int kHalf>
+template <int kChunks, bool kKeys, int kHalf, bool kChunkBars = false>
 FJ_DEVICE void load_paged_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                                const SeqlenInfo& seq, int lane_page, int col0) {
   const int rows = p.kv_rows_per_load;
   if (kBlockN <= producer_threads(p) * rows) {  // paged_load_per_thread: its page read ahead (lane_page_of)
     const int r = producer_load(p) * rows;
-    if (r < kBlockN) load_paged_rows<kChunks, kKeys, kHalf>(p, map, tile, full, n, r, kv_head, lane_page, col0);
+    if (r < kBlockN) load_paged_rows<kChunks, kKeys, kHalf, kChunkBars>(p, map, tile, full, n, r, kv_head, lane_page, col0);
     return;
   }
 #pragma unroll 1
   for (int r = producer_load(p) * rows; r < kBlockN; r += producer_threads(p) * rows) {
-    load_paged_rows<kChunks, kKeys, kHalf>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
+    load_paged_rows<kChunks, kKeys, kHalf, kChunkBars>(p, map, tile, full, n, r, kv_head, page_of_key(p, seq, n * kBlockN + r), col0);
   }
 }
 
 // One K or V tile [chunks][kBlockN][64] of block n into a ring slot (kKeys: K's, chunk_map's
 // split with qv=1), or with kHalf the chunks of one seesaw half (chunk_in_half). In a cluster, this
 // CTA loads its share of the rows and multicasts it to both CTAs; each CTA's full barrier expects
-// the whole tile.
-template <int kChunks, bool kKeys, int kHalf = kWholeTile>
+// the whole tile. kChunkBars (chunk_waits=1): chunk c lands on a barrier of its own, full + 8 c.
+template <int kChunks, bool kKeys, int kHalf = kWholeTile, bool kChunkBars = false>
 FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uint32_t full, int n, int kv_head,
                          const SeqlenInfo& seq, uint32_t rank, int lane_page, int col0 = 0) {
   constexpr int kRows = kBlockN / kCluster;
-  if (producer_leads()) mbar_arrive_expect_tx(full, chunks_in_half(kHalf, kChunks) * kBlockN * 128);
+  if (producer_leads()) {
+    if constexpr (kChunkBars) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        if (chunk_in_half(kHalf, c)) mbar_arrive_expect_tx(full + 8u * c, kBlockN * 128);
+      }
+    } else {
+      mbar_arrive_expect_tx(full, chunks_in_half(kHalf, kChunks) * kBlockN * 128);
+    }
+  }
   if constexpr (kPaged) {
-    load_paged_tile<kChunks, kKeys, kHalf>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
+    load_paged_tile<kChunks, kKeys, kHalf, kChunkBars>(p, map, tile, full, n, kv_head, seq, lane_page, col0);
     return;
   }
 #pragma unroll
@@ -566,8 +591,9 @@ FJ_DEVICE void load_tile(const Params& p, const TmaDesc* map, uint32_t tile, uin
     const int row = seq.k_row0 + n * kBlockN + rank * kRows;
     int col = col0 + c * kChunkColumns;
     const TmaDesc* from = chunk_map<kKeys>(map, &p.k_tail, c, &col);
-    if (kCluster == 1) tma_load_4d(dst, from, full, col, row, kv_head, seq.k_batch);
-    else tma_load_4d_multicast(dst, from, full, kQvChunks > 0 ? col : c * kChunkColumns, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
+    const uint32_t bar = kChunkBars ? full + 8u * c : full;
+    if (kCluster == 1) tma_load_4d(dst, from, bar, col, row, kv_head, seq.k_batch);
+    else tma_load_4d_multicast(dst, from, bar, kQvChunks > 0 ? col : c * kChunkColumns, row, kv_head, seq.k_batch, (uint16_t)((1u << kCluster) - 1));
   }
 }
 
@@ -911,7 +937,11 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
   if constexpr (kStagingProducer) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page, col0);
+  if constexpr (kChunkWaits) {
+    load_tile<kQKChunks, true, kWholeTile, true>(p, &p.k, sm.k_stage(s), sm.chunk_full(s, 0), block, kv_head, seq, rank, lane_page, col0);
+  } else {
+    load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page, col0);
+  }
 }
 
 FJ_DEVICE void load_v(const Params& p, const SmemLayout& sm, int pos, int block, int kv_head, const SeqlenInfo& seq, uint32_t rank,
@@ -984,13 +1014,22 @@ template <int kHalf>
 FJ_DEVICE void load_seesaw_half(const Params& p, const SmemLayout& sm, int pp, int block, int kv_head, const SeqlenInfo& seq,
                                 int lane_page) {
   if (pp >= 1) mbar_wait(sm.half_empty(kHalf), (pp & 1) ^ 1);
-  load_tile<kQKChunks, true, kHalf>(p, &p.k, sm.k_stage(kHalf >= kHalfEarlyB), sm.half_full(kHalf), block, kv_head, seq, 0u, lane_page);
+  constexpr int kSlot = kHalf >= kHalfEarlyB;
+  load_tile<kQKChunks, true, kHalf, kChunkWaits>(p, &p.k, sm.k_stage(kSlot), kChunkWaits ? sm.chunk_full(kSlot, 0) : sm.half_full(kHalf), block,
+                                                 kv_head, seq, 0u, lane_page);
 }
 template <int kHalf>
 FJ_DEVICE void skip_seesaw_half(const SmemLayout& sm, int pp) {
   if (!producer_leads()) return;
   if (pp >= 1) mbar_wait(sm.half_empty(kHalf), (pp & 1) ^ 1);
-  mbar_arrive(sm.half_full(kHalf));
+  if constexpr (kChunkWaits) {
+#pragma unroll
+    for (int c = 0; c < kQKChunks; ++c) {
+      if (chunk_in_half(kHalf, c)) mbar_arrive(sm.chunk_full(kHalf >= kHalfEarlyB, c));
+    }
+  } else {
+    mbar_arrive(sm.half_full(kHalf));
+  }
 }
 
 // The seesaw's loads of one tile, a pair at a time in the order the halves are released: A's early
@@ -1189,6 +1228,24 @@ FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t
       const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
       wgmma_qk(s, q_desc.at(q_off), k_desc.at(k_off), k > 0);
     }
+  }
+  wgmma_commit();
+}
+
+// chunk_waits=1: the same, each 64-column chunk's products issued once that chunk has landed (its
+// chunk_full barrier, this parity). The fence follows each wait's branch (else ptxas puts its own in
+// that path and serialises every wgmma: C7520).
+FJ_DEVICE void issue_scores_landing(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile, uint32_t chunk_bars, uint32_t parity) {
+  static_assert(!kChunkWaits || !kQInRegisters, "chunk_waits: Q from shared memory");
+  asm volatile("" : "+r"(chunk_bars));
+  const TileDesc k_desc(k_tile, 16, 1024), q_desc(q.slice, 16, 1024);
+#pragma unroll
+  for (int k = 0; k < kQKSteps; ++k) {
+    if (k % 4 == 0) {
+      mbar_wait(chunk_bars + 8u * (k / 4), parity);
+      wgmma_fence();
+    }
+    wgmma_qk(s, q_desc.at((k / 4) * (kBlockM * 128) + (k % 4) * 32), k_desc.at((k / 4) * (kBlockN * 128) + (k % 4) * 32), k > 0);
   }
   wgmma_commit();
 }
@@ -1669,7 +1726,18 @@ struct Consumer {
 // or V's; its full barrier (with v_in_k=1 K's, which warpgroup 0 waited for before the scores);
 // this warpgroup's release of it.
 FJ_DEVICE uint32_t pv_slot(const Consumer& c, int it) { return kVInK ? c.sm.k_stage(c.stage(it)) : c.sm.v_stage(c.stage(it)); }
-FJ_DEVICE void wait_pv_slot(const Consumer& c, int it) { mbar_wait(kVInK ? c.sm.full_k(c.stage(it)) : c.sm.full_v(c.stage(it)), c.phase(it)); }
+FJ_DEVICE void wait_pv_slot(const Consumer& c, int it) {
+  if constexpr (kChunkWaits) {  // warpgroup 1's columns' chunks
+#pragma unroll
+    for (int k = kVChunks; k < 2 * kVChunks; ++k) mbar_wait(c.sm.chunk_full(c.stage(it), k), c.phase(it));
+  } else {
+    mbar_wait(kVInK ? c.sm.full_k(c.stage(it)) : c.sm.full_v(c.stage(it)), c.phase(it));
+  }
+}
+// A barrier that says block it's K has landed (chunk_waits=1: its last chunk's).
+FJ_DEVICE uint32_t k_landed(const Consumer& c, int it) {
+  return kChunkWaits ? c.sm.chunk_full(c.stage(it), kQKChunks - 1) : c.sm.full_k(c.stage(it));
+}
 FJ_DEVICE void release_pv_slot(const Consumer& c, int it) { c.release(kVInK ? c.sm.empty_k(c.stage(it)) : c.sm.empty_v(c.stage(it))); }
 
 // V's rows past the sequence's last key (see Consumer::clear_v_past_keys): warpgroup 0 zeroes them
@@ -1761,10 +1829,16 @@ FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], fl
   rescale(o, pending);
   if (!kVInK) wait_pv_slot(c, it - 1);
   issue_pv(o, prev_p, pv_slot(c, it - 1));  // V(it-1): the first kVChunks chunks of its slot
-  mbar_wait(c.sm.full_k(s), c.phase(it));
-  QOperand q = c.q;
-  asm volatile("" : "+r"(q.slice));         // (see above)
-  issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
+  if constexpr (kChunkWaits) {
+    QOperand q = c.q;
+    asm volatile("" : "+r"(q.slice));  // (see above)
+    issue_scores_landing(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
+  } else {
+    mbar_wait(c.sm.full_k(s), c.phase(it));
+    QOperand q = c.q;
+    asm volatile("" : "+r"(q.slice));         // (see above)
+    issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
+  }
   wgmma_wait<1>();                          // P(it-1) V(it-1) done, S(it) still running
   fence_registers(o);
   release_pv_slot(c, it - 1);
@@ -1783,8 +1857,12 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
                                     int unmasked_end) {
   float probs[kBlockN / 2], pending[2];
   const int n = c.n_blocks;
-  mbar_wait(c.sm.full_k(c.stage(0)), c.phase(0));
-  issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
+  if constexpr (kChunkWaits) {
+    issue_scores_landing(probs, c.q, c.sm.k_stage(c.stage(0)), c.sm.chunk_full(c.stage(0), 0), c.phase(0));
+  } else {
+    mbar_wait(c.sm.full_k(c.stage(0)), c.phase(0));
+    issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
+  }
   wgmma_wait<0>();
   fence_registers(probs);
   if (c.leader) mbar_arrive(c.sm.scores_done());
@@ -1849,7 +1927,7 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     // it), so this waits for arrival ring + it + 1 by its parity; warpgroup 0 cannot arrive for
     // S(it+2) before this P V has run (its hand-over of P(it+1) waits for kPEmptyBarrier), so no
     // later phase of the same parity can be mistaken for it.
-    if (it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(c.sm.full_k(c.stage(it + 1)), c.phase(it + 1)))) {
+    if (it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
       mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
     }
     const TileDesc v_desc(pv_slot(c, it) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
@@ -1899,18 +1977,26 @@ FJ_DEVICE constexpr int first_chunk_in_half() {
 
 // One half of S = Q K^T (the chunks chunk_in_half gives), issued and committed; the early half
 // starts the accumulation.
+// chunk_waits=1: each chunk's products once it has landed (chunk_bars: the slot's chunk_full(., 0),
+// this parity; the fence after each wait, as in issue_scores_landing); else the caller waited for
+// the half.
 template <int kHalf>
-FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile) {
+FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile, uint32_t chunk_bars, uint32_t parity) {
   constexpr bool kEarly = (kHalf & 1) == 0;
   constexpr int kFirst = first_chunk_in_half<kHalf>();
   // NOTES: the seesaw's slots are fixed, so every step's descriptors are loop-invariant: hidden
   // here, else ptxas hoists all of them out of the tile's loop and spills them.
   asm volatile("" : "+r"(q_slice), "+r"(k_tile));
+  if constexpr (kChunkWaits) asm volatile("" : "+r"(chunk_bars));
   const TileDesc k_desc(k_tile, 16, 1024), q_desc(q_slice, 16, 1024);
-  wgmma_fence();
+  if constexpr (!kChunkWaits) wgmma_fence();
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
     if (!chunk_in_half(kHalf, c)) continue;
+    if constexpr (kChunkWaits) {
+      mbar_wait(chunk_bars + 8u * c, parity);
+      wgmma_fence();
+    }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       wgmma_qk(s, q_desc.at(c * (kBlockM * 128) + k * 32), k_desc.at(c * (kBlockN * 128) + k * 32), !(kEarly && c == kFirst && k == 0));
@@ -1926,10 +2012,11 @@ FJ_DEVICE void seesaw_scores(const Consumer& c, float (&s)[kBlockN / 2], int pp)
   const uint32_t tile = c.sm.k_stage(kB ? 1 : 0);
   uint32_t q = c.q.slice;
   asm volatile("" : "+r"(q));
-  mbar_wait(c.sm.half_full(kB ? kHalfEarlyB : kHalfEarlyA), (uint32_t)pp & 1u);
-  issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile);
-  mbar_wait(c.sm.half_full(kB ? kHalfLateB : kHalfLateA), (uint32_t)pp & 1u);
-  issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile);
+  const uint32_t bars = kChunkWaits ? c.sm.chunk_full(kB ? 1 : 0, 0) : 0u, parity = (uint32_t)pp & 1u;
+  if (!kChunkWaits) mbar_wait(c.sm.half_full(kB ? kHalfEarlyB : kHalfEarlyA), parity);
+  issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile, bars, parity);
+  if (!kChunkWaits) mbar_wait(c.sm.half_full(kB ? kHalfLateB : kHalfLateA), parity);
+  issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile, bars, parity);
   wgmma_wait<0>();
   fence_registers(s);
 }
@@ -2003,10 +2090,11 @@ FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (
     const int pp = c.ring + j + 1;
     uint32_t q = c.q.slice;
     asm volatile("" : "+r"(q));
-    mbar_wait(c.sm.half_full(kHalfEarlyA), (uint32_t)pp & 1u);
-    issue_scores_half<kHalfEarlyA>(probs, q, slot_a);
-    mbar_wait(c.sm.half_full(kHalfLateA), (uint32_t)pp & 1u);
-    issue_scores_half<kHalfLateA>(probs, q, slot_a);
+    const uint32_t bars = kChunkWaits ? c.sm.chunk_full(0, 0) : 0u, parity = (uint32_t)pp & 1u;
+    if (!kChunkWaits) mbar_wait(c.sm.half_full(kHalfEarlyA), parity);
+    issue_scores_half<kHalfEarlyA>(probs, q, slot_a, bars, parity);
+    if (!kChunkWaits) mbar_wait(c.sm.half_full(kHalfLateA), parity);
+    issue_scores_half<kHalfLateA>(probs, q, slot_a, bars, parity);
     wgmma_wait<2>();
     fence_registers(o);
     c.release(c.sm.half_empty(kHalfLateB));
@@ -2058,10 +2146,17 @@ FJ_DEVICE void seesaw_step_b(Consumer& c, int j, float (&o)[kVCols / 2], float (
   if constexpr (!kHasB) {
     // No block B: the producer's arrivals on B's halves (nothing loaded), released unread, so
     // that their phases go one a pair (each after its arrival: never a phase early).
-    mbar_wait(c.sm.half_full(kHalfEarlyB), (uint32_t)pp & 1u);
-    c.release(c.sm.half_empty(kHalfEarlyB));
-    mbar_wait(c.sm.half_full(kHalfLateB), (uint32_t)pp & 1u);
-    c.release(c.sm.half_empty(kHalfLateB));
+    if constexpr (kChunkWaits) {
+#pragma unroll
+      for (int k = 0; k < kQKChunks; ++k) mbar_wait(c.sm.chunk_full(1, k), (uint32_t)pp & 1u);
+      c.release(c.sm.half_empty(kHalfEarlyB));
+      c.release(c.sm.half_empty(kHalfLateB));
+    } else {
+      mbar_wait(c.sm.half_full(kHalfEarlyB), (uint32_t)pp & 1u);
+      c.release(c.sm.half_empty(kHalfEarlyB));
+      mbar_wait(c.sm.half_full(kHalfLateB), (uint32_t)pp & 1u);
+      c.release(c.sm.half_empty(kHalfLateB));
+    }
   }
   // The next pair's S(B), where it has a B (the S's issue and wait both inside the branch).
   if constexpr (kEnd == kSeesawGoesOn) {
@@ -2532,7 +2627,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   sm.v = sm.k + kStages * kKTileBytes;
   sm.staging = sm.v + kStages * kVTileBytes;
   sm.handover = sm.staging + staged_tensors(kKvFp8, kFp8Operands) * kKvStagingSlots * kKvStagingBytes;
-  sm.bars = sm.handover + paired_handover_bytes(kPairedO, kBlockM) + score_exchange_bytes(kDimSplit > 1, kBlockN);  // as the host allocates
+  sm.bars = sm.handover + paired_handover_bytes(kPairedO, kBlockM, kChunkWaits ? kStages * kQKChunks : 0) + score_exchange_bytes(kDimSplit > 1, kBlockN);  // as the host allocates
   const int tid = threadIdx.x;
 
   if (tid == 0) {
@@ -2556,6 +2651,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.empty_k(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
       mbar_init(sm.empty_v(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
     }
+    for (int c = 0; c < (kChunkWaits ? kStages * kQKChunks : 0); ++c) mbar_init(sm.chunk_full(c / kQKChunks, c % kQKChunks), 1);
     for (int j = 0; j < kKvStagingSlots; ++j) {
       mbar_init(sm.staging_full_k(j), kKvIssueThreads);
       mbar_init(sm.staging_full_v(j), kFp8Operands ? 1 : kKvIssueThreads);  // FP8 operands' V: TMA

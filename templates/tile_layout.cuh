@@ -55,12 +55,14 @@ FJ_DEVICE constexpr uint32_t staged_fp8_unit(int r, int c, int pieces, bool plai
 // v_in_k=1's hand-over area between the ring (or the staging slots) and the barriers: P, the tile's
 // [block_m][block_n] 16-bit probabilities in one chunk of 128-byte swizzled rows (block_n 64 fills
 // a row, 32 its first half), then three floats a row: the factor O owes before this block's P V,
-// and the row's final max and sum; then an mbarrier (8 bytes): the first warpgroup's scores done.
+// and the row's final max and sum; then an mbarrier (8 bytes): the first warpgroup's scores done;
+// then chunk_bars mbarriers (v_in_k=1: one a 64-column chunk of each K slot, that chunk landed).
 // NOTES (correctness): the kernel places its barriers after these bytes and the host allocates them
 // (one rule, as staged_tensors).
 FJ_DEVICE constexpr int paired_p_tile_bytes(int block_m) { return block_m * 128; }
-FJ_DEVICE constexpr int paired_handover_bytes(bool v_in_k, int block_m) {
-  return v_in_k ? paired_p_tile_bytes(block_m) + 3 * block_m * 4 + 8 : 0;
+FJ_DEVICE constexpr int paired_chunk_bars_offset(int block_m) { return paired_p_tile_bytes(block_m) + 3 * block_m * 4 + 8; }
+FJ_DEVICE constexpr int paired_handover_bytes(bool pairs_o, int block_m, int chunk_bars) {
+  return pairs_o ? paired_chunk_bars_offset(block_m) + 8 * chunk_bars : 0;
 }
 // dim_split=1's score exchange between the two CTAs of a cluster (attention_fwd.cuh: kDimSplit), in
 // the same place: per consumer warpgroup an inbox for the peer's partial scores of its 64 rows

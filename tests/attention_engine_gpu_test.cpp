@@ -871,6 +871,14 @@ TEST(MlaDecodeGpu, VInK32KeyBlocksHeadsQueriesPagesAndSplits) { run_absorbed_dec
 // last pair of one block) and even, one CTA's tiles one after another with the ring's pairs running on.
 TEST(MlaDecodeGpu, SeesawHeadsQueriesPagesAndSplits) { run_absorbed_decode(51, ",v_in_k=1,seesaw=1"); }
 
+// chunk_waits=1 (each 64-column chunk of a latent block on a barrier of its own, the scores issued
+// chunk by chunk as they land) on both schedules and on 32-key blocks (four stages of chunk barriers).
+TEST(MlaDecodeGpu, ChunkWaitsHeadsQueriesPagesAndSplits) {
+  run_absorbed_decode(57, ",v_in_k=1,chunk_waits=1");
+  run_absorbed_decode(59, ",v_in_k=1,seesaw=1,chunk_waits=1");
+  run_absorbed_decode(61, ",block_n=32,v_in_k=1,chunk_waits=1");
+}
+
 // One launch of `spec` on `bounds` captured in a CUDA graph, then five replays with new lengths (3-8
 // sequences active, each queries() queries and 0-3000 keys), each checked against float64. bounds:
 // room for every step (its lengths the largest).
@@ -974,11 +982,11 @@ TEST(MlaDecodeGpu, VInKRaggedThroughEveryKvSource) {
 
 // A decode step's graph replayed after the lengths and the block table change (FlashMLA's use:
 // one capture, every step's lengths new): 16 and 128 heads, 1-4 queries, 0-3000 keys, pages of
-// 64, split-KV with the combine; O in parts, v_in_k=1 and its seesaw.
-TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
+// 64, split-KV with the combine; O in parts, v_in_k=1 and its seesaw (each `extra` in turn).
+void replay_absorbed_decode(std::initializer_list<const char*> extras) {
   FLASHJIT_REQUIRE_GPU(env);
   auto rng = fresh_rng();
-  for (const char* extra : {"", ",v_in_k=1", ",v_in_k=1,seesaw=1"})
+  for (const char* extra : extras)
   for (int heads : {16, 128}) {
     EngineProblem bounds = decode_batch(rng, true, 576, true, heads, 1, KvSource::kPaged, 64, 8, 4, 3000);
     bounds.head_dim_v = 512;
@@ -989,6 +997,13 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) {
     replay_decode_after_lengths_change(env, engine_spec(bounds, std::string(kDecode) + extra), bounds, rng,
                                        [&] { return 1 + int(rng() % 4); });
   }
+}
+
+TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) { replay_absorbed_decode({"", ",v_in_k=1", ",v_in_k=1,seesaw=1"}); }
+
+// The same on chunk_waits=1's kernels (their own test: gate-mla's command is full).
+TEST(MlaDecodeGpu, ChunkWaitsGraphReplayedAfterTheLengthsChange) {
+  replay_absorbed_decode({",v_in_k=1,chunk_waits=1", ",v_in_k=1,seesaw=1,chunk_waits=1"});
 }
 
 // FlashAttention-3's split form's decode cases (q, qv, k and V four tensors; spec keys kDecode, qv=1 and
@@ -1053,6 +1068,13 @@ TEST(MlaDecodeGpu, SplitFormVInKThroughEveryKvSource) {
 TEST(MlaDecodeGpu, SplitFormSeesawThroughEveryKvSource) {
   std::mt19937_64 shapes(53);
   run_all(split_form_decode_cases(shapes, {16, 64, 128}, ",v_in_k=1,seesaw=1", false, 64, false));
+}
+
+// The split form with chunk_waits=1: a K slot's chunks from two maps, each on its own barrier.
+TEST(MlaDecodeGpu, ChunkWaitsSplitFormThroughEveryKvSource) {
+  std::mt19937_64 shapes(63);
+  run_all(split_form_decode_cases(shapes, {16, 128}, ",v_in_k=1,chunk_waits=1", false, 64, false));
+  run_all(split_form_decode_cases(shapes, {64, 128}, ",v_in_k=1,seesaw=1,chunk_waits=1", false, 64, false));
 }
 
 }  // namespace

@@ -222,6 +222,33 @@ TEST(HeadDimVSpec, SeesawTakesAlternateBlocksOnVInKsPlan) {
                   "seesaw");
 }
 
+// chunk_waits=1 (v_in_k=1's scores issued chunk by chunk as a block lands): a barrier per 64-column
+// chunk of each K slot at the hand-over area's end, on either schedule and any block_n; off by default.
+TEST(HeadDimVSpec, ChunkWaitsPutsABarrierOnEachChunkOfTheKSlots) {
+  for (const char* base : {"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1",
+                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1",
+                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=0,block_n=32,varlen=1,paged=1,v_in_k=1"}) {
+    const std::string text = std::string(base) + ",chunk_waits=1";
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_TRUE(spec->chunk_waits);
+    EXPECT_EQ(to_string(*spec), text);
+    auto config = make_config(*spec);
+    auto slot_waits = make_config(*parse_spec(base));
+    ASSERT_TRUE(config.ok() && slot_waits.ok()) << text;
+    EXPECT_EQ(config->spec.stages, slot_waits->spec.stages) << text;
+    EXPECT_EQ(config->spec.block_n, slot_waits->spec.block_n) << text;
+    EXPECT_EQ(config->smem_bytes, slot_waits->smem_bytes + config->spec.stages * 9 * 8) << text;  // 576 columns: 9 chunks a slot
+    EXPECT_LE(config->smem_bytes, shared_memory_budget(config->spec)) << text;
+    EXPECT_NE(render_attention_source(*config).find("using KWaits = ChunkWaits;"), std::string::npos) << text;
+    EXPECT_NE(render_attention_source(*slot_waits).find("using KWaits = SlotWaits;"), std::string::npos) << base;
+    EXPECT_EQ(to_string(slot_waits->spec).find("chunk_waits"), std::string::npos);
+  }
+  expect_refusals({{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,chunk_waits=1", "chunk_waits"},
+                   {"dtype=bf16,head_dim=512,head_dim_v=512,varlen=1,paged=1,paired=1,chunk_waits=1", "chunk_waits"}},
+                  "chunk_waits");
+}
+
 // paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
 // 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
 TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
@@ -588,7 +615,17 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,v_in_k=1,seesaw=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,seesaw=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,softcap=1,sinks=1,v_in_k=1,seesaw=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1",
+                                           // chunk_waits=1: the scores chunk by chunk as a block lands, on both schedules
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,v_in_k=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,v_in_k=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,seesaw=1,chunk_waits=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1,chunk_waits=1"),
                          spec_test_name);
 
 }  // namespace

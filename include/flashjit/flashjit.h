@@ -371,6 +371,9 @@ typedef struct flashjit_tensor_strides {
  *   computes O in two parts that each compute them. seesaw=1 (off by default; with v_in_k=1 at
  *   head_dim_v 512 above head_dim 512) changes only the schedule: the two warpgroups take the
  *   blocks in turns, each computing one block's scores; the same inputs and results.
+ *   chunk_waits=1 (off by default; with v_in_k=1, either schedule) changes only when a block's
+ *   scores start: each 64-column chunk of the latent block has a barrier of its own and its
+ *   products are issued once it has landed, not once the whole block (or the seesaw's half) has.
  *   dim_split=1 (off by default; head_dim = head_dim_v = 384 or 512) shares the head dims out over
  *   the two CTAs of a cluster on one tile, each half of Q's, K's, V's and O's columns, adding their
  *   halves of the scores through distributed shared memory: the same inputs and results as the

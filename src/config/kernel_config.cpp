@@ -66,7 +66,7 @@ int shared_memory_bytes(const AttentionSpec& s, int q_buffers, int staging_slots
   const int barrier_bytes = round_up(8 * (2 * q_buffers + 4 * s.stages + 4 * staging_slots) + 4 * s.consumer_wgs, words == 8 ? 8 : 16) +
                             words * q_buffers;
   return 1024 + q_buffers * t.q + s.stages * (t.k + t.v) + staged_tensors(s) * staging_slots * kv_staging_bytes(s) +
-         paired_handover_bytes(s.pairs_o(), s.block_m) + score_exchange_bytes(s.dim_split, s.block_n) + round_up(barrier_bytes, 128);
+         paired_handover_bytes(s.pairs_o(), s.block_m, s.chunk_waits ? s.stages * t.qk_chunks : 0) + score_exchange_bytes(s.dim_split, s.block_n) + round_up(barrier_bytes, 128);
 }
 
 // The staging depth (FP8 cache, FP8 operands): two slots each where they fit (the next blocks in

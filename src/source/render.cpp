@@ -96,6 +96,13 @@ std::string render_paired_consumers_type(const AttentionSpec& s) {
   return std::string("struct ") + type + ";\nusing PairedConsumers = " + type + ";\n";
 }
 
+// When v_in_k=1's scores may start on a K block (templates/attention_fwd.cuh: KWaits): once the
+// slot has landed (SlotWaits), or chunk by chunk (ChunkWaits, chunk_waits=1).
+std::string render_k_waits_type(const AttentionSpec& s) {
+  const char* type = s.chunk_waits ? "ChunkWaits" : "SlotWaits";
+  return std::string("struct ") + type + ";\nusing KWaits = " + type + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -129,6 +136,7 @@ std::string render_attention_source(const KernelConfig& config) {
   out += render_wgmma_shapes(config);
   out += embedded_template("split_merge.cuh");
   out += render_paired_consumers_type(config.spec);
+  out += render_k_waits_type(config.spec);
   out += embedded_template("attention_fwd.cuh");
   // The second kernel of a split-KV launch: merges the splits' partials (same Params).
   if (config.spec.split_kv) out += embedded_template("split_combine.cuh");

@@ -172,6 +172,8 @@ const std::vector<Field>& fields() {
       printed_when_on("paired", &AttentionSpec::paired),
       // v_in_k=1's two warpgroups taking the scores of alternate blocks (issue 40).
       printed_when_on("seesaw", &AttentionSpec::seesaw),
+      // v_in_k=1's scores issued chunk by chunk as K lands (issue 40).
+      printed_when_on("chunk_waits", &AttentionSpec::chunk_waits),
       // The head dims shared out over a cluster's two CTAs (issue 40: d512 prefill).
       printed_when_on("dim_split", &AttentionSpec::dim_split),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
@@ -346,6 +348,10 @@ Status validate_spec(const AttentionSpec& s) {
     }
     if (s.block_n != 0 && s.block_n != 64) return fail_seesaw("block_n", std::to_string(s.block_n), "64");
     if (s.stages != 0 && s.stages != 2) return fail_seesaw("stages", std::to_string(s.stages), "2 (a slot for each warpgroup's block of a pair)");
+  }
+  if (s.chunk_waits && !s.v_in_k) {
+    return Error::invalid_spec("chunk_waits", "spec field 'chunk_waits': value 1 is not allowed without v_in_k=1; allowed: 0 (the waits are on "
+                                              "v_in_k=1's K slots)");
   }
   // NOTES: dim_split=1 gives each CTA of a cluster half of every head dim, a 64-column chunk
   // multiple, and one wgmma N of O (at most 256); both CTAs walk the same tile (one tile a

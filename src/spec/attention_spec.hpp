@@ -41,6 +41,11 @@ struct AttentionSpec {
   // with barriers of their own so that a half reloads as soon as its last reader is done. Off: the
   // first warpgroup computes every block's scores and hands P to the second.
   bool seesaw = false;
+  // chunk_waits=1 (with v_in_k=1): a K block's scores start on its first 64-column chunk, each
+  // chunk's products issued as soon as that chunk has landed (a barrier a chunk), so that the
+  // scores run beside the loads of the block's later chunks. Off: they wait for the whole slot (the
+  // seesaw: for each half of it).
+  bool chunk_waits = false;
   // dim_split=1 (head_dim = head_dim_v = 384 or 512, Gemma 4's global layers): the head dims shared
   // out over the two CTAs of a cluster on the same query tile, each holding half of Q's, K's and V's
   // columns and computing half of O; the two halves of each block's scores are added through

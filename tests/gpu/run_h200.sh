@@ -4,7 +4,8 @@
 #   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit: the gate in seven commands (the case below)
 #   FLASHJIT_PART=gate-dimsplit: the gate's seventh command, dim_split=1's suites and checks (gate-mla's command is
 #                             full): its GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s
-#                             with a short limit each (test_gpu.py's case runs in gate-python)
+#                             with a short limit each (test_gpu.py's case runs in gate-python); chunk_waits=1's
+#                             suites (MlaDecodeGpu.ChunkWaits*), new barriers, in the same mode
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -82,7 +83,7 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_GPU_FILTER:=AttentionKvFp8Gpu*:AttentionFp8Gpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-mla)
-    : "${FLASHJIT_GPU_FILTER:=LargeHeadDimGpu*:LargeHeadDimEngineGpu*:MlaDecodeGpu*:-*DimSplit*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
+    : "${FLASHJIT_GPU_FILTER:=LargeHeadDimGpu*:LargeHeadDimEngineGpu*:MlaDecodeGpu*:-*DimSplit*:*ChunkWaits*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-python)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
@@ -90,7 +91,7 @@ case "${FLASHJIT_PART:-}" in
   # A hang in dim_split=1's exchange between two CTAs traps (FLASHJIT_TEST_HANG_TRAP: every kernel's
   # waits trap after a long spin) and a check gives up in 90 s, so the part ends with its findings.
   gate-dimsplit)
-    : "${FLASHJIT_GPU_FILTER:=*DimSplit*}" "${FLASHJIT_GPU_TIMEOUT:=420}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}"
+    : "${FLASHJIT_GPU_FILTER:=*DimSplit*:MlaDecodeGpu.ChunkWaits*}" "${FLASHJIT_GPU_TIMEOUT:=420}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}"
     : "${FLASHJIT_FEATURE_CHECK_ONLY:=dim_split=1}" "${FLASHJIT_FEATURE_CHECK_TIMEOUT:=90}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}"
     export FLASHJIT_TEST_HANG_TRAP=1 ;;
@@ -256,6 +257,8 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,pack_gqa=1,qv=1,v_in_k=1 --seqlens 1:3000,4:1000,0:7 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,v_in_k=1,seesaw=1 --v-in-k --seqlens 1:3000,4:1000,3:129 --page-size 16 --heads-q 16 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 1 --heads-q 64 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -552,6 +555,11 @@ mla_decode64x4k_h128_q2_vink32 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,v
 mla_decode64x4k_h16_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_seesaw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_vink_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_vink_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_seesaw_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_seesaw_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
@@ -597,12 +605,13 @@ BENCHES
     fi
   done
   for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink mla_decode64x4k_h128_vink32 mla_decode64x4k_h128_q2_vink32 \
-              mla_decode64x4k_h128_seesaw mla_decode64x4k_h128_q2_seesaw; do
+              mla_decode64x4k_h128_seesaw mla_decode64x4k_h128_q2_seesaw mla_decode64x4k_h128_vink_cw mla_decode64x4k_h128_q2_vink_cw \
+              mla_decode64x4k_h128_seesaw_cw mla_decode64x4k_h128_q2_seesaw_cw; do
     tf=$(kv_field $cell 12)
     [ -n "$tf" ] && row "mla absorbed decode $cell: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
   done
   for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode64x4k_h16_vink:90 \
-              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode64x4k_h16_seesaw:90 mla_decode8x32k_d512:85; do
+              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode64x4k_h16_seesaw:90 mla_decode64x4k_h16_vink_cw:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
