@@ -1214,12 +1214,22 @@ struct QOperand {
   }
 };
 
-// S = Q K^T, issued and committed (not waited for).
-FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile) {
+// S = Q K^T, issued and committed (not waited for). kLanding (chunk_waits=1): each 64-column chunk's
+// products once that chunk has landed (chunk_bars: the slot's chunk_full(., 0), this parity); the
+// fence follows each wait's branch (else ptxas puts its own in that path and serialises every
+// wgmma: C7520).
+template <bool kLanding = false>
+FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile, uint32_t chunk_bars = 0, uint32_t parity = 0) {
+  static_assert(!kLanding || !kQInRegisters, "chunk_waits: Q from shared memory");
+  if constexpr (kLanding) asm volatile("" : "+r"(chunk_bars));
   const TileDesc k_desc(k_tile, 16, 1024), q_desc(q.slice, 16, 1024);
-  wgmma_fence();
+  if constexpr (!kLanding) wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kQKSteps; ++k) {
+    if (kLanding && k % 4 == 0) {
+      mbar_wait(chunk_bars + 8u * (k / 4), parity);
+      wgmma_fence();
+    }
     // K-major, 128-byte swizzle: a k16 step is +32 B inside the 128-B row; every 4 steps the next chunk.
     const uint32_t k_off = (k / 4) * (kBlockN * 128) + (k % 4) * 32;
     if constexpr (kQInRegisters) {
@@ -1228,24 +1238,6 @@ FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t
       const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
       wgmma_qk(s, q_desc.at(q_off), k_desc.at(k_off), k > 0);
     }
-  }
-  wgmma_commit();
-}
-
-// chunk_waits=1: the same, each 64-column chunk's products issued once that chunk has landed (its
-// chunk_full barrier, this parity). The fence follows each wait's branch (else ptxas puts its own in
-// that path and serialises every wgmma: C7520).
-FJ_DEVICE void issue_scores_landing(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile, uint32_t chunk_bars, uint32_t parity) {
-  static_assert(!kChunkWaits || !kQInRegisters, "chunk_waits: Q from shared memory");
-  asm volatile("" : "+r"(chunk_bars));
-  const TileDesc k_desc(k_tile, 16, 1024), q_desc(q.slice, 16, 1024);
-#pragma unroll
-  for (int k = 0; k < kQKSteps; ++k) {
-    if (k % 4 == 0) {
-      mbar_wait(chunk_bars + 8u * (k / 4), parity);
-      wgmma_fence();
-    }
-    wgmma_qk(s, q_desc.at((k / 4) * (kBlockM * 128) + (k % 4) * 32), k_desc.at((k / 4) * (kBlockN * 128) + (k % 4) * 32), k > 0);
   }
   wgmma_commit();
 }
@@ -1832,7 +1824,7 @@ FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], fl
   if constexpr (kChunkWaits) {
     QOperand q = c.q;
     asm volatile("" : "+r"(q.slice));  // (see above)
-    issue_scores_landing(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
+    issue_scores<true>(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
   } else {
     mbar_wait(c.sm.full_k(s), c.phase(it));
     QOperand q = c.q;
@@ -1858,7 +1850,7 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
   float probs[kBlockN / 2], pending[2];
   const int n = c.n_blocks;
   if constexpr (kChunkWaits) {
-    issue_scores_landing(probs, c.q, c.sm.k_stage(c.stage(0)), c.sm.chunk_full(c.stage(0), 0), c.phase(0));
+    issue_scores<true>(probs, c.q, c.sm.k_stage(c.stage(0)), c.sm.chunk_full(c.stage(0), 0), c.phase(0));
   } else {
     mbar_wait(c.sm.full_k(c.stage(0)), c.phase(0));
     issue_scores(probs, c.q, c.sm.k_stage(c.stage(0)));
@@ -1977,24 +1969,24 @@ FJ_DEVICE constexpr int first_chunk_in_half() {
 
 // One half of S = Q K^T (the chunks chunk_in_half gives), issued and committed; the early half
 // starts the accumulation.
-// chunk_waits=1: each chunk's products once it has landed (chunk_bars: the slot's chunk_full(., 0),
-// this parity; the fence after each wait, as in issue_scores_landing); else the caller waited for
-// the half.
+// Once the half has landed (bar: its half_full barrier, this parity), or with chunk_waits=1 each
+// chunk's products once that chunk has (bar: the slot's chunk_full(., 0); as in issue_scores).
 template <int kHalf>
-FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile, uint32_t chunk_bars, uint32_t parity) {
+FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint32_t k_tile, uint32_t bar, uint32_t parity) {
+  if constexpr (!kChunkWaits) mbar_wait(bar, parity);
   constexpr bool kEarly = (kHalf & 1) == 0;
   constexpr int kFirst = first_chunk_in_half<kHalf>();
   // NOTES: the seesaw's slots are fixed, so every step's descriptors are loop-invariant: hidden
   // here, else ptxas hoists all of them out of the tile's loop and spills them.
   asm volatile("" : "+r"(q_slice), "+r"(k_tile));
-  if constexpr (kChunkWaits) asm volatile("" : "+r"(chunk_bars));
+  if constexpr (kChunkWaits) asm volatile("" : "+r"(bar));
   const TileDesc k_desc(k_tile, 16, 1024), q_desc(q_slice, 16, 1024);
   if constexpr (!kChunkWaits) wgmma_fence();
 #pragma unroll
   for (int c = 0; c < kQKChunks; ++c) {
     if (!chunk_in_half(kHalf, c)) continue;
     if constexpr (kChunkWaits) {
-      mbar_wait(chunk_bars + 8u * c, parity);
+      mbar_wait(bar + 8u * c, parity);
       wgmma_fence();
     }
 #pragma unroll
@@ -2005,6 +1997,10 @@ FJ_DEVICE void issue_scores_half(float (&s)[kBlockN / 2], uint32_t q_slice, uint
   wgmma_commit();
 }
 
+// The barrier issue_scores_half waits on for half kHalf: the half's, or its slot's first chunk's.
+template <int kHalf>
+FJ_DEVICE uint32_t scores_bar(const SmemLayout& sm) { return kChunkWaits ? sm.chunk_full(kHalf >= kHalfEarlyB, 0) : sm.half_full(kHalf); }
+
 // Block A's (kB false) or B's scores at pair position pp, each half once it has landed.
 // Q's address is hidden from ptxas (see paired_first_step).
 template <bool kB>
@@ -2012,11 +2008,8 @@ FJ_DEVICE void seesaw_scores(const Consumer& c, float (&s)[kBlockN / 2], int pp)
   const uint32_t tile = c.sm.k_stage(kB ? 1 : 0);
   uint32_t q = c.q.slice;
   asm volatile("" : "+r"(q));
-  const uint32_t bars = kChunkWaits ? c.sm.chunk_full(kB ? 1 : 0, 0) : 0u, parity = (uint32_t)pp & 1u;
-  if (!kChunkWaits) mbar_wait(c.sm.half_full(kB ? kHalfEarlyB : kHalfEarlyA), parity);
-  issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile, bars, parity);
-  if (!kChunkWaits) mbar_wait(c.sm.half_full(kB ? kHalfLateB : kHalfLateA), parity);
-  issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile, bars, parity);
+  issue_scores_half<kB ? kHalfEarlyB : kHalfEarlyA>(s, q, tile, scores_bar<kB ? kHalfEarlyB : kHalfEarlyA>(c.sm), (uint32_t)pp & 1u);
+  issue_scores_half<kB ? kHalfLateB : kHalfLateA>(s, q, tile, scores_bar<kB ? kHalfLateB : kHalfLateA>(c.sm), (uint32_t)pp & 1u);
   wgmma_wait<0>();
   fence_registers(s);
 }
@@ -2090,11 +2083,8 @@ FJ_DEVICE void seesaw_step_a(Consumer& c, int j, float (&o)[kVCols / 2], float (
     const int pp = c.ring + j + 1;
     uint32_t q = c.q.slice;
     asm volatile("" : "+r"(q));
-    const uint32_t bars = kChunkWaits ? c.sm.chunk_full(0, 0) : 0u, parity = (uint32_t)pp & 1u;
-    if (!kChunkWaits) mbar_wait(c.sm.half_full(kHalfEarlyA), parity);
-    issue_scores_half<kHalfEarlyA>(probs, q, slot_a, bars, parity);
-    if (!kChunkWaits) mbar_wait(c.sm.half_full(kHalfLateA), parity);
-    issue_scores_half<kHalfLateA>(probs, q, slot_a, bars, parity);
+    issue_scores_half<kHalfEarlyA>(probs, q, slot_a, scores_bar<kHalfEarlyA>(c.sm), (uint32_t)pp & 1u);
+    issue_scores_half<kHalfLateA>(probs, q, slot_a, scores_bar<kHalfLateA>(c.sm), (uint32_t)pp & 1u);
     wgmma_wait<2>();
     fence_registers(o);
     c.release(c.sm.half_empty(kHalfLateB));
