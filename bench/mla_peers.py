@@ -45,7 +45,7 @@ decode: DeepSeek's absorbed MLA decode through the package's FlashMLA drop-in (p
   warpgroups share each tile's scores, the latent block loaded once for both halves of O; the hand-over schedule,
   flash_mla.SEESAW = False); --decode-forms vink keeps the second alone (an A/B of the kernel, bench/ab_mla.sh),
   seesaw adds mla_decode_hH_qS_seesaw (the same kernels' seesaw schedule, spec key seesaw=1: flash_mla.SEESAW =
-  True), auto adds mla_decode_hH_qS_auto (the package's default, flash_mla.SEESAW = None: the seesaw on unsplit
+  True), auto adds mla_decode_hH_qS_auto (flash_mla.SEESAW = None, the schedule by shape: the seesaw on unsplit
   launches of 65-128 rows a sequence, else the hand-over), fp8 adds mla_decode_hH_qS_fp8: an FP8 latent cache
   (flashjit's extension: k_cache of e4m3 codes, kv_descale 0.5; the O-in-parts kernels; bytes and % BW in FP8
   bytes, no target); --decode-keys sets the keys a sequence, --decode-splits passes flash_mla_with_kvcache an int
@@ -551,8 +551,8 @@ def parse_args():
     ap.add_argument("--max-splits", type=int, default=64, help="args.max_splits of large_decode_d512 (1..128)")
     ap.add_argument("--decode-forms", default="parts,vink",
                     help="the decode part's kernels: comma list of parts (O in two parts), vink (v_in_k=1), seesaw "
-                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), auto (flash_mla.SEESAW = None, the package's "
-                         "default), inline (v_in_k=1 merging its splits in the attention "
+                         "(v_in_k=1,seesaw=1: flash_mla.SEESAW), auto (flash_mla.SEESAW = None, by "
+                         "shape), inline (v_in_k=1 merging its splits in the attention "
                          "kernel: flash_mla.INLINE_COMBINE; cells of at most 16 rows a tile), fp8 (an FP8 latent cache: kv_dtype=e4m3, report only); "
                          "default parts,vink")
     ap.add_argument("--only", default="", help="keep the chosen parts' cells whose names this regular expression finds")
@@ -560,8 +560,9 @@ def parse_args():
     ap.add_argument("--decode-splits", type=int, default=0,
                     help="the decode part's num_splits hint (1: never split, n: at most n; default 0: the package's plan)")
     ap.add_argument("--pdl", action="store_true", help="decode cells: flash_mla.PDL = True (programmatic dependent launch)")
-    ap.add_argument("--chunk-waits", action="store_true",
-                    help="decode cells: flash_mla.CHUNK_WAITS = True (v_in_k=1's scores chunk by chunk as a block lands)")
+    ap.add_argument("--chunk-waits", type=int, choices=(0, 1), default=1,
+                    help="decode cells: flash_mla.CHUNK_WAITS (v_in_k=1's scores chunk by chunk as a block lands; default 1, "
+                         "the package's; 0: the slot waits)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

@@ -62,18 +62,22 @@ heads) to 2.4x (128 heads, 2 queries) slower in bench/mla_peers.py's decode cell
 flashjit extension: SEESAW (module attribute, read at each call) chooses between those kernels' two schedules:
 v_in_k=1's hand-over (the first warpgroup computes every block's scores) and the spec key seesaw=1 (the two
 warpgroups take alternate latent blocks, FlashMLA's seesaw schedule, each computing one block's scores while the
-other's GEMMs run, P crossing both ways; head_dim 576, head_dim_v 512). None (the default) takes the seesaw where
+other's GEMMs run, P crossing both ways; head_dim 576, head_dim_v 512). False (the default) the hand-over everywhere:
+with CHUNK_WAITS it was faster than the seesaw in every decode cell timed on an H100 (12-15 % at 64 heads x 2
+queries and 128 x 1, 16 % at 128 x 2; bench/NOTES.md, 2026-12-07). None takes the seesaw where
 each sequence's rows (seqlen_q x h_q / h_kv) fill two 64-row tiles (65-128 rows) and the launch runs unsplit (its
 tiles fill the SMs), the hand-over elsewhere (seesaw_by_shape): in three runs on H100s the seesaw was 4-5 % faster
 at 64 heads x 2 queries and 128 x 1 (batch 64 x 4096 keys, one tile a CTA, two tiles sharing each latent block
 through L2), 11-14 % slower at 128 x 2 and 8-9 % slower at 16-32 heads (split launches) (bench/NOTES.md,
-2026-12-06). True or False: that schedule everywhere.
+2026-12-06, slot waits). True: the seesaw everywhere.
 
-flashjit extension: CHUNK_WAITS (module attribute, read at each call; False by default) adds the spec key
+flashjit extension: CHUNK_WAITS (module attribute, read at each call; True by default) adds the spec key
 chunk_waits=1 to those kernels (either schedule): a latent block's scores start on its first 64-column chunk and
 each chunk's products are issued as soon as that chunk has landed, rather than once the whole block (the seesaw:
 each half of it) has, so that the scores run beside the loads of the block's later chunks (FlashMLA's
-fine-grained loads). Off until it has been timed against the slot waits (bench/NOTES.md).
+fine-grained loads). On an H100 (batch 64 x 4096 keys, page 64) the hand-over's calls took 0.82x the time at 128
+heads x 1 query and 64 x 2 (448 -> 548 and 446 -> 545 TFLOP/s), 0.92x at 128 x 2 (559 -> 606), level at 16 heads
+(memory-bound); the seesaw's 0.98-0.99x, 1.03x at 16 heads (bench/NOTES.md, 2026-12-07). False: the slot waits.
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
@@ -108,8 +112,8 @@ _E4M3 = "torch.float8_e4m3fn"  # an FP8 latent cache (flashjit extension: kv_des
 _FLOAT32 = "torch.float32"
 _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
-SEESAW = None               # flashjit extension: with V_IN_K, those kernels' seesaw schedule (seesaw=1); None: by shape
-CHUNK_WAITS = False         # flashjit extension: with V_IN_K, scores issued chunk by chunk as the latent block lands
+SEESAW = False              # flashjit extension: with V_IN_K, those kernels' seesaw schedule (seesaw=1); None: by shape
+CHUNK_WAITS = True          # flashjit extension: with V_IN_K, scores issued chunk by chunk as the latent block lands
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)
 INLINE_MERGE_ROWS = 16      # the library's kInlineMergeRows: rows a tile (seqlen_q x heads_q / h_kv) it merges inline
