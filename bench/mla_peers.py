@@ -203,7 +203,7 @@ def mla_cells(args):
             cells.append(dict(part="decode", kind="mla_decode", name=f"mla_decode_h{heads}_q{sq}" + DECODE_FORMS[form],
                               heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw", "auto"),
                               seesaw=None if form == "auto" else form == "seesaw",
-                              inline_combine=form == "inline", kv_fp8=fp8,
+                              inline_combine=form == "inline", kv_fp8=fp8, chunk_waits=bool(args.chunk_waits),
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -400,7 +400,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
-                       inline_combine=c["inline_combine"], chunk_waits=c.get("chunk_waits", False))
+                       inline_combine=c["inline_combine"], chunk_waits=c["chunk_waits"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -430,7 +430,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     fm.SEESAW = c["seesaw"]
     fm.INLINE_COMBINE = c["inline_combine"]
     fm.PDL = bool(args.pdl)
-    fm.CHUNK_WAITS = c["chunk_waits"] = bool(args.chunk_waits)
+    fm.CHUNK_WAITS = c["chunk_waits"]
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
