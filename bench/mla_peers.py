@@ -204,6 +204,7 @@ def mla_cells(args):
                               heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw", "auto"),
                               seesaw=None if form == "auto" else form == "seesaw",
                               inline_combine=form == "inline", kv_fp8=fp8, chunk_waits=bool(args.chunk_waits),
+                              early_release=bool(args.early_release),
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -400,7 +401,8 @@ def mla_plan_of(fm, c, sm_count, splits):
     splits: its num_splits hint, 0 = the package's choice)."""
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
-                       inline_combine=c["inline_combine"], chunk_waits=c["chunk_waits"])
+                       inline_combine=c["inline_combine"], chunk_waits=c["chunk_waits"],
+                       early_release=c["early_release"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -431,6 +433,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     fm.INLINE_COMBINE = c["inline_combine"]
     fm.PDL = bool(args.pdl)
     fm.CHUNK_WAITS = c["chunk_waits"]
+    fm.EARLY_RELEASE = c["early_release"]
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
@@ -563,6 +566,9 @@ def parse_args():
     ap.add_argument("--chunk-waits", type=int, choices=(0, 1), default=1,
                     help="decode cells: flash_mla.CHUNK_WAITS (v_in_k=1's scores chunk by chunk as a block lands; default 1, "
                          "the package's; 0: the slot waits)")
+    ap.add_argument("--early-release", action="store_true",
+                    help="decode cells: flash_mla.EARLY_RELEASE = True (the hand-over's latent slots back as soon as their "
+                         "P V's are done; with --chunk-waits 1)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

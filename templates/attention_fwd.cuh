@@ -115,6 +115,20 @@ struct ChunkWaits {
 };
 constexpr bool kChunkWaits = KWaits::kPerChunk;
 static_assert(!kChunkWaits || kVInK, "chunk_waits: v_in_k=1's K ring (spec/ keeps to this)");
+// When the hand-over's warpgroups give a latent slot back (rendered as SlotRelease): ReleaseAfterScores,
+// warpgroup 0 once the whole of the next block's S has been issued (so after its last chunk has
+// landed) and warpgroup 1 after the next block's S has completed where that block has landed;
+// ReleaseEarly (early_release=1, with chunk_waits=1), warpgroup 0 after the next block's first
+// chunk (its P V is done by then) and warpgroup 1 as soon as its P V is, so that the slot's next
+// load runs beside the next block's later chunks rather than after them (paired_first_step).
+struct ReleaseAfterScores {
+  static constexpr bool kEarly = false;
+};
+struct ReleaseEarly {
+  static constexpr bool kEarly = true;
+};
+constexpr bool kEarlyRelease = SlotRelease::kEarly;
+static_assert(!kEarlyRelease || (kChunkWaits && !kSeesaw), "early_release: chunk_waits=1's hand-over (spec/ keeps to this)");
 static_assert(!kSeesaw || (kVInK && kBlockN == 64 && kStages == 2 && 2 * kVChunks < kQKChunks && kBlockM == kBlockN),
               "seesaw: v_in_k=1, two 64-key slots, a K chunk past V's columns for P (spec/ keeps to these)");
 // Seesaw ring: one position per pair of blocks; the pair's first block (warpgroup 0's, "A") in
@@ -1218,14 +1232,16 @@ struct QOperand {
 // products once that chunk has landed (chunk_bars: the slot's chunk_full(., 0), this parity); the
 // fence follows each wait's branch (else ptxas puts its own in that path and serialises every
 // wgmma: C7520).
-template <bool kLanding = false>
+// [kStepBegin, kStepEnd): the k steps issued (all of them but where a caller issues S in parts; the
+// first part starts the accumulation).
+template <bool kLanding = false, int kStepBegin = 0, int kStepEnd = kQKSteps>
 FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t k_tile, uint32_t chunk_bars = 0, uint32_t parity = 0) {
   static_assert(!kLanding || !kQInRegisters, "chunk_waits: Q from shared memory");
   if constexpr (kLanding) asm volatile("" : "+r"(chunk_bars));
   const TileDesc k_desc(k_tile, 16, 1024), q_desc(q.slice, 16, 1024);
   if constexpr (!kLanding) wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kQKSteps; ++k) {
+  for (int k = kStepBegin; k < kStepEnd; ++k) {
     if (kLanding && k % 4 == 0) {
       mbar_wait(chunk_bars + 8u * (k / 4), parity);
       wgmma_fence();
@@ -1821,19 +1837,32 @@ FJ_DEVICE void paired_first_step(Consumer& c, int it, float (&o)[kVCols / 2], fl
   rescale(o, pending);
   if (!kVInK) wait_pv_slot(c, it - 1);
   issue_pv(o, prev_p, pv_slot(c, it - 1));  // V(it-1): the first kVChunks chunks of its slot
-  if constexpr (kChunkWaits) {
+  if constexpr (kEarlyRelease) {
+    // S(it)'s first chunk, then slot it-1 back once P(it-1) V(it-1) is done, then the rest of S(it)
+    // as it lands: the slot's next load (K(it+1)) runs beside S(it)'s later chunks. Released after
+    // the whole of S(it) has been issued (below), K(it+1)'s load cannot start before K(it) has landed.
     QOperand q = c.q;
     asm volatile("" : "+r"(q.slice));  // (see above)
-    issue_scores<true>(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
+    issue_scores<true, 0, 4>(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
+    wgmma_wait<1>();  // P(it-1) V(it-1) done, S(it)'s first chunk still running
+    fence_registers(o);
+    release_pv_slot(c, it - 1);
+    issue_scores<true, 4>(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));
   } else {
-    mbar_wait(c.sm.full_k(s), c.phase(it));
-    QOperand q = c.q;
-    asm volatile("" : "+r"(q.slice));         // (see above)
-    issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
+    if constexpr (kChunkWaits) {
+      QOperand q = c.q;
+      asm volatile("" : "+r"(q.slice));  // (see above)
+      issue_scores<true>(probs, q, c.sm.k_stage(s), c.sm.chunk_full(s, 0), c.phase(it));  // probs' registers now hold S(it)
+    } else {
+      mbar_wait(c.sm.full_k(s), c.phase(it));
+      QOperand q = c.q;
+      asm volatile("" : "+r"(q.slice));         // (see above)
+      issue_scores(probs, q, c.sm.k_stage(s));  // probs' registers now hold S(it)
+    }
+    wgmma_wait<1>();  // P(it-1) V(it-1) done, S(it) still running
+    fence_registers(o);
+    release_pv_slot(c, it - 1);
   }
-  wgmma_wait<1>();                          // P(it-1) V(it-1) done, S(it) still running
-  fence_registers(o);
-  release_pv_slot(c, it - 1);
   wgmma_wait<0>();
   fence_registers(probs);
   if (c.leader) mbar_arrive(c.sm.scores_done());  // (see consume_paired_second)
@@ -1919,7 +1948,8 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     // it), so this waits for arrival ring + it + 1 by its parity; warpgroup 0 cannot arrive for
     // S(it+2) before this P V has run (its hand-over of P(it+1) waits for kPEmptyBarrier), so no
     // later phase of the same parity can be mistaken for it.
-    if (it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
+    // early_release=1: at once, always (its slot goes back sooner; see ReleaseEarly).
+    if (!kEarlyRelease && it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
       mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
     }
     const TileDesc v_desc(pv_slot(c, it) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);

@@ -249,6 +249,33 @@ TEST(HeadDimVSpec, ChunkWaitsPutsABarrierOnEachChunkOfTheKSlots) {
                   "chunk_waits");
 }
 
+// early_release=1 (the hand-over's latent slots given back as soon as their P V's are done): chunk_waits=1's
+// hand-over only, the same shared memory, rendered as its own type; off by default.
+TEST(HeadDimVSpec, EarlyReleaseIsChunkWaitsHandOverWithItsOwnReleaseType) {
+  for (const char* base : {"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1",
+                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=0,block_n=32,varlen=1,paged=1,v_in_k=1,chunk_waits=1"}) {
+    const std::string text = std::string(base) + ",early_release=1";
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_TRUE(spec->early_release);
+    EXPECT_EQ(to_string(*spec), text);
+    auto config = make_config(*spec);
+    auto after_scores = make_config(*parse_spec(base));
+    ASSERT_TRUE(config.ok() && after_scores.ok()) << text;
+    EXPECT_EQ(config->smem_bytes, after_scores->smem_bytes) << text;
+    EXPECT_EQ(config->spec.stages, after_scores->spec.stages) << text;
+    const std::string source = render_attention_source(*config);
+    EXPECT_NE(source.find("using SlotRelease = ReleaseEarly;"), std::string::npos) << text;
+    EXPECT_NE(source.find("using KWaits = ChunkWaits;"), std::string::npos) << text;
+    EXPECT_NE(render_attention_source(*after_scores).find("using SlotRelease = ReleaseAfterScores;"), std::string::npos) << base;
+    EXPECT_EQ(to_string(after_scores->spec).find("early_release"), std::string::npos);
+  }
+  expect_refusals({{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,early_release=1", "early_release"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,seesaw=1,chunk_waits=1,early_release=1", "early_release"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,early_release=1", "early_release"}},
+                  "early_release");
+}
+
 // paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
 // 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
 TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
@@ -625,7 +652,11 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1",
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,seesaw=1,chunk_waits=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1,chunk_waits=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,v_in_k=1,seesaw=1,chunk_waits=1",
+                                           // early_release=1: the hand-over's slots back as soon as their P V's are done
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,combine=inline,v_in_k=1,chunk_waits=1,early_release=1"),
                          spec_test_name);
 
 }  // namespace

@@ -374,6 +374,8 @@ typedef struct flashjit_tensor_strides {
  *   chunk_waits=1 (off by default; with v_in_k=1, either schedule) changes only when a block's
  *   scores start: each 64-column chunk of the latent block has a barrier of its own and its
  *   products are issued once it has landed, not once the whole block (or the seesaw's half) has.
+ *   early_release=1 (off by default; with chunk_waits=1, not the seesaw) changes only when the two
+ *   warpgroups give a latent slot back: as soon as their P V's on it are done.
  *   dim_split=1 (off by default; head_dim = head_dim_v = 384 or 512) shares the head dims out over
  *   the two CTAs of a cluster on one tile, each half of Q's, K's, V's and O's columns, adding their
  *   halves of the scores through distributed shared memory: the same inputs and results as the

@@ -420,6 +420,36 @@ class Launch(MlaCase):
                 self.m.CHUNK_WAITS = before
             self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1"), value, (value, self.rt.kernels))
 
+    def test_early_release_plans_only_the_hand_over_with_chunk_waits(self):
+        import flashjit
+        self.assertIs(self.m.EARLY_RELEASE, False)  # off by default (not yet timed on a GPU: bench/NOTES.md, 2026-12-07)
+        seen = set()
+        for dtype, d, heads, seqlen_q, splits, v_in_k, kv_fp8, seesaw, chunk_waits in itertools.product(
+                ("bf16", "fp16"), (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True),
+                (False, True)):
+            spec, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
+                                      seesaw=seesaw, chunk_waits=chunk_waits, early_release=True)
+            without, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
+                                         seesaw=seesaw, chunk_waits=chunk_waits)
+            want = v_in_k and not kv_fp8 and chunk_waits and ",seesaw=1" not in spec
+            self.assertEqual(spec.endswith(",chunk_waits=1,early_release=1"), want, spec)
+            self.assertEqual(spec.replace(",early_release=1", ""), without)
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+
+    def test_early_release_switch_reaches_the_launch(self):
+        q, cache, table, lens = decode_inputs(heads_q=16)
+        for value in (False, True):
+            self.m._plans.clear()
+            self.rt.kernels.clear()
+            before, self.m.EARLY_RELEASE = self.m.EARLY_RELEASE, value
+            try:
+                self.call(q, cache, table, lens, 512, None, 1, causal=True)
+            finally:
+                self.m.EARLY_RELEASE = before
+            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1"), value, (value, self.rt.kernels))
+
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit
         self.assertFalse(self.m.INLINE_COMBINE)  # off by default (slower on an H100: bench/NOTES.md)

@@ -103,6 +103,14 @@ std::string render_k_waits_type(const AttentionSpec& s) {
   return std::string("struct ") + type + ";\nusing KWaits = " + type + ";\n";
 }
 
+// When the hand-over gives a latent slot back (templates/attention_fwd.cuh: SlotRelease): after the
+// next block's scores (ReleaseAfterScores), or as soon as its P V's are done (ReleaseEarly,
+// early_release=1).
+std::string render_slot_release_type(const AttentionSpec& s) {
+  const char* type = s.early_release ? "ReleaseEarly" : "ReleaseAfterScores";
+  return std::string("struct ") + type + ";\nusing SlotRelease = " + type + ";\n";
+}
+
 }  // namespace
 
 std::string_view embedded_template(std::string_view name) {
@@ -137,6 +145,7 @@ std::string render_attention_source(const KernelConfig& config) {
   out += embedded_template("split_merge.cuh");
   out += render_paired_consumers_type(config.spec);
   out += render_k_waits_type(config.spec);
+  out += render_slot_release_type(config.spec);
   out += embedded_template("attention_fwd.cuh");
   // The second kernel of a split-KV launch: merges the splits' partials (same Params).
   if (config.spec.split_kv) out += embedded_template("split_combine.cuh");

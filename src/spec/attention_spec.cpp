@@ -174,6 +174,8 @@ const std::vector<Field>& fields() {
       printed_when_on("seesaw", &AttentionSpec::seesaw),
       // v_in_k=1's scores issued chunk by chunk as K lands (issue 40).
       printed_when_on("chunk_waits", &AttentionSpec::chunk_waits),
+      // The hand-over's latent slots given back as soon as their P V's are done (issue 40).
+      printed_when_on("early_release", &AttentionSpec::early_release),
       // The head dims shared out over a cluster's two CTAs (issue 40: d512 prefill).
       printed_when_on("dim_split", &AttentionSpec::dim_split),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
@@ -352,6 +354,14 @@ Status validate_spec(const AttentionSpec& s) {
   if (s.chunk_waits && !s.v_in_k) {
     return Error::invalid_spec("chunk_waits", "spec field 'chunk_waits': value 1 is not allowed without v_in_k=1; allowed: 0 (the waits are on "
                                               "v_in_k=1's K slots)");
+  }
+  // NOTES: the early release splits the hand-over's scores around its chunk waits; the seesaw
+  // releases half slots on its own terms.
+  if (s.early_release && (!s.chunk_waits || s.seesaw)) {
+    return Error::invalid_spec("early_release", std::string("spec field 'early_release': value 1 is not allowed ") +
+                                                    (s.seesaw ? "with seesaw=1" : "without chunk_waits=1") +
+                                                    "; allowed: 0 (the early release is chunk_waits=1's hand-over schedule: "
+                                                    "chunk_waits=1 with seesaw=0)");
   }
   // NOTES: dim_split=1 gives each CTA of a cluster half of every head dim, a 64-column chunk
   // multiple, and one wgmma N of O (at most 256); both CTAs walk the same tile (one tile a

@@ -46,6 +46,11 @@ struct AttentionSpec {
   // scores run beside the loads of the block's later chunks. Off: they wait for the whole slot (the
   // seesaw: for each half of it).
   bool chunk_waits = false;
+  // early_release=1 (with chunk_waits=1, the hand-over schedule): the two warpgroups give a latent
+  // slot back as soon as their P V's on it are done (the first after the next block's first chunk of
+  // scores, the second without waiting for the next block's scores), so that the slot's next load
+  // runs beside the next block's later chunks. Off: after the next block's scores.
+  bool early_release = false;
   // dim_split=1 (head_dim = head_dim_v = 384 or 512, Gemma 4's global layers): the head dims shared
   // out over the two CTAs of a cluster on the same query tile, each holding half of Q's, K's and V's
   // columns and computing half of O; the two halves of each block's scores are added through

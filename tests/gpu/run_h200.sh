@@ -5,7 +5,7 @@
 #   FLASHJIT_PART=gate-dimsplit: the gate's seventh command, dim_split=1's suites and checks (gate-mla's command is
 #                             full): its GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s
 #                             with a short limit each (test_gpu.py's case runs in gate-python); chunk_waits=1's
-#                             suites (MlaDecodeGpu.ChunkWaits*), new barriers, in the same mode
+#                             suites (MlaDecodeGpu.ChunkWaits*, early_release=1's cases among them), new barriers, in the same mode
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -259,6 +259,7 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,v_in_k=1,seesaw=1 --v-in-k --seqlens 1:3000,4:1000,3:129 --page-size 16 --heads-q 16 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 1 --heads-q 64 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -560,6 +561,9 @@ mla_decode64x4k_h128_vink_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,var
 mla_decode64x4k_h128_q2_vink_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_seesaw_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_seesaw_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_decode64x4k_h128_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
@@ -606,12 +610,12 @@ BENCHES
   done
   for cell in mla_decode64x4k_h128 mla_decode64x4k_h128_vink mla_decode64x4k_h128_q2_vink mla_decode64x4k_h128_vink32 mla_decode64x4k_h128_q2_vink32 \
               mla_decode64x4k_h128_seesaw mla_decode64x4k_h128_q2_seesaw mla_decode64x4k_h128_vink_cw mla_decode64x4k_h128_q2_vink_cw \
-              mla_decode64x4k_h128_seesaw_cw mla_decode64x4k_h128_q2_seesaw_cw; do
+              mla_decode64x4k_h128_seesaw_cw mla_decode64x4k_h128_q2_seesaw_cw mla_decode64x4k_h128_vink_cw_er mla_decode64x4k_h128_q2_vink_cw_er; do
     tf=$(kv_field $cell 12)
     [ -n "$tf" ] && row "mla absorbed decode $cell: TFLOP/s (>= 600)" "$(awk -v t="$tf" 'BEGIN{print (t >= 600 ? "met" : "miss")}')" "$tf TF/s"
   done
   for cell in mla_decode64x4k_h16:90 mla_decode64x4k_h16_q2:90 mla_decode64x4k_h16_qv:90 mla_decode64x4k_h16_vink:90 \
-              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode64x4k_h16_seesaw:90 mla_decode64x4k_h16_vink_cw:90 mla_decode8x32k_d512:85; do
+              mla_decode64x4k_h16_q2_vink:90 mla_decode64x4k_h16_vink32:90 mla_decode64x4k_h16_seesaw:90 mla_decode64x4k_h16_vink_cw:90 mla_decode64x4k_h16_vink_cw_er:90 mla_decode8x32k_d512:85; do
     bw=$(kv_field "${cell%:*}" 13)
     [ -n "$bw" ] || continue
     frac=$(awk -v bw="$bw" -v h="$hbm" 'BEGIN{printf "%.0f", 100 * bw / h}')
