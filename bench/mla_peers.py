@@ -185,6 +185,7 @@ def large_cells(args):
 
 DECODE_FORMS = {"parts": "", "vink": "_vink", "inline": "_vink_inline", "seesaw": "_seesaw", "auto": "_auto",
                 "fp8": "_fp8"}  # --decode-forms: name suffixes
+EARLY_RELEASE_SWITCH = {"on": True, "off": False, "shape": None}  # --early-release: flash_mla.EARLY_RELEASE
 
 
 def mla_cells(args):
@@ -204,7 +205,7 @@ def mla_cells(args):
                               heads=heads, sq=sq, v_in_k=form in ("vink", "inline", "seesaw", "auto"),
                               seesaw=None if form == "auto" else form == "seesaw",
                               inline_combine=form == "inline", kv_fp8=fp8, chunk_waits=bool(args.chunk_waits),
-                              early_release=bool(args.early_release),
+                              early_release=EARLY_RELEASE_SWITCH[args.early_release],
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -566,9 +567,10 @@ def parse_args():
     ap.add_argument("--chunk-waits", type=int, choices=(0, 1), default=1,
                     help="decode cells: flash_mla.CHUNK_WAITS (v_in_k=1's scores chunk by chunk as a block lands; default 1, "
                          "the package's; 0: the slot waits)")
-    ap.add_argument("--early-release", action="store_true",
-                    help="decode cells: flash_mla.EARLY_RELEASE = True (the hand-over's latent slots back as soon as their "
-                         "P V's are done; with --chunk-waits 1)")
+    ap.add_argument("--early-release", nargs="?", const="on", default="shape", choices=sorted(EARLY_RELEASE_SWITCH),
+                    help="decode cells: flash_mla.EARLY_RELEASE (the hand-over's latent slots back as soon as their P V's "
+                         "are done; with --chunk-waits 1): on (True; the flag alone), off (False), shape (None, the "
+                         "package's default: by shape)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

@@ -79,10 +79,14 @@ fine-grained loads). On an H100 (batch 64 x 4096 keys, page 64) the hand-over's 
 heads x 1 query and 64 x 2 (448 -> 548 and 446 -> 545 TFLOP/s), 0.92x at 128 x 2 (559 -> 606), level at 16 heads
 (memory-bound); the seesaw's 0.98-0.99x, 1.03x at 16 heads (bench/NOTES.md, 2026-12-07). False: the slot waits.
 
-flashjit extension: EARLY_RELEASE (module attribute, read at each call; False by default) adds the spec key
-early_release=1 to the hand-over's kernels with CHUNK_WAITS (not the seesaw's): the two warpgroups give a latent slot
-back as soon as their P V's on it are done, so that the next block's load runs beside the scores of the block before
-it rather than after its last chunk has landed. Not yet timed on a GPU (bench/NOTES.md, 2026-12-07): off until it is.
+flashjit extension: EARLY_RELEASE (module attribute, read at each call) adds the spec key early_release=1 to the
+hand-over's kernels with CHUNK_WAITS (not the seesaw's): the two warpgroups give a latent slot back as soon as their
+P V's on it are done, so that the next block's load runs beside the scores of the block before it rather than after
+its last chunk has landed. None (the default) takes it where each sequence's rows fill two 64-row tiles (65-128
+rows) and the launch runs unsplit (early_release_by_shape, SEESAW = None's shapes): on an H100 (batch 64 x 4096
+keys, page 64) those calls took 0.982x the time at 128 heads x 1 query and 0.984x at 64 x 2, where the other cells
+took 1.007x (16 x 1), 1.013x (32 x 1) and 1.032x (128 x 2); the unsplit 128-head kernel 0.96-0.99x at 1k-8k keys
+(bench/NOTES.md, 2026-12-07, f6ebf7d). True: everywhere; False: nowhere.
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
@@ -119,7 +123,7 @@ _MAX_PLANS = 4096           # fast-path plans kept before the cache starts over
 V_IN_K = True               # flashjit extension: the v_in_k=1 kernels (see the module's notes)
 SEESAW = False              # flashjit extension: with V_IN_K, those kernels' seesaw schedule (seesaw=1); None: by shape
 CHUNK_WAITS = True          # flashjit extension: with V_IN_K, scores issued chunk by chunk as the latent block lands
-EARLY_RELEASE = False       # flashjit extension: with CHUNK_WAITS, the hand-over's latent slots back sooner (see the notes)
+EARLY_RELEASE = None        # flashjit extension: with CHUNK_WAITS, the hand-over's latent slots back sooner; None: by shape
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)
 INLINE_MERGE_ROWS = 16      # the library's kInlineMergeRows: rows a tile (seqlen_q x heads_q / h_kv) it merges inline
@@ -169,7 +173,7 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
 
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
-             v_in_k=False, kv_fp8=False, seesaw=None, inline_combine=False, chunk_waits=False, early_release=False):
+             v_in_k=False, kv_fp8=False, seesaw=None, inline_combine=False, chunk_waits=False, early_release=None):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
@@ -177,8 +181,8 @@ def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q
     the shared-scores kernels (see V_IN_K), except with kv_fp8 (an FP8 latent cache: the O-in-parts kernels); seesaw:
     their seesaw schedule (True, False, or None: seesaw_by_shape; see SEESAW); inline_combine: combine=inline on
     those kernels where a split launch's tiles hold at most INLINE_MERGE_ROWS rows (see INLINE_COMBINE); chunk_waits:
-    chunk_waits=1 on those kernels (see CHUNK_WAITS); early_release: early_release=1 with it on the hand-over's (see
-    EARLY_RELEASE)."""
+    chunk_waits=1 on those kernels (see CHUNK_WAITS); early_release: early_release=1 with it on the hand-over's (True,
+    False, or None: early_release_by_shape; see EARLY_RELEASE)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
@@ -187,24 +191,37 @@ def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q
     merges_inline = inline_combine and seqlen_q * (heads_q // max(1, heads_kv)) <= INLINE_MERGE_ROWS
     if seesaw is None:
         seesaw = seesaw_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
+    if early_release is None:
+        early_release = early_release_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
     spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
                     v_in_k and not kv_fp8, kv_fp8, seesaw, merges_inline, chunk_waits, early_release)
     return spec, max_splits
 
 
-def _seesaw_switch(value):
-    """SEESAW as the plan takes it: None (by shape), else True or False."""
+def _switch(value):
+    """A by-shape module switch (SEESAW, EARLY_RELEASE) as the plan takes it: None (by shape), else True or False."""
     return None if value is None else bool(value)
 
 
-def seesaw_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits):
-    """SEESAW = None's choice: the seesaw schedule for a launch whose sequences' rows fill two 64-row tiles (65-128:
-    seqlen_q x h_q / h_kv) and that runs unsplit, where it measured faster than the hand-over (see SEESAW). Unsplit:
+def two_row_tiles_unsplit(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits):
+    """Whether a launch's sequences' rows fill two 64-row tiles (65-128: seqlen_q x h_q / h_kv) and it runs unsplit:
     no split_kv (max_splits 0), or the library's count is one: it gives each SM's CTA slot a tile, splits = SMs /
     tiles (src/launch/attention_args.cpp, tile_geometry; one CTA an SM at these head dims)."""
     rows = seqlen_q * (heads_q // max(1, heads_kv))
     tiles = batch * max(1, heads_kv) * ((rows + 63) // 64)
     return 64 < rows <= 128 and (max_splits == 0 or sm_count // max(1, tiles) <= 1)
+
+
+def seesaw_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits):
+    """SEESAW = None's choice: the seesaw schedule on two_row_tiles_unsplit's launches, where it measured faster than
+    the hand-over with the slot waits (see SEESAW)."""
+    return two_row_tiles_unsplit(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
+
+
+def early_release_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits):
+    """EARLY_RELEASE = None's choice: early_release=1 on two_row_tiles_unsplit's launches, where it measured faster
+    than the release after the scores (see EARLY_RELEASE)."""
+    return two_row_tiles_unsplit(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
 
 
 def rows_strides(shape, strides):
@@ -538,8 +555,8 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
-               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _seesaw_switch(SEESAW), bool(PDL),
-               bool(INLINE_COMBINE), bool(CHUNK_WAITS), bool(EARLY_RELEASE),
+               head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _switch(SEESAW), bool(PDL),
+               bool(INLINE_COMBINE), bool(CHUNK_WAITS), _switch(EARLY_RELEASE),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
@@ -655,8 +672,8 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     index = q.get_device()
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
-                                heads_kv, splits, bool(V_IN_K), kv_fp8, _seesaw_switch(SEESAW), bool(INLINE_COMBINE),
-                                bool(CHUNK_WAITS), bool(EARLY_RELEASE))
+                                heads_kv, splits, bool(V_IN_K), kv_fp8, _switch(SEESAW), bool(INLINE_COMBINE),
+                                bool(CHUNK_WAITS), _switch(EARLY_RELEASE))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

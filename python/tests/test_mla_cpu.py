@@ -399,9 +399,9 @@ class Launch(MlaCase):
         for dtype, d, heads, seqlen_q, splits, v_in_k, kv_fp8, seesaw in itertools.product(
                 ("bf16", "fp16"), (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True)):
             spec, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
-                                      seesaw=seesaw, chunk_waits=True)
+                                      seesaw=seesaw, chunk_waits=True, early_release=False)
             without, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
-                                         seesaw=seesaw)
+                                         seesaw=seesaw, early_release=False)
             self.assertEqual(spec.endswith(",chunk_waits=1"), v_in_k and not kv_fp8, spec)
             self.assertEqual(spec.replace(",chunk_waits=1", ""), without)
             if spec not in seen:
@@ -422,7 +422,7 @@ class Launch(MlaCase):
 
     def test_early_release_plans_only_the_hand_over_with_chunk_waits(self):
         import flashjit
-        self.assertIs(self.m.EARLY_RELEASE, False)  # off by default (not yet timed on a GPU: bench/NOTES.md, 2026-12-07)
+        self.assertIsNone(self.m.EARLY_RELEASE)  # by shape (see the next test)
         seen = set()
         for dtype, d, heads, seqlen_q, splits, v_in_k, kv_fp8, seesaw, chunk_waits in itertools.product(
                 ("bf16", "fp16"), (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True),
@@ -430,7 +430,7 @@ class Launch(MlaCase):
             spec, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
                                       seesaw=seesaw, chunk_waits=chunk_waits, early_release=True)
             without, _ = self.m.mla_plan(132, dtype, d, 512, True, 64, seqlen_q, heads, 1, splits, v_in_k, kv_fp8,
-                                         seesaw=seesaw, chunk_waits=chunk_waits)
+                                         seesaw=seesaw, chunk_waits=chunk_waits, early_release=False)
             want = v_in_k and not kv_fp8 and chunk_waits and ",seesaw=1" not in spec
             self.assertEqual(spec.endswith(",chunk_waits=1,early_release=1"), want, spec)
             self.assertEqual(spec.replace(",early_release=1", ""), without)
@@ -438,17 +438,40 @@ class Launch(MlaCase):
                 seen.add(spec)
                 self.assertIsNone(flashjit.supported(spec), spec)
 
+    def test_early_release_by_shape_on_the_seesaws_shapes(self):
+        # EARLY_RELEASE = None: early_release=1 on unsplit launches whose sequences' rows fill two 64-row tiles
+        # (faster there on an H100, slower at 16-32 heads and 128 x 2: bench/NOTES.md, 2026-12-07, f6ebf7d), the
+        # shapes SEESAW = None takes (test_seesaw_by_shape_on_unsplit_launches_of_two_row_tiles).
+        for heads, seqlen_q, batch, splits in itertools.product((16, 32, 64, 65, 128), (1, 2, 4), (8, 33, 64, 132),
+                                                                (0, 1)):
+            spec, max_splits = self.m.mla_plan(132, "bf16", 576, 512, True, batch, seqlen_q, heads, 1, splits, True,
+                                               seesaw=False, chunk_waits=True)
+            want = self.m.seesaw_by_shape(132, batch, seqlen_q, heads, 1, max_splits)
+            self.assertEqual(self.m.early_release_by_shape(132, batch, seqlen_q, heads, 1, max_splits), want)
+            self.assertEqual(spec.endswith(",chunk_waits=1,early_release=1"), want, (heads, seqlen_q, batch, splits, spec))
+        self.assertTrue(self.m.early_release_by_shape(132, 64, 1, 128, 1, 0))   # 128 x 1: one sequence, two tiles
+        self.assertTrue(self.m.early_release_by_shape(132, 64, 2, 64, 1, 0))    # 64 x 2
+        self.assertFalse(self.m.early_release_by_shape(132, 64, 2, 128, 1, 0))  # 128 x 2: four tiles
+        self.assertFalse(self.m.early_release_by_shape(132, 64, 1, 16, 1, 2))   # 16 x 1: one tile, split
+        # The seesaw's kernels and the slot waits never take it, by shape or not.
+        for seesaw, chunk_waits in ((True, True), (False, False)):
+            spec, _ = self.m.mla_plan(132, "bf16", 576, 512, True, 64, 1, 128, 1, 0, True, seesaw=seesaw,
+                                      chunk_waits=chunk_waits)
+            self.assertNotIn("early_release", spec)
+
     def test_early_release_switch_reaches_the_launch(self):
-        q, cache, table, lens = decode_inputs(heads_q=16)
-        for value in (False, True):
+        for heads, value, want in ((16, False, False), (16, True, True), (16, None, False),
+                                   (128, None, True), (128, False, False)):
+            q, cache, table, lens = decode_inputs(heads_q=heads)
             self.m._plans.clear()
             self.rt.kernels.clear()
             before, self.m.EARLY_RELEASE = self.m.EARLY_RELEASE, value
             try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)
+                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
             finally:
                 self.m.EARLY_RELEASE = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1"), value, (value, self.rt.kernels))
+            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1"), want,
+                             (heads, value, self.rt.kernels))
 
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit

@@ -32,11 +32,11 @@
 #                             cells _vink, _vink_inline, _seesaw, _auto (the package's schedule by shape), the FP8
 #                             latent cache _fp8, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
-#   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none (bench/ab_mla.sh, one library
-#                             twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
+#   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none and early_release=1 off
+#                             against on (bench/ab_mla.sh, one library twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
 #                             latent cache, per-CTA start and end times where a bench/cta_times.sh tool is given
 #                             (FLASHJIT_CTA_TIMES_TOOL or BIN_DIR/cta/flashjit), and Nsight Compute on the kernels
-#                             of three cells (bench/profile_mla.sh); about 9 minutes
+#                             of three cells (bench/profile_mla.sh); about 11 minutes
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -389,6 +389,12 @@ if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
     row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
     row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
   cat "$OUT/ab_pdl.txt"
+  # early_release=1 everywhere against nowhere (flash_mla.EARLY_RELEASE; None, the default, takes it by shape).
+  OUT=$OUT/ab-er ARGS="--decode-forms vink --only h16_q1|h32_q1|h64_q2|h128_q1|h128_q2" ARGS_A="--early-release off" \
+    ARGS_B="--early-release on" PASS_TIMEOUT=60 BUDGET_S=170 bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_er.txt" 2>&1 &&
+    row "mla decode early_release on / off (report)" pass "$(tail -1 "$OUT/ab_er.txt" | cut -c1-90)" ||
+    row "mla decode early_release on / off" FAIL "$(tail -1 "$OUT/ab_er.txt")"
+  cat "$OUT/ab_er.txt"
   for variant in "nosplit:--decode-forms vink --decode-splits 1 --only h16_q1|h32_q1" \
                  "keys16k:--decode-forms vink --decode-keys 16384 --only h16_q1|h128_q1" \
                  "fp8:--decode-forms vink,fp8 --only h16_q1|h128_q1"; do
