@@ -33,9 +33,10 @@
 #                             latent cache _fp8, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
 #   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none and early_release=1 off
-#                             against on (bench/ab_mla.sh, one library twice), no split at 16-32 heads, 16k keys (the fixed cost by difference), the FP8
-#                             latent cache, per-CTA start and end times where a bench/cta_times.sh tool is given
-#                             (FLASHJIT_CTA_TIMES_TOOL or BIN_DIR/cta/flashjit), and Nsight Compute on the kernels
+#                             against on (bench/ab_mla.sh, one library twice), no split at 16-32 heads, 16k keys
+#                             against 4k (the per-key cost at length), the FP8 latent cache, per-CTA start and
+#                             end times where a bench/cta_times.sh tool is given (FLASHJIT_CTA_TIMES_TOOL or
+#                             BIN_DIR/cta/flashjit), and Nsight Compute on the kernels
 #                             of three cells (bench/profile_mla.sh); about 11 minutes
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
