@@ -64,13 +64,13 @@ FJ_DEVICE float fast_tanh(float x) {
 }
 
 // ---------------------------------------------------------------- hang trap (debug build mode)
+// A wait that spins past the limit traps: the launch fails (an illegal instruction) instead of
+// hanging, and compute-sanitizer names the trapping thread and block. No message: a call there
+// (vprintf) sits inside the wgmma pipelines (the chunk waits between a block's wgmmas, the waits
+// between a wgmma's issue and its wait), so ptxas serialised every wgmma of the kernel (C7510) and
+// it spilled; the mode would not have run the schedule it is there to test.
 #ifdef FLASHJIT_HANG_TRAP
-extern "C" __device__ int vprintf(const char*, const char*);
-FJ_DEVICE void report_hang(uint32_t bar, uint32_t parity) {
-  struct { uint32_t bar, parity, bx, by, bz, tid; } args = {bar, parity, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x};
-  vprintf("flashjit: mbarrier wait hung (bar smem 0x%x parity %u) block (%u,%u,%u) thread %u\n", (const char*)&args);
-  asm volatile("trap;");
-}
+constexpr uint32_t kHangTrapSpins = 1u << 28;
 #endif
 
 // ---------------------------------------------------------------- mbarrier
@@ -93,13 +93,12 @@ FJ_DEVICE void mbar_arrive(uint32_t bar) {
 // parity 1 returns at once.
 FJ_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
 #ifdef FLASHJIT_HANG_TRAP
-  for (uint64_t spins = 0;; ++spins) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.b32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    if (done) return;
-    if (spins == (1ull << 28)) report_hang(bar, parity);
-  }
+  // The count in the asm, as the plain wait's loop: C++ around it cost the d128 and dim_split
+  // kernels registers (spills, wgmma serialised: C7512).
+  asm volatile("{\n.reg .pred P1;\n.reg .b32 n;\nmov.b32 n, 0;\nFJ_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               "@P1 bra FJ_DONE;\nadd.u32 n, n, 1;\nsetp.eq.u32 P1, n, %2;\n@P1 trap;\nbra FJ_WAIT;\nFJ_DONE:\n}\n"
+               :: "r"(bar), "r"(parity), "n"(kHangTrapSpins) : "memory");
 #else
   asm volatile("{\n.reg .pred P1;\nFJ_WAIT:\n"
                "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"

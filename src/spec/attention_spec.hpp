@@ -73,7 +73,7 @@ struct AttentionSpec {
   int pingpong = -1;         // two consumer warpgroups take turns issuing GEMMs: 0/1; -1 = table
   int ctas_per_sm = 0;       // CTAs resident on an SM: 1, or 2 (one consumer warpgroup, half the shared
                              // memory and 128 registers a thread at entry each); 0 = table
-  bool hang_trap = false;    // debug build: mbarrier waits trap with a message after a long spin
+  bool hang_trap = false;    // debug build: an mbarrier wait that spins past a limit traps
   bool varlen = false;       // packed variable-length queries (cu_seqlens_q); K/V packed too or paged
   bool paged = false;        // K/V through a block table of pages (with seqused_k)
   bool pack_gqa = false;     // decode: the query heads of a K/V head share a tile's rows (varlen=1)

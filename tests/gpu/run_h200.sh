@@ -5,7 +5,9 @@
 #   FLASHJIT_PART=gate-dimsplit: the gate's seventh command, dim_split=1's suites and checks (gate-mla's command is
 #                             full): its GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s
 #                             with a short limit each (test_gpu.py's case runs in gate-python); chunk_waits=1's
-#                             suites (MlaDecodeGpu.ChunkWaits*, early_release=1's cases among them), new barriers, in the same mode
+#                             suites (MlaDecodeGpu.ChunkWaits*, early_release=1's cases among them) after them,
+#                             not in that mode (FLASHJIT_GPU_PLAIN_FILTER: there its first suite ran about 7.5 s a
+#                             case against 0.65 without, at the same kernel time; bench/NOTES.md, 2026-12-07)
 #   FLASHJIT_PART=gate     1. correctness: the GPU test suites (GoogleTest's GPU cases only: the CPU
 #                             cases run in CI), flashjit check on defaults, compute-sanitizer memcheck and
 #                             racecheck on a dense, an engine and a split-KV spec of each combine, the
@@ -42,7 +44,7 @@
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
 #   1. GoogleTest suites (FLASHJIT_GPU_FILTER, FLASHJIT_GPU_TIMEOUT; FLASHJIT_GPU_HANG_TRAP=1 adds the
-#      hang-trap build's kernel suite)
+#      hang-trap build's kernel suite; FLASHJIT_GPU_PLAIN_FILTER / _TIMEOUT, suites out of a part's hang-trap mode)
 #   2. flashjit check on default specs (FLASHJIT_CHECKS)
 #   3. compute-sanitizer on small dense shapes per head dim (FLASHJIT_SANITIZE), on the engine tests' page
 #      sizes (FLASHJIT_SANITIZE_ENGINE), on one spec of each kind (FLASHJIT_SANITIZE_SPECS)
@@ -92,7 +94,8 @@ case "${FLASHJIT_PART:-}" in
   # A hang in dim_split=1's exchange between two CTAs traps (FLASHJIT_TEST_HANG_TRAP: every kernel's
   # waits trap after a long spin) and a check gives up in 90 s, so the part ends with its findings.
   gate-dimsplit)
-    : "${FLASHJIT_GPU_FILTER:=*DimSplit*:MlaDecodeGpu.ChunkWaits*}" "${FLASHJIT_GPU_TIMEOUT:=420}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}"
+    : "${FLASHJIT_GPU_FILTER:=*DimSplit*}" "${FLASHJIT_GPU_TIMEOUT:=300}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_FEATURE_CHECKS:=1}"
+    : "${FLASHJIT_GPU_PLAIN_FILTER:=MlaDecodeGpu.ChunkWaits*}" "${FLASHJIT_GPU_PLAIN_TIMEOUT:=240}"
     : "${FLASHJIT_FEATURE_CHECK_ONLY:=dim_split=1}" "${FLASHJIT_FEATURE_CHECK_TIMEOUT:=90}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}"
     export FLASHJIT_TEST_HANG_TRAP=1 ;;
@@ -170,6 +173,8 @@ gtest() {  # name filter timeout [env...]
 # 1-2. Unit and GPU suites.
 [ "${FLASHJIT_GPU_FILTER:-*}" != - ] && gtest gtest "${FLASHJIT_GPU_FILTER:-*}" "${FLASHJIT_GPU_TIMEOUT:-500}"
 if [ "${FLASHJIT_GPU_HANG_TRAP:-0}" = 1 ]; then gtest hangtrap 'AttentionGpu.*' 300 FLASHJIT_TEST_HANG_TRAP=1; fi
+# Suites run out of the part's hang-trap mode (gate-dimsplit's chunk_waits suites).
+[ -n "${FLASHJIT_GPU_PLAIN_FILTER:-}" ] && gtest gtest-plain "$FLASHJIT_GPU_PLAIN_FILTER" "${FLASHJIT_GPU_PLAIN_TIMEOUT:-300}" FLASHJIT_TEST_HANG_TRAP=0
 
 # 3. flashjit check on default specs (FLASHJIT_CHECKS=0 skips).
 [ "${FLASHJIT_CHECKS:-1}" = 1 ] && for spec in dtype=bf16,head_dim=128,causal=1 dtype=fp16,head_dim=64,causal=0 dtype=bf16,head_dim=256,causal=0; do
