@@ -1723,8 +1723,8 @@ struct Consumer {
 // warpgroup 1 once it has P (it never reads K); each frees V's slot after its P V.
 // Per block it, warpgroup 0: S(it) and P(it-1) V(it-1) in flight together, the softmax of S(it)
 // while that P V runs, then P(it) into the hand-over area once warpgroup 1 has read P(it-1)
-// (kPEmptyBarrier), and kPFullBarrier. Warpgroup 1: kPFullBarrier, rescale, P(it) V(it), then
-// kPEmptyBarrier. A slot is free once both warpgroups are done with it (two empty arrivals: with
+// (kPEmptyBarrier), and kPFullBarrier. Warpgroup 1: kPFullBarrier, P(it) and its factors read into
+// registers (ldmatrix), kPEmptyBarrier, rescale, P(it) V(it) with P from registers. A slot is free once both warpgroups are done with it (two empty arrivals: with
 // v_in_k=1 K's after each P V; with paired=1 K's after S and the hand-over, V's after each P V).
 // NOTES (correctness): warpgroup 1 arrives on kPEmptyBarrier once before its first tile and
 // warpgroup 0 syncs once more after its last (consume), so every hand-over waits for the previous
@@ -1788,6 +1788,16 @@ FJ_DEVICE void store_probs_tile(uint32_t tile, const float (&probs)[kBlockN / 2]
   }
 }
 
+// Warpgroup 1: P back from the hand-over tile into registers, in the A-operand layout: each thread
+// reads what the same thread of warpgroup 0 stored (ldmatrix undoes stmatrix at the same address),
+// which is that thread's pack_probs of P.
+FJ_DEVICE void load_probs_tile(PvOperand& a, uint32_t tile, int t) {
+  const int lane = t % 32;
+  const int row = (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int g = 0; g < kBlockN / 16; ++g) ldmatrix_x4(a[g], tile + swizzled_offset(row, 16 * g + 8 * (lane >> 4), kBlockM));
+}
+
 FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN / 2], const float (&pending)[2],
                                const SoftmaxState& st, bool last, int t) {
   named_barrier_sync(kPEmptyBarrier, 256);  // warpgroup 1's P V has read the previous P
@@ -1813,7 +1823,10 @@ FJ_DEVICE void hand_over_probs(const Consumer& c, const float (&probs)[kBlockN /
       }
     }
   }
-  fence_proxy_async_smem();  // P's stores, then warpgroup 1's wgmma reads of them (async proxy)
+  // No proxy fence: warpgroup 1 reads P with ldmatrix (the generic proxy), ordered by the barrier;
+  // V's rows zeroed past the keys were fenced where they were written (zero_slot_rows_past_keys).
+  // (A wgmma reading P from shared memory needs the fence, and its wait sits on this warpgroup's path
+  // every block: bench/NOTES.md, 2026-12-07.)
   named_barrier_arrive(kPFullBarrier, 256);
 }
 
@@ -1914,16 +1927,15 @@ FJ_DEVICE void consume_paired_first(Consumer& c, float (&o)[kVCols / 2], Softmax
 }
 
 // Warpgroup 1's tile: per block P(it) and its factor from warpgroup 0, O's second half += P(it) V(it)
-// (V's columns from kVCols on, in pv_slot, both operands from shared memory). Leaves the rows'
+// (V's columns from kVCols on, in pv_slot; P in registers, read from the hand-over tile). Leaves the rows'
 // final max and sum in st (the sum whole in the quad's first lane) for the epilogue.
 FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], SoftmaxState& st, int t) {
   const int my_row = (t / 32) * 16 + (t % 32) / 4;
 #pragma unroll 1
   for (int it = 0; it < c.n_blocks; ++it) {
-    uint32_t p_tile = c.sm.p_tile();
-    asm volatile("" : "+r"(p_tile));  // the descriptors per block, not kept through the loop
-    const TileDesc p_desc(p_tile, 16, 1024);
     named_barrier_sync(kPFullBarrier, 256);  // P(it) and its factors are in the hand-over area
+    PvOperand p_regs;  // P(it) in registers: the hand-over tile is free again once the words below are read
+    load_probs_tile(p_regs, c.sm.p_tile(), t);
     if (!kVInK) c.release(c.sm.empty_k(c.stage(it)));  // paired=1: S(it) is done (this warpgroup never reads K)
     float factor[2];
 #pragma unroll
@@ -1937,6 +1949,7 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
         st.row_sum[r] = (t & 3) == 0 ? sum : 0.f;  // the epilogue sums the quad
       }
     }
+    named_barrier_arrive(kPEmptyBarrier, 256);  // P and its words read: warpgroup 0 may write the next
     rescale(o, factor);
     wait_pv_slot(c, it);  // v_in_k=1: long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
     // Scheduling alone (the results do not depend on it): both warpgroups' GEMMs share the SM's
@@ -1952,14 +1965,9 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     if (!kEarlyRelease && it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
       mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
     }
-    const TileDesc v_desc(pv_slot(c, it) + kVChunks * (kBlockN * 128), kBlockN * 128, 1024);
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < kBlockN / 16; ++j) wgmma_pv_ss(o, p_desc.at(j * 32), v_desc.at(j * 2048));
-    wgmma_commit();
+    issue_pv(o, p_regs, pv_slot(c, it) + kVChunks * (kBlockN * 128));
     wgmma_wait<0>();
     fence_registers(o);
-    named_barrier_arrive(kPEmptyBarrier, 256);  // P read: warpgroup 0 may write the next
     release_pv_slot(c, it);
   }
 }
