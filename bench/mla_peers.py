@@ -206,6 +206,7 @@ def mla_cells(args):
                               seesaw=None if form == "auto" else form == "seesaw",
                               inline_combine=form == "inline", kv_fp8=fp8, chunk_waits=bool(args.chunk_waits),
                               early_release=EARLY_RELEASE_SWITCH[args.early_release],
+                              half_release=bool(args.half_release),
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -403,7 +404,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
                        inline_combine=c["inline_combine"], chunk_waits=c["chunk_waits"],
-                       early_release=c["early_release"])
+                       early_release=c["early_release"], half_release=c["half_release"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -435,6 +436,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     fm.PDL = bool(args.pdl)
     fm.CHUNK_WAITS = c["chunk_waits"]
     fm.EARLY_RELEASE = c["early_release"]
+    fm.HALF_RELEASE = c["half_release"]
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
@@ -571,6 +573,9 @@ def parse_args():
                     help="decode cells: flash_mla.EARLY_RELEASE (the hand-over's latent slots back as soon as their P V's "
                          "are done; with --chunk-waits 1): on (True; the flag alone), off (False), shape (None, the "
                          "package's default: by shape)")
+    ap.add_argument("--half-release", action="store_true",
+                    help="decode cells: flash_mla.HALF_RELEASE (each warpgroup's part of a latent slot back on its own, "
+                         "wherever early_release=1 goes)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

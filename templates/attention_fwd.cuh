@@ -120,14 +120,22 @@ static_assert(!kChunkWaits || kVInK, "chunk_waits: v_in_k=1's K ring (spec/ keep
 // landed) and warpgroup 1 after the next block's S has completed where that block has landed;
 // ReleaseEarly (early_release=1, with chunk_waits=1), warpgroup 0 after the next block's first
 // chunk (its P V is done by then) and warpgroup 1 as soon as its P V is, so that the slot's next
-// load runs beside the next block's later chunks rather than after them (paired_first_step).
+// load runs beside the next block's later chunks rather than after them (paired_first_step);
+// ReleaseHalves (half_release=1), as early, but each warpgroup gives back its own part of the slot
+// (warpgroup 0 on empty_k: V's left columns and K's rest, seesaw half kHalfLateB; warpgroup 1 on
+// empty_v: V's right columns, kHalfEarlyB) and warpgroup 1's P V waits for warpgroup 0's, so that
+// the next block's first chunks load while the second P V still runs (load_k).
 struct ReleaseAfterScores {
-  static constexpr bool kEarly = false;
+  static constexpr bool kEarly = false, kHalves = false;
 };
 struct ReleaseEarly {
-  static constexpr bool kEarly = true;
+  static constexpr bool kEarly = true, kHalves = false;
+};
+struct ReleaseHalves {
+  static constexpr bool kEarly = true, kHalves = true;
 };
 constexpr bool kEarlyRelease = SlotRelease::kEarly;
+constexpr bool kHalfRelease = SlotRelease::kHalves;
 static_assert(!kEarlyRelease || (kChunkWaits && !kSeesaw), "early_release: chunk_waits=1's hand-over (spec/ keeps to this)");
 static_assert(!kSeesaw || (kVInK && kBlockN == 64 && kStages == 2 && 2 * kVChunks < kQKChunks && kBlockM == kBlockN),
               "seesaw: v_in_k=1, two 64-key slots, a K chunk past V's columns for P (spec/ keeps to these)");
@@ -951,7 +959,12 @@ FJ_DEVICE void load_k(const Params& p, const SmemLayout& sm, int pos, int block,
   if constexpr (kStagingProducer) return fp8_block<false>(p, sm, pos, block, kv_head, seq, fp8_scale);
   const int s = stage_of(pos);
   if (pos >= kStages) mbar_wait(sm.empty_k(s), phase_of(pos) ^ 1);
-  if constexpr (kChunkWaits) {
+  if constexpr (kHalfRelease) {
+    // Warpgroup 0's part as soon as it is free, then warpgroup 1's (see ReleaseHalves).
+    load_tile<kQKChunks, true, kHalfLateB, true>(p, &p.k, sm.k_stage(s), sm.chunk_full(s, 0), block, kv_head, seq, rank, lane_page, col0);
+    if (pos >= kStages) mbar_wait(sm.empty_v(s), phase_of(pos) ^ 1);
+    load_tile<kQKChunks, true, kHalfEarlyB, true>(p, &p.k, sm.k_stage(s), sm.chunk_full(s, 0), block, kv_head, seq, rank, lane_page, col0);
+  } else if constexpr (kChunkWaits) {
     load_tile<kQKChunks, true, kWholeTile, true>(p, &p.k, sm.k_stage(s), sm.chunk_full(s, 0), block, kv_head, seq, rank, lane_page, col0);
   } else {
     load_tile<kQKChunks, true>(p, &p.k, sm.k_stage(s), sm.full_k(s), block, kv_head, seq, rank, lane_page, col0);
@@ -1746,7 +1759,10 @@ FJ_DEVICE void wait_pv_slot(const Consumer& c, int it) {
 FJ_DEVICE uint32_t k_landed(const Consumer& c, int it) {
   return kChunkWaits ? c.sm.chunk_full(c.stage(it), kQKChunks - 1) : c.sm.full_k(c.stage(it));
 }
-FJ_DEVICE void release_pv_slot(const Consumer& c, int it) { c.release(kVInK ? c.sm.empty_k(c.stage(it)) : c.sm.empty_v(c.stage(it))); }
+// half_release=1: warpgroup 1's part of the latent slot has its own barrier (see ReleaseHalves).
+FJ_DEVICE void release_pv_slot(const Consumer& c, int it, bool second = false) {
+  c.release(kVInK && !(kHalfRelease && second) ? c.sm.empty_k(c.stage(it)) : c.sm.empty_v(c.stage(it)));
+}
 
 // V's rows past the sequence's last key (see Consumer::clear_v_past_keys): warpgroup 0 zeroes them
 // (with v_in_k=1 once its Q K^T has read them: the mask took their scores) before either P V reads
@@ -1965,10 +1981,16 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     if (!kEarlyRelease && it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
       mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
     }
+    // half_release=1: after warpgroup 0's P V on this slot (its release), so that warpgroup 0's part
+    // frees first. NOTES (correctness, no hang): warpgroup 0 releases block it's part before it waits
+    // for anything of this warpgroup's but the hand-over of P(it+1), which needs only kPEmptyBarrier
+    // (arrived above); and its next release of the slot (block it + 2) needs K(it + 2), which needs
+    // this warpgroup's release below, so no later phase of the same parity is mistaken for it.
+    if constexpr (kHalfRelease) mbar_wait(c.sm.empty_k(c.stage(it)), c.phase(it));
     issue_pv(o, p_regs, pv_slot(c, it) + kVChunks * (kBlockN * 128));
     wgmma_wait<0>();
     fence_registers(o);
-    release_pv_slot(c, it);
+    release_pv_slot(c, it, true);
   }
 }
 
@@ -2676,8 +2698,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
       mbar_init(sm.full_k(s), kFp8Operands ? 1 : kFullArrivals);
       mbar_init(sm.full_v(s), kFullArrivals);
       // Seesaw: each half of a slot has one reader that releases it (see kSeesaw).
-      mbar_init(sm.empty_k(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
-      mbar_init(sm.empty_v(s), kSeesaw ? 1 : kConsumerWGs * kCluster);
+      mbar_init(sm.empty_k(s), kSeesaw || kHalfRelease ? 1 : kConsumerWGs * kCluster);
+      mbar_init(sm.empty_v(s), kSeesaw || kHalfRelease ? 1 : kConsumerWGs * kCluster);
     }
     for (int c = 0; c < (kChunkWaits ? kStages * kQKChunks : 0); ++c) mbar_init(sm.chunk_full(c / kQKChunks, c % kQKChunks), 1);
     for (int j = 0; j < kKvStagingSlots; ++j) {

@@ -880,6 +880,9 @@ TEST(MlaDecodeGpu, ChunkWaitsHeadsQueriesPagesAndSplits) {
   // early_release=1: the hand-over's slots back as soon as their P V's are done (64- and 32-key blocks).
   run_absorbed_decode(65, ",v_in_k=1,chunk_waits=1,early_release=1");
   run_absorbed_decode(67, ",block_n=32,v_in_k=1,chunk_waits=1,early_release=1");
+  // half_release=1: each warpgroup's part of a slot back on its own, the producer reloading each part.
+  run_absorbed_decode(69, ",v_in_k=1,chunk_waits=1,early_release=1,half_release=1");
+  run_absorbed_decode(71, ",block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1");
 }
 
 // One launch of `spec` on `bounds` captured in a CUDA graph, then five replays with new lengths (3-8
@@ -1006,7 +1009,8 @@ TEST(MlaDecodeGpu, GraphReplayedAfterTheLengthsChange) { replay_absorbed_decode(
 
 // The same on chunk_waits=1's kernels (their own test: gate-mla's command is full).
 TEST(MlaDecodeGpu, ChunkWaitsGraphReplayedAfterTheLengthsChange) {
-  replay_absorbed_decode({",v_in_k=1,chunk_waits=1", ",v_in_k=1,seesaw=1,chunk_waits=1", ",v_in_k=1,chunk_waits=1,early_release=1"});
+  replay_absorbed_decode({",v_in_k=1,chunk_waits=1", ",v_in_k=1,seesaw=1,chunk_waits=1", ",v_in_k=1,chunk_waits=1,early_release=1",
+                          ",v_in_k=1,chunk_waits=1,early_release=1,half_release=1"});
 }
 
 // FlashAttention-3's split form's decode cases (q, qv, k and V four tensors; spec keys kDecode, qv=1 and
@@ -1079,6 +1083,7 @@ TEST(MlaDecodeGpu, ChunkWaitsSplitFormThroughEveryKvSource) {
   run_all(split_form_decode_cases(shapes, {16, 128}, ",v_in_k=1,chunk_waits=1", false, 64, false));
   run_all(split_form_decode_cases(shapes, {64, 128}, ",v_in_k=1,seesaw=1,chunk_waits=1", false, 64, false));
   run_all(split_form_decode_cases(shapes, {16, 128}, ",v_in_k=1,chunk_waits=1,early_release=1", false, 64, false));
+  run_all(split_form_decode_cases(shapes, {16, 128}, ",v_in_k=1,chunk_waits=1,early_release=1,half_release=1", false, 64, false));
 }
 
 }  // namespace

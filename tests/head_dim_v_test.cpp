@@ -276,6 +276,35 @@ TEST(HeadDimVSpec, EarlyReleaseIsChunkWaitsHandOverWithItsOwnReleaseType) {
                   "early_release");
 }
 
+// half_release=1 (each warpgroup's part of a latent slot given back on its own): early_release=1's
+// hand-over only, the same shared memory, its own release type, a producer of 40 registers (it keeps
+// the block's pages across the wait for the second part); off by default.
+TEST(HeadDimVSpec, HalfReleaseIsEarlyReleaseWithItsOwnReleaseType) {
+  for (const char* base : {"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,"
+                           "early_release=1",
+                           "dtype=fp16,head_dim=576,head_dim_v=512,causal=0,block_n=32,varlen=1,paged=1,v_in_k=1,chunk_waits=1,early_release=1"}) {
+    const std::string text = std::string(base) + ",half_release=1";
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_TRUE(spec->half_release && spec->early_release);
+    EXPECT_EQ(to_string(*spec), text);
+    auto config = make_config(*spec);
+    auto whole = make_config(*parse_spec(base));
+    ASSERT_TRUE(config.ok() && whole.ok()) << text;
+    EXPECT_EQ(config->smem_bytes, whole->smem_bytes) << text;
+    EXPECT_EQ(config->spec.stages, whole->spec.stages) << text;
+    EXPECT_EQ(config->producer_regs, 40) << text;
+    EXPECT_EQ(config->consumer_regs, 232) << text;
+    EXPECT_NE(render_attention_source(*config).find("using SlotRelease = ReleaseHalves;"), std::string::npos) << text;
+    EXPECT_NE(render_attention_source(*whole).find("using SlotRelease = ReleaseEarly;"), std::string::npos) << base;
+    EXPECT_EQ(to_string(whole->spec).find("half_release"), std::string::npos);
+  }
+  expect_refusals({{"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,chunk_waits=1,half_release=1", "half_release"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,half_release=1", "half_release"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,seesaw=1,chunk_waits=1,half_release=1", "half_release"}},
+                  "half_release");
+}
+
 // paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
 // 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
 TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
@@ -656,7 +685,11 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            // early_release=1: the hand-over's slots back as soon as their P V's are done
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,combine=inline,v_in_k=1,chunk_waits=1,early_release=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,combine=inline,v_in_k=1,chunk_waits=1,early_release=1",
+                                           // half_release=1: each warpgroup's part of a slot back on its own
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1"),
                          spec_test_name);
 
 }  // namespace

@@ -473,6 +473,37 @@ class Launch(MlaCase):
             self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1"), want,
                              (heads, value, self.rt.kernels))
 
+    def test_half_release_goes_wherever_early_release_does(self):
+        import flashjit
+        self.assertFalse(self.m.HALF_RELEASE)  # off by default (not yet measured on a GPU)
+        seen = set()
+        for d, heads, seqlen_q, splits, seesaw, chunk_waits, early_release in itertools.product(
+                (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True, None)):
+            spec, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, seqlen_q, heads, 1, splits, True, seesaw=seesaw,
+                                      chunk_waits=chunk_waits, early_release=early_release, half_release=True)
+            without, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, seqlen_q, heads, 1, splits, True,
+                                         seesaw=seesaw, chunk_waits=chunk_waits, early_release=early_release)
+            self.assertEqual(spec.endswith(",early_release=1,half_release=1"), without.endswith(",early_release=1"),
+                             (spec, without))
+            self.assertEqual(spec.replace(",half_release=1", ""), without)
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        self.assertTrue(any(",half_release=1" in spec for spec in seen))
+
+    def test_half_release_switch_reaches_the_launch(self):
+        for heads, value, want in ((128, True, True), (128, False, False), (16, True, False)):
+            q, cache, table, lens = decode_inputs(heads_q=heads)
+            self.m._plans.clear()
+            self.rt.kernels.clear()
+            before, self.m.HALF_RELEASE = self.m.HALF_RELEASE, value
+            try:
+                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # EARLY_RELEASE by shape: 128 heads only
+            finally:
+                self.m.HALF_RELEASE = before
+            self.assertEqual(self.rt.kernels[-1].endswith(",early_release=1,half_release=1"), want,
+                             (heads, value, self.rt.kernels))
+
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit
         self.assertFalse(self.m.INLINE_COMBINE)  # off by default (slower on an H100: bench/NOTES.md)

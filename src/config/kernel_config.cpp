@@ -121,7 +121,9 @@ RegisterSplit register_split(const AttentionSpec& s) {
   // With qv=1 the producer loads Q and K tiles from two maps each: at 24 the packed (varlen) kernel
   // spilled 24 bytes.
   // seesaw=1's producer keeps two blocks' pages and the next pair's (at 32 the paged kernel spilled 16 bytes).
-  if (s.seesaw) return {40, 232};
+  // half_release=1's producer keeps the block's pages across the wait for the slot's second part (at
+  // 32 it spilled 8 bytes of its tile loop).
+  if (s.seesaw || s.half_release) return {40, 232};
   if (s.pairs_o()) return s.paged || s.qv ? RegisterSplit{s.v_in_k ? 32 : 40, 232} : RegisterSplit{24, 240};
   if (s.consumer_wgs == 1) return {40, 240};
   // dim_split=1 with packed K/V (varlen=1, not paged): at 24 the producer spilled 8-16 bytes at 384

@@ -104,10 +104,10 @@ std::string render_k_waits_type(const AttentionSpec& s) {
 }
 
 // When the hand-over gives a latent slot back (templates/attention_fwd.cuh: SlotRelease): after the
-// next block's scores (ReleaseAfterScores), or as soon as its P V's are done (ReleaseEarly,
-// early_release=1).
+// next block's scores (ReleaseAfterScores), as soon as its P V's are done (ReleaseEarly,
+// early_release=1), or each warpgroup's part as soon as its P V is (ReleaseHalves, half_release=1).
 std::string render_slot_release_type(const AttentionSpec& s) {
-  const char* type = s.early_release ? "ReleaseEarly" : "ReleaseAfterScores";
+  const char* type = s.half_release ? "ReleaseHalves" : s.early_release ? "ReleaseEarly" : "ReleaseAfterScores";
   return std::string("struct ") + type + ";\nusing SlotRelease = " + type + ";\n";
 }
 

@@ -176,6 +176,8 @@ const std::vector<Field>& fields() {
       printed_when_on("chunk_waits", &AttentionSpec::chunk_waits),
       // The hand-over's latent slots given back as soon as their P V's are done (issue 40).
       printed_when_on("early_release", &AttentionSpec::early_release),
+      // The hand-over's latent slots given back in two parts, one per warpgroup (issue 40).
+      printed_when_on("half_release", &AttentionSpec::half_release),
       // The head dims shared out over a cluster's two CTAs (issue 40: d512 prefill).
       printed_when_on("dim_split", &AttentionSpec::dim_split),
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
@@ -362,6 +364,10 @@ Status validate_spec(const AttentionSpec& s) {
                                                     (s.seesaw ? "with seesaw=1" : "without chunk_waits=1") +
                                                     "; allowed: 0 (the early release is chunk_waits=1's hand-over schedule: "
                                                     "chunk_waits=1 with seesaw=0)");
+  }
+  if (s.half_release && !s.early_release) {
+    return Error::invalid_spec("half_release", "spec field 'half_release': value 1 is not allowed without early_release=1; allowed: 0 "
+                                               "(the parts are early_release=1's releases)");
   }
   // NOTES: dim_split=1 gives each CTA of a cluster half of every head dim, a 64-column chunk
   // multiple, and one wgmma N of O (at most 256); both CTAs walk the same tile (one tile a

@@ -51,6 +51,12 @@ struct AttentionSpec {
   // scores, the second without waiting for the next block's scores), so that the slot's next load
   // runs beside the next block's later chunks. Off: after the next block's scores.
   bool early_release = false;
+  // half_release=1 (with early_release=1): each warpgroup gives back its own part of a latent slot,
+  // the first V's left columns and the rest of K's, the second V's right columns, the second's P V
+  // issued once the first's is done; the producer reloads each part as soon as it is free, so the
+  // next block's first chunks load while the second P V still runs. Off: one release of the whole
+  // slot, once both P V's are done.
+  bool half_release = false;
   // dim_split=1 (head_dim = head_dim_v = 384 or 512, Gemma 4's global layers): the head dims shared
   // out over the two CTAs of a cluster on the same query tile, each holding half of Q's, K's and V's
   // columns and computing half of O; the two halves of each block's scores are added through

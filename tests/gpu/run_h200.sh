@@ -34,12 +34,13 @@
 #                             cells _vink, _vink_inline, _seesaw, _auto (the package's schedule by shape), the FP8
 #                             latent cache _fp8, and O in parts with flash_mla.V_IN_K = False) against the read bandwidth
 #                             measured in the same run (>= 85 %, >= 90 % memory-bound; >= 600 TFLOP/s compute-bound)
-#   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: PDL against none and early_release=1 off
-#                             against on (bench/ab_mla.sh, one library twice), no split at 16-32 heads, 16k keys
+#   FLASHJIT_PART=mla-anatomy 10. where an MLA decode call's time goes: early_release=1 off against on and
+#                             half_release=1 against early_release=1 alone (bench/ab_mla.sh, one library twice;
+#                             PDL against none with FLASHJIT_MLA_PDL_AB=1), no split at 16-32 heads, 16k keys
 #                             against 4k (the per-key cost at length), the FP8 latent cache, per-CTA start and
 #                             end times where a bench/cta_times.sh tool is given (FLASHJIT_CTA_TIMES_TOOL or
-#                             BIN_DIR/cta/flashjit), and Nsight Compute on the kernels
-#                             of three cells (bench/profile_mla.sh); about 11 minutes
+#                             BIN_DIR/cta/flashjit), and Nsight Compute on the kernels of three cells
+#                             (bench/profile_mla.sh); about 11 minutes
 #   FLASHJIT_PART=sass     the SASS of every default and engine variant (no GPU needed: also in CI)
 #   unset: the legacy single run, every step switched by its variable below.
 # Steps and their variables (a part sets its own defaults; each may be overridden):
@@ -266,6 +267,7 @@ dtype=fp16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,v_in
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 1 --heads-q 64 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -383,24 +385,34 @@ if [ -n "${FLASHJIT_AB_MLA_BASE:-}" ] && [ -f "$LIB" ]; then
 fi
 
 # 6e. Where an MLA decode call's time goes (FLASHJIT_MLA_ANATOMY=1; the mla-anatomy part): the package's
-# v_in_k=1 cells with and without PDL (bench/ab_mla.sh on this library twice, ARGS_B=--pdl), the
-# memory-bound cells unsplit (--decode-splits 1: no partials, no combine, half the SMs), 16k keys
-# against 4k (the same spec: the fixed cost by difference), an FP8 latent cache beside the 16-bit one
+# v_in_k=1 cells with early_release=1 and without, half_release=1 and without (bench/ab_mla.sh on this
+# library twice; PDL and none with FLASHJIT_MLA_PDL_AB=1), the memory-bound cells unsplit (--decode-splits
+# 1: no partials, no combine, half the SMs), 16k keys against 4k (the same spec: the per-key cost at
+# length), an FP8 latent cache beside the 16-bit one
 # (flash_mla's kv_descale: the O-in-parts kernels on half the bytes), each CTA's start and end (a tool built by
 # bench/cta_times.sh; both schedules at 128 heads) and Nsight Compute on each kernel of three cells beside the
 # call's graph time (bench/profile_mla.sh; needs ncu).
 if [ "${FLASHJIT_MLA_ANATOMY:-0}" = 1 ] && [ -f "$LIB" ]; then
-  OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h128_q1" ARGS_B=--pdl PASS_TIMEOUT=60 BUDGET_S=170 \
-    bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_pdl.txt" 2>&1 &&
-    row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
-    row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
-  cat "$OUT/ab_pdl.txt"
+  # PDL against none: FLASHJIT_MLA_PDL_AB=1 (level twice on an H100, 2026-12-07: off by default for time).
+  if [ "${FLASHJIT_MLA_PDL_AB:-0}" = 1 ]; then
+    OUT=$OUT/ab-pdl ARGS="--decode-forms vink --only h16_q1|h128_q1" ARGS_B=--pdl PASS_TIMEOUT=60 BUDGET_S=170 \
+      bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_pdl.txt" 2>&1 &&
+      row "mla decode PDL / none (report)" pass "$(tail -1 "$OUT/ab_pdl.txt" | cut -c1-90)" ||
+      row "mla decode PDL / none" FAIL "$(tail -1 "$OUT/ab_pdl.txt")"
+    cat "$OUT/ab_pdl.txt"
+  fi
   # early_release=1 everywhere against nowhere (flash_mla.EARLY_RELEASE; None, the default, takes it by shape).
   OUT=$OUT/ab-er ARGS="--decode-forms vink --only h16_q1|h32_q1|h64_q2|h128_q1|h128_q2" ARGS_A="--early-release off" \
     ARGS_B="--early-release on" PASS_TIMEOUT=60 BUDGET_S=170 bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_er.txt" 2>&1 &&
     row "mla decode early_release on / off (report)" pass "$(tail -1 "$OUT/ab_er.txt" | cut -c1-90)" ||
     row "mla decode early_release on / off" FAIL "$(tail -1 "$OUT/ab_er.txt")"
   cat "$OUT/ab_er.txt"
+  # half_release=1 against early_release=1 alone (flash_mla.HALF_RELEASE), early_release everywhere on both sides.
+  OUT=$OUT/ab-hr ARGS="--decode-forms vink --early-release on --only h16_q1|h64_q2|h128_q1|h128_q2" ARGS_B="--half-release" \
+    PASS_TIMEOUT=60 BUDGET_S=150 bash bench/ab_mla.sh "$LIB" "$LIB" >"$OUT/ab_hr.txt" 2>&1 &&
+    row "mla decode half_release / early_release (report)" pass "$(tail -1 "$OUT/ab_hr.txt" | cut -c1-90)" ||
+    row "mla decode half_release / early_release" FAIL "$(tail -1 "$OUT/ab_hr.txt")"
+  cat "$OUT/ab_hr.txt"
   for variant in "nosplit:--decode-forms vink --decode-splits 1 --only h16_q1|h32_q1" \
                  "keys16k:--decode-forms vink --decode-keys 16384 --only h16_q1|h128_q1" \
                  "fp8:--decode-forms vink,fp8 --only h16_q1|h128_q1"; do
@@ -576,6 +588,8 @@ mla_decode64x4k_h128_q2_seesaw_cw dtype=bf16,head_dim=576,head_dim_v=512,causal=
 mla_decode64x4k_h16_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
 mla_decode64x4k_h128_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_vink_cw_hr dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink_cw_hr dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
