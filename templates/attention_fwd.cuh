@@ -1737,8 +1737,10 @@ struct Consumer {
 // Per block it, warpgroup 0: S(it) and P(it-1) V(it-1) in flight together, the softmax of S(it)
 // while that P V runs, then P(it) into the hand-over area once warpgroup 1 has read P(it-1)
 // (kPEmptyBarrier), and kPFullBarrier. Warpgroup 1: kPFullBarrier, P(it) and its factors read into
-// registers (ldmatrix), kPEmptyBarrier, rescale, P(it) V(it) with P from registers. A slot is free once both warpgroups are done with it (two empty arrivals: with
-// v_in_k=1 K's after each P V; with paired=1 K's after S and the hand-over, V's after each P V).
+// registers (ldmatrix), kPEmptyBarrier, rescale, P(it) V(it) with P from registers. A slot is free
+// once both warpgroups are done with it (two empty arrivals: with v_in_k=1 K's after each P V, or
+// with half_release=1 one each on its own part's barrier; with paired=1 K's after S and the
+// hand-over, V's after each P V).
 // NOTES (correctness): warpgroup 1 arrives on kPEmptyBarrier once before its first tile and
 // warpgroup 0 syncs once more after its last (consume), so every hand-over waits for the previous
 // one's reader, across tiles too.
@@ -1965,7 +1967,9 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
         st.row_sum[r] = (t & 3) == 0 ? sum : 0.f;  // the epilogue sums the quad
       }
     }
-    named_barrier_arrive(kPEmptyBarrier, 256);  // P and its words read: warpgroup 0 may write the next
+    // P and its words read: warpgroup 0 may write the next P. early_release=1: at once; else after the
+    // wait below (see its NOTES).
+    if constexpr (kEarlyRelease) named_barrier_arrive(kPEmptyBarrier, 256);
     rescale(o, factor);
     wait_pv_slot(c, it);  // v_in_k=1: long complete (warpgroup 0 waited for it): the slot's bytes for this warpgroup
     // Scheduling alone (the results do not depend on it): both warpgroups' GEMMs share the SM's
@@ -1975,17 +1979,22 @@ FJ_DEVICE void consume_paired_second(Consumer& c, float (&o)[kVCols / 2], Softma
     // instead; where it has not (a memory-bound walk), it goes at once and frees its slot sooner.
     // NOTES (correctness, no hang): warpgroup 0 arrives once per block after its S (arrival ring +
     // it), so this waits for arrival ring + it + 1 by its parity; warpgroup 0 cannot arrive for
-    // S(it+2) before this P V has run (its hand-over of P(it+1) waits for kPEmptyBarrier), so no
-    // later phase of the same parity can be mistaken for it.
+    // S(it+2) before this warpgroup has passed the wait (its hand-over of P(it+1) waits for
+    // kPEmptyBarrier, arrived only after it), so no later phase of the same parity can be mistaken
+    // for it. (paired=1 frees K's slot before this P V: the ring alone would not keep S(it+2) back.)
     // early_release=1: at once, always (its slot goes back sooner; see ReleaseEarly).
-    if (!kEarlyRelease && it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
-      mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
+    if constexpr (!kEarlyRelease) {
+      if (it + 1 < c.n_blocks && __any_sync(0xffffffffu, mbar_test(k_landed(c, it + 1), c.phase(it + 1)))) {
+        mbar_wait(c.sm.scores_done(), (uint32_t)(c.ring + it + 1) & 1u);
+      }
+      named_barrier_arrive(kPEmptyBarrier, 256);
     }
     // half_release=1: after warpgroup 0's P V on this slot (its release), so that warpgroup 0's part
     // frees first. NOTES (correctness, no hang): warpgroup 0 releases block it's part before it waits
     // for anything of this warpgroup's but the hand-over of P(it+1), which needs only kPEmptyBarrier
-    // (arrived above); and its next release of the slot (block it + 2) needs K(it + 2), which needs
-    // this warpgroup's release below, so no later phase of the same parity is mistaken for it.
+    // (arrived above: early_release=1); and its next release of the slot (block it + 2) needs K(it +
+    // 2), which needs this warpgroup's release below, so no later phase of the same parity is
+    // mistaken for it.
     if constexpr (kHalfRelease) mbar_wait(c.sm.empty_k(c.stage(it)), c.phase(it));
     issue_pv(o, p_regs, pv_slot(c, it) + kVChunks * (kBlockN * 128));
     wgmma_wait<0>();
