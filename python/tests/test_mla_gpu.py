@@ -426,7 +426,48 @@ def cases(runner):
                       ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1], label=", rows without keys, seesaw")),
                       ("graph", lambda: case_graph_replay(", seesaw"))):
         out.append((f"flash_mla seesaw {label}", lambda fn=fn: with_seesaw(fn)))
+    # flashjit.flash_mla.EARLY_RELEASE = True and HALF_RELEASE = True: each warpgroup's part of a slot back on its own
+    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", half_release")),
+                      ("h128 s_q 2", lambda: case_decode(128, 2, label=", half_release")),
+                      ("h64 s_q 4 page 16", lambda: case_decode(64, 4, page=16, label=", half_release")),
+                      ("fp16 h128 no split", lambda: case_decode(128, 1, dtype_name="fp16", num_splits=1,
+                                                                 label=", half_release")),
+                      ("rows without keys", lambda: case_decode(16, 4, keys=[0, 2, 700, 0, 1],
+                                                                label=", rows without keys, half_release")),
+                      ("graph", lambda: case_graph_replay(", half_release"))):
+        out.append((f"flash_mla half_release {label}", lambda fn=fn: with_half_release(fn)))
     return out
+
+
+def recording_plans(fm):
+    """(specs, restore): flash_mla.mla_plan wrapped to record every call's spec; restore() puts it back."""
+    specs = []
+    plan = fm.mla_plan
+
+    def recording(*a, **k):
+        spec = plan(*a, **k)
+        specs.append(spec[0])
+        return spec
+    fm.mla_plan = recording
+
+    def restore():
+        fm.mla_plan = plan
+    return specs, restore
+
+
+def with_half_release(fn):
+    """fn() with flashjit.flash_mla.EARLY_RELEASE and HALF_RELEASE on (the hand-over's half_release=1 kernels), put
+    back after; fails unless every call's plan took half_release=1."""
+    import flashjit.flash_mla as fm
+    before = fm.EARLY_RELEASE, fm.HALF_RELEASE
+    fm.EARLY_RELEASE, fm.HALF_RELEASE = True, True
+    specs, restore = recording_plans(fm)
+    try:
+        fn()
+    finally:
+        fm.EARLY_RELEASE, fm.HALF_RELEASE = before
+        restore()
+    assert specs and all("half_release=1" in s for s in specs), f"plans without half_release=1: {specs}"
 
 
 def with_seesaw(fn):
