@@ -475,18 +475,12 @@ def with_seesaw(fn):
     kernel ran (the plan of every call checked, not just one)."""
     import flashjit.flash_mla as fm
     before, fm.SEESAW = fm.SEESAW, True
-    specs = []
-    plan = fm.mla_plan
-
-    def recording(*a, **k):
-        spec = plan(*a, **k)
-        specs.append(spec[0])
-        return spec
-    fm.mla_plan = recording
+    specs, restore = recording_plans(fm)
     try:
         fn()
     finally:
-        fm.SEESAW, fm.mla_plan = before, plan
+        fm.SEESAW = before
+        restore()
     assert specs and all("seesaw=1" in s for s in specs), f"plans without seesaw=1: {specs}"
 
 
