@@ -91,7 +91,8 @@ took 1.007x (16 x 1), 1.013x (32 x 1) and 1.032x (128 x 2); the unsplit 128-head
 flashjit extension: HALF_RELEASE (module attribute, read at each call; False by default) adds the spec key
 half_release=1 wherever early_release=1 goes: each warpgroup gives back its own part of a latent slot (the first
 V's left columns and the rotary chunk, the second V's right columns, after the first's P V), so that the next
-block's first chunks load while the second P V runs. Not yet measured on a GPU.
+block's first chunks load while the second P V runs. Off because on an H100 (batch 64 x 4096 keys, page 64) it was
+level with early_release=1 alone: 1.000-1.009x the time at 16-128 heads (bench/NOTES.md, 2026-12-07, e93aff1).
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
