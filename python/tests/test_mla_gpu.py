@@ -439,59 +439,43 @@ def cases(runner):
     return out
 
 
-def recording_plans(fm):
-    """(specs, restore): flash_mla.mla_plan wrapped to record every call's spec; restore() puts it back."""
-    specs = []
-    plan = fm.mla_plan
+def with_flash_mla(fn, required=None, **attrs):
+    """fn() with flashjit.flash_mla's module attributes set as attrs, put back after; with required, fails unless
+    every call's plan has that spec key (the plan of every call checked, not just one)."""
+    import flashjit.flash_mla as fm
+    before = {name: getattr(fm, name) for name in attrs}
+    specs, plan = [], fm.mla_plan
 
     def recording(*a, **k):
         spec = plan(*a, **k)
         specs.append(spec[0])
         return spec
+    for name, value in attrs.items():
+        setattr(fm, name, value)
     fm.mla_plan = recording
-
-    def restore():
+    try:
+        fn()
+    finally:
+        for name, value in before.items():
+            setattr(fm, name, value)
         fm.mla_plan = plan
-    return specs, restore
+    if required is not None:
+        assert specs and all(required in s for s in specs), f"plans without {required}: {specs}"
 
 
 def with_half_release(fn):
-    """fn() with flashjit.flash_mla.EARLY_RELEASE and HALF_RELEASE on (the hand-over's half_release=1 kernels), put
-    back after; fails unless every call's plan took half_release=1."""
-    import flashjit.flash_mla as fm
-    before = fm.EARLY_RELEASE, fm.HALF_RELEASE
-    fm.EARLY_RELEASE, fm.HALF_RELEASE = True, True
-    specs, restore = recording_plans(fm)
-    try:
-        fn()
-    finally:
-        fm.EARLY_RELEASE, fm.HALF_RELEASE = before
-        restore()
-    assert specs and all("half_release=1" in s for s in specs), f"plans without half_release=1: {specs}"
+    """fn() with EARLY_RELEASE and HALF_RELEASE on (the hand-over's half_release=1 kernels)."""
+    with_flash_mla(fn, "half_release=1", EARLY_RELEASE=True, HALF_RELEASE=True)
 
 
 def with_seesaw(fn):
-    """fn() with flashjit.flash_mla.SEESAW on (v_in_k=1's seesaw=1 kernels), put back after; fails unless a seesaw
-    kernel ran (the plan of every call checked, not just one)."""
-    import flashjit.flash_mla as fm
-    before, fm.SEESAW = fm.SEESAW, True
-    specs, restore = recording_plans(fm)
-    try:
-        fn()
-    finally:
-        fm.SEESAW = before
-        restore()
-    assert specs and all("seesaw=1" in s for s in specs), f"plans without seesaw=1: {specs}"
+    """fn() with SEESAW on (v_in_k=1's seesaw=1 kernels)."""
+    with_flash_mla(fn, "seesaw=1", SEESAW=True)
 
 
 def with_o_in_parts(fn):
-    """fn() with flashjit.flash_mla.V_IN_K off (the O-in-parts kernels), put back after."""
-    import flashjit.flash_mla as fm
-    before, fm.V_IN_K = fm.V_IN_K, False
-    try:
-        fn()
-    finally:
-        fm.V_IN_K = before
+    """fn() with V_IN_K off (the O-in-parts kernels)."""
+    with_flash_mla(fn, V_IN_K=False)
 
 
 def main():
