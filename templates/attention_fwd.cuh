@@ -1220,10 +1220,17 @@ struct Turn {
 // per tile and each Q K^T reads only K from shared memory (a third fewer bytes); the registers
 // (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups and
 // block_n 128 (FlashAttention-3's block_n 176 at d128 spilled 512 bytes with them).
+// q_reg_dims (kQRegSteps): the paired consumers' scores warpgroup holds Q's first kQRegSteps k16
+// steps so, the rest still read from shared memory. At 512/512 a 32-key S step with both operands
+// in shared memory reads 3 KB for 16 clocks of tensor work, more than shared memory's 128 bytes a
+// clock; with Q from registers 1 KB.
 constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128 && kBlockN <= 128;
+static_assert(kQRegSteps == 0 || (kPairedO && !kSeesaw && !kQInRegisters && kQRegSteps <= kQKSteps && kFirstConsumerRegs == 256),
+              "q_reg_dims: the hand-over's scores warpgroup, with 256 registers (spec/ and config/ keep to this)");
+constexpr int kQFragSteps = kQInRegisters ? kQKSteps : kQRegSteps;  // the k16 steps whose Q is in registers
 struct QOperand {
   uint32_t slice;  // this warpgroup's 64 rows of the tile's Q buffer in shared memory
-  uint32_t frag[kQInRegisters ? kQKSteps : 1][4];
+  uint32_t frag[kQFragSteps > 0 ? kQFragSteps : 1][4];
 
   // The A-operand layout is the accumulator layout: register q of k16 step j holds row
   // row0 + 8 * (q & 1), columns 16 j + 8 * (q >> 1) + 2 (lane % 4) and the next: one ldmatrix.x4
@@ -1231,12 +1238,12 @@ struct QOperand {
   // NOTES: t is hidden from the compiler here, else it hoists the swizzled addresses out of the
   // tile walk and keeps them in registers through every main loop (the d128 variant spilled).
   FJ_DEVICE void load(uint32_t q_tile, int wg, int t) {
-    if (!kQInRegisters) return;
+    if (kQFragSteps == 0) return;
     asm volatile("" : "+r"(t));
     const int lane = t % 32;
     const int row = wg * 64 + (t / 32) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
-    for (int j = 0; j < (kQInRegisters ? kQKSteps : 0); ++j)
+    for (int j = 0; j < kQFragSteps; ++j)
       ldmatrix_x4(frag[j], q_tile + swizzled_offset(row, 16 * j + 8 * (lane >> 4), kBlockM));
   }
 };
@@ -1261,8 +1268,8 @@ FJ_DEVICE void issue_scores(float (&s)[kBlockN / 2], const QOperand& q, uint32_t
     }
     // K-major, 128-byte swizzle: a k16 step is +32 B inside the 128-B row; every 4 steps the next chunk.
     const uint32_t k_off = (k / 4) * (kBlockN * 128) + (k % 4) * 32;
-    if constexpr (kQInRegisters) {
-      wgmma_qk_rs(s, q.frag[k], k_desc.at(k_off), k > 0);
+    if (k < kQFragSteps) {
+      wgmma_qk_rs(s, q.frag[k < kQFragSteps ? k : 0], k_desc.at(k_off), k > 0);
     } else {
       const uint32_t q_off = (k / 4) * (kBlockM * 128) + (k % 4) * 32;
       wgmma_qk(s, q_desc.at(q_off), k_desc.at(k_off), k > 0);
@@ -2571,6 +2578,7 @@ FJ_DEVICE int consume_tile(const Params& p, const SmemLayout& sm, int wg, int t,
       seesaw_row_sums(sm, st, wg, t);
     }
   } else if constexpr (kPairedO) {
+    if (kQRegSteps > 0 && n_blocks > 0 && wg == 0) c.q.load(q_tile, 0, t);  // (q_reg_dims) Q landed: full_q above
     if (n_blocks > 0 && wg == 0) consume_paired_first(c, o, st, t, range.n_masked_right, Mask::kTwoSided ? n_blocks - range.n_masked_left : n_blocks);
     if (n_blocks > 0 && wg == 1) consume_paired_second(c, o, st, t);
   } else if (n_blocks > 0) {
@@ -2737,6 +2745,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, kCtasPerSm) flashjit_atte
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
     if (kWarpProducer || kStagingProducer ? tid < kProducerThreads : tid == 0) produce(p, sm, kCluster == 2 ? cluster_cta_rank() : 0u);
+  } else if (kFirstConsumerRegs != kConsumerRegs) {
+    // Uneven consumers (q_reg_dims): each warpgroup's walk is its own inlined copy, the role a
+    // constant, so that ptxas gives each copy its own register budget.
+    if (wg == 1) {
+      setmaxnreg_inc<kFirstConsumerRegs>();
+      consume(p, sm, 0, tid - 128);
+    } else {
+      setmaxnreg_inc<kConsumerRegs>();
+      consume(p, sm, 1, tid - 256);
+    }
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume(p, sm, wg - 1, tid - 128 * wg);

@@ -885,6 +885,15 @@ TEST(MlaDecodeGpu, ChunkWaitsHeadsQueriesPagesAndSplits) {
   run_absorbed_decode(71, ",block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1");
 }
 
+// q_reg_dims: the hand-over's scores warpgroup holds Q's first head dims in registers (256 of them,
+// the other warpgroup 208-224), on each of its schedules: the slot waits, the early release with
+// its chunk waits, and 32-key blocks with half_release=1.
+TEST(MlaDecodeGpu, QRegDimsHeadsQueriesPagesAndSplits) {
+  run_absorbed_decode(73, ",v_in_k=1,q_reg_dims=128");
+  run_absorbed_decode(75, ",v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192");
+  run_absorbed_decode(77, ",block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1,q_reg_dims=288");
+}
+
 // One launch of `spec` on `bounds` captured in a CUDA graph, then five replays with new lengths (3-8
 // sequences active, each queries() queries and 0-3000 keys), each checked against float64. bounds:
 // room for every step (its lengths the largest).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -545,6 +546,20 @@ TEST(LargeHeadDimGpu, PairedWarpgroupsEveryPairDtypeAndMask) {
           cases.push_back({spec_text_v(bf16, d, dv, causal, "paired=1"), problem_v(bf16, d, dv, causal, sq, sk, 2, 4, 2)});
   for (auto [hq, hkv] : {std::pair{8, 2}, {16, 1}})
     cases.push_back({spec_text_v(true, 512, 512, true, "paired=1"), problem_v(true, 512, 512, true, 300, 300, 2, hq, hkv)});
+  run_all(cases);
+}
+
+// paired=1 with q_reg_dims at its most for each pair (Q's first head dims in the scores warpgroup's
+// registers, the rest from shared memory; 384/384 all of them): every pair, dtype and mask.
+TEST(LargeHeadDimGpu, PairedQRegDimsEveryPairDtypeAndMask) {
+  FLASHJIT_REQUIRE_GPU(env);
+  std::vector<Case> cases;
+  for (bool bf16 : {false, true})
+    for (bool causal : {false, true})
+      for (auto [d, dv, dims] : {std::tuple{512, 512, 288}, {576, 512, 288}, {384, 384, 384}, {576, 384, 416}})
+        for (auto [sq, sk] : {std::pair{1, 1}, {31, 33}, {129, 129}, {1000, 700}, {700, 1000}, {1, 2049}, {300, 17}})
+          cases.push_back({spec_text_v(bf16, d, dv, causal, "paired=1,q_reg_dims=" + std::to_string(dims)), problem_v(bf16, d, dv, causal, sq, sk, 2, 4, 2)});
+  cases.push_back({spec_text_v(true, 512, 512, true, "paired=1,q_reg_dims=128"), problem_v(true, 512, 512, true, 300, 300, 2, 16, 1)});
   run_all(cases);
 }
 

@@ -305,6 +305,64 @@ TEST(HeadDimVSpec, HalfReleaseIsEarlyReleaseWithItsOwnReleaseType) {
                   "half_release");
 }
 
+// q_reg_dims=N: the hand-over's scores warpgroup (paired=1, v_in_k=1) holds Q's first N head dims
+// in registers; it takes 256 registers and the other warpgroup the rest of 3 x 168. Off by default;
+// up to what 256 registers hold beside S, P and half of O (max_q_reg_dims, by the resolved tile).
+TEST(HeadDimVSpec, QRegDimsPutQInTheScoresWarpgroupsRegisters) {
+  struct Case {
+    const char* base;
+    int dims, most, producer;
+  };
+  for (const Case& k : {Case{"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,"
+                             "early_release=1",
+                             192, 192, 32},
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,causal=0,block_n=32,varlen=1,paged=1,pack_gqa=1,v_in_k=1,chunk_waits=1,"
+                             "early_release=1,half_release=1",
+                             288, 288, 40},
+                        Case{"dtype=fp16,head_dim=512,causal=1,paired=1", 256, 288, 24},
+                        Case{"dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,paired=1", 16, 288, 40},
+                        Case{"dtype=bf16,head_dim=384,causal=0,varlen=1,paired=1", 384, 384, 24}}) {
+    const std::string text = std::string(k.base) + ",q_reg_dims=" + std::to_string(k.dims);
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.error().message;
+    EXPECT_EQ(spec->q_reg_dims, k.dims);
+    EXPECT_EQ(to_string(*spec), text);
+    auto config = make_config(*spec);
+    auto plain = make_config(*parse_spec(k.base));
+    ASSERT_TRUE(config.ok() && plain.ok()) << text;
+    EXPECT_EQ(max_q_reg_dims(config->spec), k.most) << text;
+    EXPECT_EQ(config->q_reg_steps, k.dims / 16) << text;
+    EXPECT_EQ(config->smem_bytes, plain->smem_bytes) << text;  // the same shared memory: Q's tile stays whole
+    EXPECT_EQ(config->producer_regs, k.producer) << text;
+    EXPECT_EQ(config->first_consumer_regs, 256) << text;
+    EXPECT_EQ(config->consumer_regs, 3 * 168 - k.producer - 256) << text;
+    EXPECT_TRUE(check_register_budget(*config, 168).ok()) << text;
+    EXPECT_FALSE(check_register_budget(*config, 160).ok()) << text;
+    EXPECT_EQ(plain->first_consumer_regs, plain->consumer_regs) << k.base;
+    EXPECT_EQ(plain->q_reg_steps, 0) << k.base;
+    EXPECT_NE(render_attention_source(*config).find("kQRegSteps = " + std::to_string(k.dims / 16) + ";"), std::string::npos) << text;
+    EXPECT_NE(render_attention_source(*plain).find("kQRegSteps = 0;"), std::string::npos) << k.base;
+    EXPECT_EQ(to_string(plain->spec).find("q_reg_dims"), std::string::npos) << k.base;
+    // One step past the most is refused once the tile is known (make_config resolves block_n).
+    auto over = parse_spec(std::string(k.base) + ",q_reg_dims=" + std::to_string(k.most + 16));
+    if (over.ok()) {
+      auto refused = make_config(*over);
+      ASSERT_FALSE(refused.ok()) << k.base;
+      EXPECT_EQ(refused.error().field, "q_reg_dims");
+      EXPECT_NE(refused.error().message.find("0.." + std::to_string(k.most)), std::string::npos) << refused.error().message;
+    }
+  }
+  expect_refusals({{"dtype=bf16,head_dim=512,head_dim_v=512,causal=1,q_reg_dims=64", "q_reg_dims"},  // O in parts
+                   {"dtype=bf16,head_dim=128,q_reg_dims=64", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,seesaw=1,q_reg_dims=64", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,q_reg_dims=24", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,q_reg_dims=-16", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,block_n=64,q_reg_dims=208", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=384,paired=1,q_reg_dims=400", "q_reg_dims"},
+                   {"dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,paged=1,v_in_k=1,q_reg_dims=x", "q_reg_dims"}},
+                  "q_reg_dims");
+}
+
 // paired=1: the same two warpgroups on one 64-row tile for V wider than 256 in its own ring (Gemma
 // 4's 512/512, 384/384): no score computed twice, where O in parts computes Q K^T once per part.
 TEST(HeadDimVSpec, PairedSharesOneTileWithVInItsOwnRing) {
@@ -689,7 +747,14 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            // half_release=1: each warpgroup's part of a slot back on its own
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1",
                                            "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,varlen=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1",
+                                           // q_reg_dims: Q's first head dims in the scores warpgroup's registers (256 of them)
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192",
+                                           "dtype=fp16,head_dim=576,head_dim_v=512,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1,q_reg_dims=288",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,q_reg_dims=192",
+                                           "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,paired=1,q_reg_dims=288",
+                                           "dtype=fp16,head_dim=512,head_dim_v=512,paired=1,q_reg_dims=288",
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paired=1,q_reg_dims=384"),
                          spec_test_name);
 
 }  // namespace

@@ -311,6 +311,15 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
   const RegisterSplit regs = register_split(s);
   c.producer_regs = regs.producer;
   c.consumer_regs = regs.consumer;
+  c.first_consumer_regs = regs.consumer;
+  c.q_reg_steps = s.q_reg_dims / 16;
+  // q_reg_dims: the scores warpgroup takes 256 and the other the rest of the 3 x 168 ptxas gives the
+  // three warpgroups at entry (208-224: its peak is half of O, P and about 40, 184 measured with
+  // 576/512's early release).
+  if (s.q_reg_dims > 0) {
+    c.first_consumer_regs = 256;
+    c.consumer_regs = 3 * 168 - regs.producer - 256;
+  }
   c.kernel_name = "flashjit_attention_fwd";
   if (s.split_kv) c.more_kernel_names = {"flashjit_attention_combine", "flashjit_merge_states"};
   return c;
@@ -318,7 +327,7 @@ Result<KernelConfig> make_config(const AttentionSpec& spec) {
 
 Status check_register_budget(const KernelConfig& c, int registers_at_entry) {
   const int wgs = c.spec.consumer_wgs;
-  const int requested = c.producer_regs + wgs * c.consumer_regs;
+  const int requested = c.producer_regs + c.first_consumer_regs + (wgs - 1) * c.consumer_regs;
   const int available = registers_at_entry * (1 + wgs);
   if (requested > available) {
     return Error::make(ErrorCode::kResourceBudget,

@@ -27,7 +27,9 @@ struct KernelConfig {
   int v_cols = 0;           // N of O += P V: head_dim_v (a part's) rounded up to 64 (TMA zero-fills the pad)
   int o_parts = 1;          // O's column parts, each its own tile: 2 where head_dim_v passes 256 (one wgmma's N)
   int producer_regs = 0;    // setmaxnreg.dec for the producer warpgroup
-  int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup
+  int consumer_regs = 0;    // setmaxnreg.inc for each consumer warpgroup but the first
+  int first_consumer_regs = 0;  // setmaxnreg.inc for the first (256 with q_reg_dims, else consumer_regs)
+  int q_reg_steps = 0;      // k16 steps of Q held in the scores warpgroup's registers (q_reg_dims / 16)
   int q_tile_bytes = 0;     // block_m rows
   int q_buffers = 0;        // Q tiles in shared memory: 2 where they fit (the next tile's Q loads early), else 1
   bool stage_o_in_kv = false;  // one Q buffer: O staged in the last K/V block's slots, so Q is freed early

@@ -42,6 +42,9 @@ std::string render_constants(const KernelConfig& c) {
   add_constant(out, "int", "kVTileBytes", c.v_tile_bytes);
   add_constant(out, "unsigned", "kProducerRegs", c.producer_regs);
   add_constant(out, "unsigned", "kConsumerRegs", c.consumer_regs);
+  add_constant(out, "unsigned", "kFirstConsumerRegs", c.first_consumer_regs);
+  // q_reg_dims: Q's first k16 steps in the scores warpgroup's registers (paired consumers).
+  add_constant(out, "int", "kQRegSteps", c.q_reg_steps);
   add_constant(out, "bool", "kCausal", s.causal ? 1 : 0);
   add_constant(out, "int", "kCluster", s.cluster);
   add_constant(out, "bool", "kPingpong", s.pingpong);

@@ -1,5 +1,6 @@
 #include "spec/attention_spec.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <vector>
@@ -180,6 +181,10 @@ const std::vector<Field>& fields() {
       printed_when_on("half_release", &AttentionSpec::half_release),
       // The head dims shared out over a cluster's two CTAs (issue 40: d512 prefill).
       printed_when_on("dim_split", &AttentionSpec::dim_split),
+      // Q's first head dims in the scores warpgroup's registers (issue 40); printed when not 0.
+      {"q_reg_dims", "a multiple of 16 in 0..max_q_reg_dims (with paired=1 or v_in_k=1)",
+       [](AttentionSpec& s, std::string_view v) { return set_int(s.q_reg_dims, "q_reg_dims", v, "a multiple of 16 from 0"); },
+       [](const AttentionSpec& s) { return int_or_auto(s.q_reg_dims); }},
       // O's type with FP8 operands (issue 39); printed with dtype=e4m3 only.
       {"out_dtype", "fp16 or bf16 (with dtype=e4m3)",
        [](AttentionSpec& s, std::string_view v) -> Status {
@@ -369,6 +374,23 @@ Status validate_spec(const AttentionSpec& s) {
     return Error::invalid_spec("half_release", "spec field 'half_release': value 1 is not allowed without early_release=1; allowed: 0 "
                                                "(the parts are early_release=1's releases)");
   }
+  // q_reg_dims: the hand-over's first warpgroup (paired=1, v_in_k=1) computes every score, so Q's
+  // registers are its alone; the seesaw's two warpgroups both compute scores and have none to spare.
+  if (s.q_reg_dims != 0) {
+    auto fail_regs = [&s](const std::string& allowed) {
+      return Error::invalid_spec("q_reg_dims", "spec field 'q_reg_dims': value " + std::to_string(s.q_reg_dims) +
+                                                   " is not allowed; allowed: " + allowed);
+    };
+    if (!s.pairs_o() || s.seesaw) return fail_regs("0 without paired=1 or v_in_k=1, and with seesaw=1 (Q in the registers of the one warpgroup that computes the scores)");
+    const int most = max_q_reg_dims(s);
+    if (s.q_reg_dims < 0 || s.q_reg_dims % 16 != 0 || s.q_reg_dims > s.head_dim || (s.block_n != 0 && s.q_reg_dims > most)) {
+      return fail_regs("a multiple of 16 in 0.." +
+                       (s.block_n != 0 ? std::to_string(most) + " at head_dim=" + std::to_string(s.head_dim) + ", head_dim_v=" +
+                                             std::to_string(v_dim) + ", block_n=" + std::to_string(s.block_n) +
+                                             " (4 registers a thread each 16 head dims, beside S, P and half of O in 256)"
+                                       : std::to_string(s.head_dim / 16 * 16) + " (head_dim)"));
+    }
+  }
   // NOTES: dim_split=1 gives each CTA of a cluster half of every head dim, a 64-column chunk
   // multiple, and one wgmma N of O (at most 256); both CTAs walk the same tile (one tile a
   // cluster, no persistent walk, no dynamic take), two consumer warpgroups of 64 rows each, and
@@ -492,6 +514,16 @@ Status validate_spec(const AttentionSpec& s) {
     }
   }
   return {};
+}
+
+// The scores warpgroup's 256 registers a thread: half of O (head_dim_v / 4), S (block_n / 2) and
+// P (block_n / 4), Q's registers (4 each 16 head dims) and about 32 for the rest (measured peaks:
+// 576/512 at 64-key blocks 246 with 192 dims, 512/512 at 32-key blocks 234 with 256, 384/384 234
+// with all 384; 512/512 with 320 spilled 16 bytes).
+int max_q_reg_dims(const AttentionSpec& s) {
+  if (s.block_n == 0) return 0;
+  const int steps = (224 - s.effective_head_dim_v() / 4 - 3 * s.block_n / 4) / 4;
+  return std::max(0, std::min(steps, s.head_dim / 16)) * 16;
 }
 
 }  // namespace flashjit

@@ -63,6 +63,11 @@ struct AttentionSpec {
   // distributed shared memory, so each CTA's tiles and GEMMs are those of head dim 192 or 256 and no
   // score is computed twice. Off: O in two parts, each its own tile computing the scores again.
   bool dim_split = false;
+  // q_reg_dims=N (with paired=1 or v_in_k=1, not seesaw=1): the warpgroup that computes the scores
+  // holds Q's first N head dims (a multiple of 16, up to max_q_reg_dims) in registers for the whole
+  // tile, so those k16 steps of Q K^T read only K from shared memory; that warpgroup then takes 256
+  // registers and the other what is left. 0: Q read from shared memory at every step.
+  int q_reg_dims = 0;
   // Whether a tile's two consumer warpgroups share its rows and split O's columns (paired=1, or
   // v_in_k=1, which implies it).
   bool pairs_o() const { return paired || v_in_k; }
@@ -119,5 +124,9 @@ std::string to_string(const AttentionSpec& spec);
 
 // Field-range checks (not the resource checks, which need the resolved tiles: see config/).
 Status validate_spec(const AttentionSpec& spec);
+
+// The most head dims of Q that q_reg_dims may put in the scores warpgroup's registers, a multiple
+// of 16 (0 where block_n is not yet resolved: the check waits for the resolved tile).
+int max_q_reg_dims(const AttentionSpec& spec);
 
 }  // namespace flashjit

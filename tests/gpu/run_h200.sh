@@ -268,6 +268,10 @@ dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,spli
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,seesaw=1,chunk_waits=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 1 --heads-q 64 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192 --v-in-k --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 16 --heads-q 128 --heads-kv 1
+dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,block_n=32,v_in_k=1,chunk_waits=1,early_release=1,half_release=1,q_reg_dims=288 --v-in-k --seqlens 2:3000,3:1000,0:7 --page-size 64 --heads-q 64 --heads-kv 1
+dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,paired=1,q_reg_dims=288 --seqlens 300:300,1000:1000,5:77 --page-size 16 --heads-q 8 --heads-kv 2
+dtype=fp16,head_dim=384,causal=1,paired=1,q_reg_dims=384 --batch 2 --seqlen-q 1000 --seqlen-k 1000 --heads-q 4 --heads-kv 2
 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --v-in-k --kv-scales 0.5 --seqlens 1:4097,2:63,4:2000,1:1,0:5 --page-size 64 --heads-q 128 --heads-kv 1
 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,kv_dtype=e4m3 --kv-scale-per-head --seqlens 1:8192,3:300 --page-size 64 --heads-q 16 --heads-kv 4
 CHECKS
@@ -590,6 +594,14 @@ mla_decode64x4k_h128_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,
 mla_decode64x4k_h128_q2_vink_cw_er dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_vink_cw_hr dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
 mla_decode64x4k_h128_q2_vink_cw_hr dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_vink_cw_er_q192 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h128_q2_vink_cw_er_q192 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192 --v-in-k --seqlens $decode64x4k_q2 --page-size 64 --heads-q 128 --heads-kv 1
+mla_decode64x4k_h16_vink_cw_er_q192 dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=192 --v-in-k --seqlens $decode64x4k --page-size 64 --heads-q 16 --heads-kv 1
+mla_prefill8k_d512_paired_q288 dtype=bf16,head_dim=512,paired=1,q_reg_dims=288 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512_paired_causal dtype=bf16,head_dim=512,causal=1,paired=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d512_paired_causal_q288 dtype=bf16,head_dim=512,causal=1,paired=1,q_reg_dims=288 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d384_paired dtype=bf16,head_dim=384,paired=1 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
+mla_prefill8k_d384_paired_q384 dtype=bf16,head_dim=384,paired=1,q_reg_dims=384 --batch 2 --seqlen-q 8192 --seqlen-k 8192 --heads-q 16 --heads-kv 8
 mla_decode8x32k_d512 dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1 --seqlens $decode8x32k --page-size 64 --heads-q 16 --heads-kv 4
 BENCHES
   # Issue 39's targets from the kvcache_ pairs that ran (graph_us, TFLOP/s and TB/s: the row's 10th, 12th, 13th fields).
