@@ -27,8 +27,10 @@ large: flashjit's head dim 512 against its own 256 (targets: d512 prefill >= 0.9
   large_prefill8k_d256, large_prefill8k_d512 (and _causal): varlen prefill, "dtype=bf16,head_dim=D[,causal=1],
     varlen=1", 2 sequences of 8192 (queries = keys), 16 query heads over 8 K/V heads (GQA);
     large_prefill8k_d512_paired (and _causal) the same with spec key paired=1 (two warpgroups sharing each
-    tile's scores, where the default computes O in two parts), large_prefill8k_d512_dimsplit (and _causal) with
-    spec key dim_split=1 (a cluster's two CTAs sharing out the head dims, the scores' halves added).
+    tile's scores, where the default computes O in two parts), large_prefill8k_d512_paired_q288 (and _causal) with
+    q_reg_dims=288 as well (Q's first 288 head dims in the scores warpgroup's registers),
+    large_prefill8k_d512_dimsplit (and _causal) with spec key dim_split=1 (a cluster's two CTAs sharing out the head
+    dims, the scores' halves added).
   large_decode_d512: split-KV decode, "dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1",
     8 sequences x 1 query x 32768 keys, 16 query heads over 4 K/V heads, K and V each a pool [pages, 64, 4, 512]
     under one shuffled block table; the workspace sized once (flashjit_attention_workspace_size at --max-splits),
@@ -132,7 +134,7 @@ def spec_of(causal):
     return f"dtype=bf16,head_dim={D},head_dim_v={DV},causal={int(causal)},varlen=1"
 
 
-LARGE_VARIANTS = {"": "", "_paired": ",paired=1", "_dimsplit": ",dim_split=1"}  # d512 cell suffix: its spec keys
+LARGE_VARIANTS = {"": "", "_paired": ",paired=1", "_paired_q288": ",paired=1,q_reg_dims=288", "_dimsplit": ",dim_split=1"}  # d512 cell suffix: its spec keys
 
 
 def large_prefill_spec(d, causal, variant=""):
@@ -206,7 +208,7 @@ def mla_cells(args):
                               seesaw=None if form == "auto" else form == "seesaw",
                               inline_combine=form == "inline", kv_fp8=fp8, chunk_waits=bool(args.chunk_waits),
                               early_release=EARLY_RELEASE_SWITCH[args.early_release],
-                              half_release=bool(args.half_release),
+                              half_release=bool(args.half_release), q_regs=args.q_regs == "on",
                               **size, bytes=cache_bytes + io_bytes,
                               flops=2.0 * (MLA_D + MLA_DV) * heads * b * mla_visible_pairs(sq, sk),
                               bound=None if fp8 else mla_bound(heads, sq)))
@@ -404,7 +406,7 @@ def mla_plan_of(fm, c, sm_count, splits):
     return fm.mla_plan(sm_count, "bf16", MLA_D, MLA_DV, True, c["batch"], c["sq"], c["heads"], 1, splits,
                        v_in_k=c["v_in_k"], kv_fp8=c["kv_fp8"], seesaw=c["seesaw"],
                        inline_combine=c["inline_combine"], chunk_waits=c["chunk_waits"],
-                       early_release=c["early_release"], half_release=c["half_release"])
+                       early_release=c["early_release"], half_release=c["half_release"], q_regs=c["q_regs"])
 
 
 def run_mla_decode(fm, c, args, bw, sm_count):
@@ -437,6 +439,7 @@ def run_mla_decode(fm, c, args, bw, sm_count):
     fm.CHUNK_WAITS = c["chunk_waits"]
     fm.EARLY_RELEASE = c["early_release"]
     fm.HALF_RELEASE = c["half_release"]
+    fm.Q_REG_DIMS = c["q_regs"]
     spec, max_splits = mla_plan_of(fm, c, sm_count, args.decode_splits)
     row = dict(part="decode", cell=name, batch=b, queries=sq, keys=sk, heads=heads, head_dim=MLA_D, head_dim_v=MLA_DV,
                page_size=page, spec=spec, max_splits=max_splits, bound=c["bound"], bytes=c["bytes"], flops=c["flops"],
@@ -576,6 +579,9 @@ def parse_args():
     ap.add_argument("--half-release", action="store_true",
                     help="decode cells: flash_mla.HALF_RELEASE (each warpgroup's part of a latent slot back on its own, "
                          "wherever early_release=1 goes)")
+    ap.add_argument("--q-regs", choices=("on", "off"), default="off",
+                    help="decode cells: flash_mla.Q_REG_DIMS (the hand-over's scores warpgroup holds Q's first 192 head "
+                         "dims in registers): on, or off (the package's default)")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

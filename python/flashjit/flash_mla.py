@@ -94,6 +94,13 @@ V's left columns and the rotary chunk, the second V's right columns, after the f
 block's first chunks load while the second P V runs. Off because on an H100 (batch 64 x 4096 keys, page 64) it was
 level with early_release=1 alone: 1.000-1.009x the time at 16-128 heads (bench/NOTES.md, 2026-12-07, e93aff1).
 
+flashjit extension: Q_REG_DIMS (module attribute, read at each call; False by default) adds the spec key
+q_reg_dims=MLA_Q_REG_DIMS (192) to the hand-over's kernels (V_IN_K without the seesaw): the warpgroup that computes
+the scores holds Q's first 192 head dims in registers for the whole tile, so those steps of Q K^T read only the
+latent block from shared memory. On an H100 (batch 64 x 4096 keys, page 64; `flashjit bench`, not this module) the
+kernels took 0.989-0.995x the time at 16, 64 and 128 heads (bench/NOTES.md, 2026-12-07). False: Q read from shared
+memory at every step.
+
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
 library's inline-merge bound): the last split of each tile merges the partials in the attention kernel, so the call
@@ -131,6 +138,8 @@ SEESAW = False              # flashjit extension: with V_IN_K, those kernels' se
 CHUNK_WAITS = True          # flashjit extension: with V_IN_K, scores issued chunk by chunk as the latent block lands
 EARLY_RELEASE = None        # flashjit extension: with CHUNK_WAITS, the hand-over's latent slots back sooner; None: by shape
 HALF_RELEASE = False        # flashjit extension: with early_release=1, each warpgroup's part of a slot back on its own
+Q_REG_DIMS = False          # flashjit extension: the hand-over's scores warpgroup holds Q's first MLA_Q_REG_DIMS in registers
+MLA_Q_REG_DIMS = 192        # what q_reg_dims takes at 576/512 and 512/512 with 64-key blocks (the most 256 registers hold)
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)
 INLINE_MERGE_ROWS = 16      # the library's kInlineMergeRows: rows a tile (seqlen_q x heads_q / h_kv) it merges inline
@@ -148,16 +157,17 @@ _FIELD_NAMES = {"q": "q", "k": "k_cache", "v": "k_cache (V: its first head_dim_v
 
 # ---- the launch plan (plain Python) -----------------------------------------------------------------
 def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_k=False, kv_fp8=False, seesaw=False,
-             inline_combine=False, chunk_waits=False, early_release=False, half_release=False):
+             inline_combine=False, chunk_waits=False, early_release=False, half_release=False, q_regs=False):
     """The spec of an absorbed-MLA decode launch, keys in this order: "dtype=bf16,head_dim=576,head_dim_v=512,
     causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1[,combine=inline][,v_in_k=1[,seesaw=1][,chunk_waits=1
-    [,early_release=1[,half_release=1]]]]
+    [,early_release=1[,half_release=1]]][,q_reg_dims=192]]
     [,kv_dtype=e4m3]" (head_dim_v left out where it equals head_dim; kv_fp8: an FP8 latent cache, which the v_in_k=1
     kernels do not take; seesaw: v_in_k=1's schedule with the two warpgroups on alternate blocks, at head_dim_v 512
     above head_dim 512 only; inline_combine: the splits merged by the attention kernel's last split of each tile,
     v_in_k=1 kernels only; chunk_waits: v_in_k=1's scores issued chunk by chunk as a block lands; early_release: with
     chunk_waits and the hand-over (not the seesaw), its latent slots given back as soon as their P V's are done;
-    half_release: with early_release, each warpgroup's part of a slot given back on its own)."""
+    half_release: with early_release, each warpgroup's part of a slot given back on its own; q_regs: on the hand-over
+    (v_in_k=1 without the seesaw), Q's first MLA_Q_REG_DIMS head dims in the scores warpgroup's registers)."""
     spec = f"dtype={dtype_name},head_dim={head_dim}"
     if head_dim_v != head_dim:
         spec += f",head_dim_v={head_dim_v}"
@@ -178,6 +188,8 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
                 spec += ",early_release=1"
                 if half_release:
                     spec += ",half_release=1"
+        if q_regs and ",seesaw=1" not in spec:
+            spec += f",q_reg_dims={MLA_Q_REG_DIMS}"
     if kv_fp8:
         spec += ",kv_dtype=e4m3"
     return spec
@@ -185,7 +197,7 @@ def mla_spec(dtype_name, head_dim, head_dim_v, causal, pack_gqa, split_kv, v_in_
 
 def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q, heads_q, heads_kv, num_splits=0,
              v_in_k=False, kv_fp8=False, seesaw=None, inline_combine=False, chunk_waits=False, early_release=None,
-             half_release=False):
+             half_release=False, q_regs=False):
     """(spec, max_splits) of a flash_mla_with_kvcache launch (max_splits 0: no split). causal only where seqlen_q
     > 1 (one query sees every key either way). num_splits: 1 = never split, n > 1 = at most n splits (at most
     _plan.MAX_SPLITS), 0 or None = the most the library can use (_plan.most_splits; a launch it could give only
@@ -195,7 +207,7 @@ def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q
     those kernels where a split launch's tiles hold at most INLINE_MERGE_ROWS rows (see INLINE_COMBINE); chunk_waits:
     chunk_waits=1 on those kernels (see CHUNK_WAITS); early_release: early_release=1 with it on the hand-over's (True,
     False, or None: early_release_by_shape; see EARLY_RELEASE); half_release: half_release=1 wherever early_release=1
-    goes (see HALF_RELEASE)."""
+    goes (see HALF_RELEASE); q_regs: q_reg_dims on the hand-over's kernels (see Q_REG_DIMS)."""
     if num_splits is None or num_splits <= 0:
         most = _plan.most_splits(sm_count, batch, seqlen_q, heads_q, heads_kv)
         max_splits = most if most > 1 else 0
@@ -207,7 +219,7 @@ def mla_plan(sm_count, dtype_name, head_dim, head_dim_v, causal, batch, seqlen_q
     if early_release is None:
         early_release = early_release_by_shape(sm_count, batch, seqlen_q, heads_q, heads_kv, max_splits)
     spec = mla_spec(dtype_name, head_dim, head_dim_v, causal and seqlen_q > 1, heads_q > heads_kv, max_splits > 0,
-                    v_in_k and not kv_fp8, kv_fp8, seesaw, merges_inline, chunk_waits, early_release, half_release)
+                    v_in_k and not kv_fp8, kv_fp8, seesaw, merges_inline, chunk_waits, early_release, half_release, q_regs)
     return spec, max_splits
 
 
@@ -569,7 +581,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
                cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
                head_dim_v, softmax_scale, bool(causal), splits, bool(V_IN_K), _switch(SEESAW), bool(PDL),
-               bool(INLINE_COMBINE), bool(CHUNK_WAITS), _switch(EARLY_RELEASE), bool(HALF_RELEASE),
+               bool(INLINE_COMBINE), bool(CHUNK_WAITS), _switch(EARLY_RELEASE), bool(HALF_RELEASE), bool(Q_REG_DIMS),
                None if kv_descale is None else (kv_descale.shape, kv_descale.stride(), kv_descale.dtype,
                                                 kv_descale.device))
         plan = _plans.get(key)
@@ -686,7 +698,7 @@ def _checked_call(fn, rt, key, q, k_cache, block_table, cache_seqlens, head_dim_
     dev = rt.device(index)
     spec, max_splits = mla_plan(dev.sm_count, _DTYPES[qd], head_dim, head_dim_v, causal, batch, seqlen_q, heads_q,
                                 heads_kv, splits, bool(V_IN_K), kv_fp8, _switch(SEESAW), bool(INLINE_COMBINE),
-                                bool(CHUNK_WAITS), _switch(EARLY_RELEASE), bool(HALF_RELEASE))
+                                bool(CHUNK_WAITS), _switch(EARLY_RELEASE), bool(HALF_RELEASE), bool(Q_REG_DIMS))
     handle = rt.kernel(dev, spec)
     cu = rt.cu_seqlens(batch, seqlen_q, where)
     out, lse = rt.empty(out_shape, q.dtype, q), rt.empty_lse(lse_shape, lse_strides, q)

@@ -504,6 +504,35 @@ class Launch(MlaCase):
             self.assertEqual(self.rt.kernels[-1].endswith(",early_release=1,half_release=1"), want,
                              (heads, value, self.rt.kernels))
 
+    def test_q_reg_dims_go_on_the_hand_over_kernels_alone(self):
+        import flashjit
+        self.assertFalse(self.m.Q_REG_DIMS)  # off by default (not yet measured through this module)
+        seen = set()
+        for d, heads, seqlen_q, splits, seesaw, chunk_waits, kv_fp8 in itertools.product(
+                (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True)):
+            spec, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, seqlen_q, heads, 1, splits, True, kv_fp8,
+                                      seesaw=seesaw, chunk_waits=chunk_waits, q_regs=True)
+            without, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, seqlen_q, heads, 1, splits, True, kv_fp8,
+                                         seesaw=seesaw, chunk_waits=chunk_waits)
+            hand_over = ",v_in_k=1" in without and ",seesaw=1" not in without
+            self.assertEqual(spec, without + ",q_reg_dims=192" if hand_over else without, (spec, without))
+            if spec not in seen:
+                seen.add(spec)
+                self.assertIsNone(flashjit.supported(spec), spec)
+        self.assertTrue(any(",q_reg_dims=192" in spec for spec in seen))
+
+    def test_q_reg_dims_switch_reaches_the_launch(self):
+        for heads, value, want in ((128, True, True), (128, False, False), (16, True, True)):
+            q, cache, table, lens = decode_inputs(heads_q=heads)
+            self.m._plans.clear()  # the switch is in the fast path's key too: a plan made without it is not reused
+            self.rt.kernels.clear()
+            before, self.m.Q_REG_DIMS = self.m.Q_REG_DIMS, value
+            try:
+                self.call(q, cache, table, lens, 512, None, 1, causal=True)
+            finally:
+                self.m.Q_REG_DIMS = before
+            self.assertEqual(self.rt.kernels[-1].endswith(",q_reg_dims=192"), want, (heads, value, self.rt.kernels))
+
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit
         self.assertFalse(self.m.INLINE_COMBINE)  # off by default (slower on an H100: bench/NOTES.md)
