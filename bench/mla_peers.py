@@ -579,9 +579,9 @@ def parse_args():
     ap.add_argument("--half-release", action="store_true",
                     help="decode cells: flash_mla.HALF_RELEASE (each warpgroup's part of a latent slot back on its own, "
                          "wherever early_release=1 goes)")
-    ap.add_argument("--q-regs", choices=("on", "off"), default="off",
+    ap.add_argument("--q-regs", choices=("on", "off"), default="on",
                     help="decode cells: flash_mla.Q_REG_DIMS (the hand-over's scores warpgroup holds Q's first 192 head "
-                         "dims in registers): on, or off (the package's default)")
+                         "dims in registers): on (the package's default) or off")
     ap.add_argument("--bw-gb", type=float, default=4.0, help="GB of the tensor the read bandwidth is measured on")
     ap.add_argument("--rows", type=int, default=16, help="query rows a prefill sequence checked against float64")
     ap.add_argument("--smoke", action="store_true", help="every cell at a tiny size")

@@ -94,12 +94,12 @@ V's left columns and the rotary chunk, the second V's right columns, after the f
 block's first chunks load while the second P V runs. Off because on an H100 (batch 64 x 4096 keys, page 64) it was
 level with early_release=1 alone: 1.000-1.009x the time at 16-128 heads (bench/NOTES.md, 2026-12-07, e93aff1).
 
-flashjit extension: Q_REG_DIMS (module attribute, read at each call; False by default) adds the spec key
+flashjit extension: Q_REG_DIMS (module attribute, read at each call; True by default) adds the spec key
 q_reg_dims=MLA_Q_REG_DIMS (192) to the hand-over's kernels (V_IN_K without the seesaw): the warpgroup that computes
 the scores holds Q's first 192 head dims in registers for the whole tile, so those steps of Q K^T read only the
-latent block from shared memory. On an H100 (batch 64 x 4096 keys, page 64; `flashjit bench`, not this module) the
-kernels took 0.989-0.995x the time at 16, 64 and 128 heads (bench/NOTES.md, 2026-12-07). False: Q read from shared
-memory at every step.
+latent block from shared memory. On an H100 (batch 64 x 4096 keys, page 64, through this module) the calls took
+0.987x the time at 128 heads x 2 queries, 0.993x at 16 x 1, 0.999x at 128 x 1 and 64 x 2 (bench/NOTES.md,
+2026-12-07); python/tests/test_mla_gpu.py passed with it. False: Q read from shared memory at every step.
 
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
@@ -138,7 +138,7 @@ SEESAW = False              # flashjit extension: with V_IN_K, those kernels' se
 CHUNK_WAITS = True          # flashjit extension: with V_IN_K, scores issued chunk by chunk as the latent block lands
 EARLY_RELEASE = None        # flashjit extension: with CHUNK_WAITS, the hand-over's latent slots back sooner; None: by shape
 HALF_RELEASE = False        # flashjit extension: with early_release=1, each warpgroup's part of a slot back on its own
-Q_REG_DIMS = False          # flashjit extension: the hand-over's scores warpgroup holds Q's first MLA_Q_REG_DIMS in registers
+Q_REG_DIMS = True           # flashjit extension: the hand-over's scores warpgroup holds Q's first MLA_Q_REG_DIMS in registers
 MLA_Q_REG_DIMS = 192        # what q_reg_dims takes at 576/512 and 512/512 with 64-key blocks (the most 256 registers hold)
 PDL = False                 # flashjit extension: launch with programmatic dependent launch (see the module's notes)
 INLINE_COMBINE = False      # flashjit extension: split launches of few rows merge in the attention kernel (see the notes)

@@ -146,7 +146,7 @@ class Launch(MlaCase):
     def test_decode_packs_the_latent_cache_as_k_and_v(self):
         q, cache, table, lens = decode_inputs()
         out, lse = self.call(q, cache, table, lens, 512, None, None, causal=True)
-        self.assertEqual(self.rt.kernels, [MLA_SPEC.format(0) + ",split_kv=1,v_in_k=1,chunk_waits=1"])  # one query: causal changes nothing
+        self.assertEqual(self.rt.kernels, [MLA_SPEC.format(0) + ",split_kv=1,v_in_k=1,chunk_waits=1,q_reg_dims=192"])  # one query: causal changes nothing
         spec, a = self.rt.launches[0]
         self.assertEqual((a.q, a.k, a.v, a.o, a.lse), (q.ptr, cache.ptr, cache.ptr, out.ptr, lse.ptr))
         self.assertEqual((a.k_strides.batch, a.k_strides.row, a.k_strides.head), (64 * 576, 576, 576))
@@ -184,7 +184,7 @@ class Launch(MlaCase):
         q, cache, table, lens = decode_inputs(batch=3, seqlen_q=2, heads_q=16, page=16, blocks=50, max_blocks=7)
         out, lse = self.call(q, cache, table, lens, causal=True, softmax_scale=0.125)
         spec, a = self.rt.launches[0]
-        self.assertEqual(spec, MLA_SPEC.format(1) + ",split_kv=1,v_in_k=1,chunk_waits=1")
+        self.assertEqual(spec, MLA_SPEC.format(1) + ",split_kv=1,v_in_k=1,chunk_waits=1,q_reg_dims=192")
         self.assertEqual((a.batch, a.seqlen_q, a.total_q, a.seqlen_k, a.page_size), (3, 2, 6, 7 * 16, 16))
         self.assertEqual(self.rt.cu_values[a.cu_seqlens_q], [0, 2, 4, 6])
         self.assertEqual((a.q_strides.row, a.q_strides.head), (16 * 576, 576))
@@ -221,7 +221,7 @@ class Launch(MlaCase):
         self.assertEqual((a.max_splits, a.workspace, a.workspace_bytes), (0, 0, 0))
         self.call(q, cache, table, lens, num_splits=4)
         spec, a = self.rt.launches[-1]
-        self.assertTrue(spec.endswith(",split_kv=1,v_in_k=1,chunk_waits=1"), spec)
+        self.assertTrue(spec.endswith(",split_kv=1,v_in_k=1,chunk_waits=1,q_reg_dims=192"), spec)
         self.assertEqual(a.max_splits, 4)
         self.assertNotEqual(a.workspace, 0)
         self.call(q, cache, table, lens, num_splits=1000)
@@ -283,8 +283,8 @@ class Launch(MlaCase):
         finally:
             self.m.V_IN_K = True
         self.call(q, cache, table, lens, causal=True)
-        self.assertEqual([spec.endswith(",v_in_k=1,chunk_waits=1") for spec, _ in self.rt.launches], [True, False, True])
-        self.assertEqual(self.rt.launches[0][0], self.rt.launches[1][0] + ",v_in_k=1,chunk_waits=1")
+        self.assertEqual([spec.endswith(",v_in_k=1,chunk_waits=1,q_reg_dims=192") for spec, _ in self.rt.launches], [True, False, True])
+        self.assertEqual(self.rt.launches[0][0], self.rt.launches[1][0] + ",v_in_k=1,chunk_waits=1,q_reg_dims=192")
         self.assertEqual(len(self.rt.kernels), 2, "each setting its own plan, both kept")
         (_, a), (_, b) = self.rt.launches[:2]
         self.assertEqual((b.k, b.v, bytes(b.k_strides)), (cache.ptr, cache.ptr, bytes(b.v_strides)))
@@ -418,7 +418,7 @@ class Launch(MlaCase):
                 self.call(q, cache, table, lens, 512, None, 1, causal=True)
             finally:
                 self.m.CHUNK_WAITS = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1"), value, (value, self.rt.kernels))
+            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,q_reg_dims=192"), value, (value, self.rt.kernels))
 
     def test_early_release_plans_only_the_hand_over_with_chunk_waits(self):
         import flashjit
@@ -470,7 +470,7 @@ class Launch(MlaCase):
                 self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
             finally:
                 self.m.EARLY_RELEASE = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1"), want,
+            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1,q_reg_dims=192"), want,
                              (heads, value, self.rt.kernels))
 
     def test_half_release_goes_wherever_early_release_does(self):
@@ -501,12 +501,12 @@ class Launch(MlaCase):
                 self.call(q, cache, table, lens, 512, None, 1, causal=True)  # EARLY_RELEASE by shape: 128 heads only
             finally:
                 self.m.HALF_RELEASE = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",early_release=1,half_release=1"), want,
+            self.assertEqual(self.rt.kernels[-1].endswith(",early_release=1,half_release=1,q_reg_dims=192"), want,
                              (heads, value, self.rt.kernels))
 
     def test_q_reg_dims_go_on_the_hand_over_kernels_alone(self):
         import flashjit
-        self.assertFalse(self.m.Q_REG_DIMS)  # off by default (not yet measured through this module)
+        self.assertTrue(self.m.Q_REG_DIMS)  # on by default
         seen = set()
         for d, heads, seqlen_q, splits, seesaw, chunk_waits, kv_fp8 in itertools.product(
                 (576, 512), (16, 128), (1, 2), (0, 1), (False, True), (False, True), (False, True)):
@@ -605,7 +605,7 @@ class Fp8LatentCache(MlaCase):
                                (self.rt.unit, self.rt.unit, 0)])
         q16, cache16, _, _ = decode_inputs(batch=8, seqlen_q=2, heads_q=32)
         self.call(q16, cache16, table, lens, causal=True)  # a 16-bit cache after: its own plan, no scale
-        self.assertEqual((self.rt.launches[-1][1].k_scale, self.rt.launches[-1][0].endswith(",v_in_k=1,chunk_waits=1")), (0, True))
+        self.assertEqual((self.rt.launches[-1][1].k_scale, self.rt.launches[-1][0].endswith(",v_in_k=1,chunk_waits=1,q_reg_dims=192")), (0, True))
 
     def test_refusals_name_kv_descale(self):
         q, cache, table, lens = self.fp8_inputs(batch=2, heads_q=16)
