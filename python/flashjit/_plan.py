@@ -28,11 +28,26 @@ V_IN_K_HEAD_DIMS_V = (384, 512)
 DIM_SPLIT = True
 DIM_SPLIT_HEAD_DIMS = (384, 512)
 
+# The same calls without masks or score modifiers on the paired kernels with Q's first head dims in the scores
+# warpgroup's registers (spec keys paired=1,q_reg_dims=N: a tile's two consumer warpgroups share its scores, each
+# half of O), ahead of DIM_SPLIT: on an H100 (2 x 8k, 16/8 heads, varlen) 546-552 TFLOP/s against dim_split=1's
+# 420-493, causal 498 against 436 (bench/NOTES.md, 2026-12-07); test_gpu.py's "paired q_regs" case passed with it.
+# False leaves them to DIM_SPLIT.
+PAIRED = True
+PAIRED_Q_REG_DIMS = {384: 384, 512: 288}  # the most the library takes at 32-key blocks (max_q_reg_dims)
+
 
 def qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys=(), kv_dtype=None):
     """Whether a qv call runs the shared-scores kernels (QV_V_IN_K and the call is one they take)."""
     return (QV_V_IN_K and head_dim_v in V_IN_K_HEAD_DIMS_V and bool(varlen or paged) and dtype_name in ("bf16", "fp16")
             and not feature_keys and kv_dtype is None)
+
+
+def takes_paired(dtype_name, head_dim, head_dim_v, split_kv, kv_dtype=None, qv=False, feature_keys=()):
+    """Whether a call runs the paired kernels with Q's first head dims in registers (PAIRED and the call is one they
+    take)."""
+    return (PAIRED and head_dim in PAIRED_Q_REG_DIMS and head_dim_v in (None, head_dim) and dtype_name in ("bf16", "fp16")
+            and not split_kv and kv_dtype is None and not qv and not feature_keys)
 
 
 def takes_dim_split(dtype_name, head_dim, head_dim_v, split_kv, kv_dtype=None, qv=False):
@@ -157,12 +172,14 @@ class KvScales:
 
 
 def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=False, split_kv=False, feature_keys=(),
-              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False, v_in_k=False, dim_split=False):
+              kv_dtype=None, out_dtype=None, head_dim_v=None, qv=False, v_in_k=False, dim_split=False, paired=False,
+              q_reg_dims=0):
     """The spec a launch runs, in the canonical key order ("dtype=bf16,head_dim=128,causal=1,varlen=1"; V's head dim
     head_dim_v after head_dim where it is not Q's: "dtype=bf16,head_dim=192,head_dim_v=128,causal=1"), with the
     spec keys of its masks and score modifiers (Features.spec_keys) after, then qv=1 (FA3's split MLA form: head_dim
     is q's and qv's columns together, head_dim_v qv's and V's), then v_in_k=1 (the shared-scores kernels), then
-    dim_split=1 (the head dims shared out over a cluster's two CTAs), then kv_dtype (None: K and V of dtype; "e4m3": an
+    paired=1 (the paired kernels), then dim_split=1 (the head dims shared out over a cluster's two CTAs), then
+    q_reg_dims=N (Q's first N head dims in the scores warpgroup's registers; 0: left out), then kv_dtype (None: K and V of dtype; "e4m3": an
     FP8 cache). dtype_name "e4m3" is FP8 operands, whose O is out_dtype ("fp16"; None or "bf16": the library's
     default, bf16, not spelled out). Keys the package does not choose (tiles, scheduler, combine) are left to the
     library's defaults."""
@@ -181,8 +198,12 @@ def spec_text(dtype_name, head_dim, causal, varlen=False, paged=False, pack_gqa=
         spec += ",qv=1"
     if v_in_k:
         spec += ",v_in_k=1"
+    if paired:
+        spec += ",paired=1"
     if dim_split:
         spec += ",dim_split=1"
+    if q_reg_dims:
+        spec += f",q_reg_dims={q_reg_dims}"
     if kv_dtype is not None:
         spec += f",kv_dtype={kv_dtype}"
     return spec
@@ -216,7 +237,8 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
     for an FP8 K/V cache (KvScales), None for K and V of dtype. dtype_name "e4m3": FP8 operands, O in out_dtype
     (spec_text). head_dim_v: V's and O's head dim (None or head_dim: V as wide as Q). qv: FA3's split MLA form (spec
     key qv=1; head_dim q's and qv's columns together, head_dim_v qv's; with QV_V_IN_K also v_in_k=1 where it applies).
-    With DIM_SPLIT, dim_split=1 where it applies (takes_dim_split)."""
+    With PAIRED, paired=1 with q_reg_dims where it applies (takes_paired); elsewhere with DIM_SPLIT, dim_split=1 where
+    it applies (takes_dim_split)."""
     split, max_splits, pack = False, 0, False
     if varlen:
         if num_splits > 1:
@@ -226,7 +248,8 @@ def plan(sm_count, dtype_name, head_dim, causal, varlen, paged, batch, seqlen_q,
             split, max_splits = most > 1, (most if most > 1 else 0)
         pack = heads_q > heads_kv and pack_gqa != 0 and (pack_gqa == 1 or split or seqlen_q <= DECODE_MAX_QUERIES)
     v_in_k = qv and qv_takes_v_in_k(dtype_name, head_dim_v, varlen, paged, feature_keys, kv_dtype)
-    dim_split = takes_dim_split(dtype_name, head_dim, head_dim_v, split, kv_dtype, qv)
+    paired = takes_paired(dtype_name, head_dim, head_dim_v, split, kv_dtype, qv, feature_keys)
+    dim_split = not paired and takes_dim_split(dtype_name, head_dim, head_dim_v, split, kv_dtype, qv)
     return (spec_text(dtype_name, head_dim, causal, varlen, paged, pack, split, feature_keys, kv_dtype, out_dtype, head_dim_v,
-                      qv, v_in_k, dim_split),
+                      qv, v_in_k, dim_split, paired, PAIRED_Q_REG_DIMS[head_dim] if paired else 0),
             max_splits)

@@ -1543,34 +1543,44 @@ def case_head_dim_v_func():
            compiled.shape == (2, 200, 8, 128) and torch.equal(eager, compiled))
 
 
-def case_dim_split():
-    """_plan.DIM_SPLIT on (spec key dim_split=1: a cluster's two CTAs share out the head dims of each tile):
-    flash_attn_func at 512/512 and 384/384 (bf16 and fp16, causal or not, GQA and MHA, lengths off the blocks) and
+def large_head_dim_calls(label):
+    """flash_attn_func at 512/512 and 384/384 (bf16 and fp16, causal or not, GQA and MHA, lengths off the blocks) and
     flash_attn_varlen_func at 512/512 against a paged cache (pages of 16, NaN past every length, empty sequences,
-    out given with NaN first), each against float64; the repeated call bitwise equal; every plan made is a
-    dim_split=1 kernel's (specs_planned_with: the calls plan afresh)."""
+    out given with NaN first), each against float64; the repeated call bitwise equal."""
+    gen, rng = torch.Generator(device="cuda").manual_seed(150), random.Random(150)
+    for dtype, d, causal, b, sq, sk, hq, hkv in (("bf16", 512, True, 2, 300, 1000, 8, 4),
+                                                 ("fp16", 512, False, 1, 777, 500, 4, 4),
+                                                 ("bf16", 384, True, 2, 257, 129, 8, 2)):
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        q, k, v = rand(gen, b, sq, hq, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt)
+        out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
+        again = flashjit.flash_attn_func(q, k, v, causal=causal)
+        torch.cuda.synchronize()
+        errs = Errors(dtype)
+        for i in range(b):
+            errs.add(out[i], q[i], k[i], v[i], causal, d ** -0.5, lse[i].transpose(0, 1))
+        ok, detail = errs.result()
+        same = torch.equal(again, out)
+        report(f"func {label}: head dims {d}/{d} {dtype}{' causal' if causal else ''}", ok and same,
+               detail + ("" if same else "  a repeated call differs"))
+    paged_varlen_case(gen, rng, [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)], 16, 8, 2, 512, 512, 1,
+                      f"varlen_func {label}: head dims 512/512, paged 16")
 
-    def calls():
-        gen, rng = torch.Generator(device="cuda").manual_seed(150), random.Random(150)
-        for dtype, d, causal, b, sq, sk, hq, hkv in (("bf16", 512, True, 2, 300, 1000, 8, 4),
-                                                     ("fp16", 512, False, 1, 777, 500, 4, 4),
-                                                     ("bf16", 384, True, 2, 257, 129, 8, 2)):
-            tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-            q, k, v = rand(gen, b, sq, hq, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt), rand(gen, b, sk, hkv, d, dtype=tdt)
-            out, lse = flashjit.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
-            again = flashjit.flash_attn_func(q, k, v, causal=causal)
-            torch.cuda.synchronize()
-            errs = Errors(dtype)
-            for i in range(b):
-                errs.add(out[i], q[i], k[i], v[i], causal, d ** -0.5, lse[i].transpose(0, 1))
-            ok, detail = errs.result()
-            same = torch.equal(again, out)
-            report(f"func dim_split: head dims {d}/{d} {dtype}{' causal' if causal else ''}", ok and same,
-                   detail + ("" if same else "  a repeated call differs"))
-        paged_varlen_case(gen, rng, [(1, 1000), (0, 0), (129, 129), (300, 812), (3, 2), (17, 0)], 16, 8, 2, 512, 512, 1,
-                          "varlen_func dim_split: head dims 512/512, paged 16")
 
-    made = specs_planned_with("DIM_SPLIT", calls)
+def case_paired_q_regs():
+    """_plan.PAIRED on (spec keys paired=1,q_reg_dims=N: a tile's two consumer warpgroups share its scores, the first
+    holding Q's first N head dims in registers): large_head_dim_calls against float64; every plan made is a paired=1
+    kernel's with q_reg_dims (specs_planned_with: the calls plan afresh)."""
+    made = specs_planned_with("PAIRED", lambda: large_head_dim_calls("paired q_reg_dims"))
+    ok = bool(made) and all(",paired=1," in spec and ",q_reg_dims=" in spec for spec in made)
+    report("paired q_reg_dims: the plans are paired=1 with q_reg_dims", ok, "; ".join(made) or "no plan made")
+
+
+def case_dim_split():
+    """_plan.DIM_SPLIT on and _plan.PAIRED off (spec key dim_split=1: a cluster's two CTAs share out the head dims of
+    each tile): large_head_dim_calls against float64; every plan made is a dim_split=1 kernel's (specs_planned_with:
+    the calls plan afresh)."""
+    made = specs_planned_with("DIM_SPLIT", lambda: large_head_dim_calls("dim_split"), off=("PAIRED",))
     ok = bool(made) and all(spec.endswith(",dim_split=1") for spec in made)
     report("dim_split: the plans are dim_split=1", ok, "; ".join(made) or "no plan made")
 
@@ -1730,20 +1740,23 @@ def case_qv_kvcache_paged(heads, queries, views, page=64, dtype_name="bf16", lab
            f"fast path differs from the full path by {(fast.float() - full.float()).abs().max().item():.2e}")
 
 
-def specs_planned_with(switch, fn):
-    """fn() with the package's plan switch _plan.<switch> on and the remembered plans and fast paths cleared around
-    it (its calls plan afresh, and what they planned is not kept); returns the specs of the plans fn made."""
+def specs_planned_with(switch, fn, off=()):
+    """fn() with the package's plan switch _plan.<switch> on (and those named in off, off) and the remembered plans
+    and fast paths cleared around it (its calls plan afresh, and what they planned is not kept); returns the specs of
+    the plans fn made."""
     from flashjit import _plan, _torch_backend
     dev = _torch_backend.device(torch.cuda.current_device())
     kept = dict(dev.plans)
     dev.plans.clear()
-    saved = getattr(_plan, switch)
-    setattr(_plan, switch, True)
+    saved = {name: getattr(_plan, name) for name in (switch, *off)}
+    for name in saved:
+        setattr(_plan, name, name == switch)
     _torch_backend._fast.clear()
     try:
         fn()
     finally:
-        setattr(_plan, switch, saved)
+        for name, value in saved.items():
+            setattr(_plan, name, value)
         _torch_backend._fast.clear()
         made = [planned[1] for planned in dev.plans.values()]  # (handle, spec, max_splits)
         dev.plans.clear()
@@ -1899,6 +1912,7 @@ CASES = [
     ("head_dim_v kvcache", case_head_dim_v_kvcache),
     ("head_dim_v wrong inputs", case_head_dim_v_wrong_inputs),
     ("dim_split", case_dim_split),
+    ("paired q_regs", case_paired_q_regs),
     ("qv kvcache paged 64 h16 s_q 1", lambda: case_qv_kvcache_paged(16, 1, views=True)),
     ("qv kvcache paged 64 h16 s_q 2", lambda: case_qv_kvcache_paged(16, 2, views=False)),
     ("qv kvcache paged 64 h128 s_q 1", lambda: case_qv_kvcache_paged(128, 1, views=False)),
