@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and measurement of the H200 run, in parts that each end inside one 10-minute
 # command, the slowest last; a pass/fail table is printed last.
-#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit: the gate in seven commands (the case below)
+#   FLASHJIT_PART=gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit, gate-regs: the gate in eight commands (the case below)
 #   FLASHJIT_PART=gate-dimsplit: the gate's seventh command, dim_split=1's suites and checks (gate-mla's command is
 #                             full): its GoogleTest suites (*DimSplit*) in the hang-trap mode, its `flashjit check`s
 #                             with a short limit each (test_gpu.py's case runs in gate-python); chunk_waits=1's
@@ -68,10 +68,11 @@ BIN=${1:-}
 
 # A part's defaults (each overridable from the environment).
 case "${FLASHJIT_PART:-}" in
-  # The gate in seven commands (the GPU suites took more than one command's ten minutes): the dense
+  # The gate in eight commands (the GPU suites took more than one command's ten minutes): the dense
   # kernels, API and driver with the default checks and sanitizers; the engine suites; the FP8
   # suites; the head dims above 256 and MLA's absorbed decode; the features', FP8 and large head
-  # dims' `flashjit check`s; the Python package; dim_split=1's suites and checks. FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
+  # dims' `flashjit check`s; the Python package; dim_split=1's suites and checks; q_reg_dims's suites (gate-mla's
+  # command is full). FLASHJIT_GPU_SHARD=i/n runs GoogleTest's
   # shard i of n of a part's suites (a part that still runs out of time, in n commands).
   gate)
     : "${FLASHJIT_GPU_FILTER:=AttentionGpu*:AttentionReferenceGpu*:Api*Gpu*:GpuDriver*}" "${FLASHJIT_GPU_TIMEOUT:=420}"
@@ -87,7 +88,7 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_GPU_FILTER:=AttentionKvFp8Gpu*:AttentionFp8Gpu*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-mla)
-    : "${FLASHJIT_GPU_FILTER:=LargeHeadDimGpu*:LargeHeadDimEngineGpu*:MlaDecodeGpu*:-*DimSplit*:*ChunkWaits*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
+    : "${FLASHJIT_GPU_FILTER:=LargeHeadDimGpu*:LargeHeadDimEngineGpu*:MlaDecodeGpu*:-*DimSplit*:*ChunkWaits*:*QRegDims*}" "${FLASHJIT_GPU_TIMEOUT:=540}" "${FLASHJIT_CHECKS:=0}"
     : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   gate-python)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
@@ -100,6 +101,9 @@ case "${FLASHJIT_PART:-}" in
     : "${FLASHJIT_FEATURE_CHECK_ONLY:=dim_split=1}" "${FLASHJIT_FEATURE_CHECK_TIMEOUT:=90}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}"
     export FLASHJIT_TEST_HANG_TRAP=1 ;;
+  gate-regs)
+    : "${FLASHJIT_GPU_FILTER:=*QRegDims*}" "${FLASHJIT_GPU_TIMEOUT:=300}" "${FLASHJIT_CHECKS:=0}"
+    : "${FLASHJIT_FEATURE_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   regress)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=0}"
     : "${FLASHJIT_BENCH_GRID:=none}"
@@ -135,7 +139,7 @@ case "${FLASHJIT_PART:-}" in
   sass)
     : "${FLASHJIT_GPU_FILTER:=-}" "${FLASHJIT_CHECKS:=0}" "${FLASHJIT_SANITIZE:=0}" "${FLASHJIT_SASS:=1}" "${FLASHJIT_BENCH_GRID:=none}" ;;
   "") ;;
-  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit, regress, decide, targets, features, kvcache, fp8, mla, mla-decode, mla-anatomy or sass" >&2; exit 2 ;;
+  *) echo "run_h200.sh: FLASHJIT_PART=$FLASHJIT_PART: expected gate, gate-engine, gate-fp8, gate-mla, gate-checks, gate-python, gate-dimsplit, gate-regs, regress, decide, targets, features, kvcache, fp8, mla, mla-decode, mla-anatomy or sass" >&2; exit 2 ;;
 esac
 if [ -z "$BIN" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
