@@ -321,7 +321,11 @@ TEST(HeadDimVSpec, QRegDimsPutQInTheScoresWarpgroupsRegisters) {
                              288, 288, 40},
                         Case{"dtype=fp16,head_dim=512,causal=1,paired=1", 256, 288, 24},
                         Case{"dtype=bf16,head_dim=512,causal=1,varlen=1,paged=1,paired=1", 16, 288, 40},
-                        Case{"dtype=bf16,head_dim=384,causal=0,varlen=1,paired=1", 384, 384, 24}}) {
+                        Case{"dtype=bf16,head_dim=384,causal=0,varlen=1,paired=1", 384, 384, 24},
+                        // ALiBi with a window: 4 registers fewer for Q
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,window=1,alibi=1,v_in_k=1,chunk_waits=1,"
+                             "early_release=1",
+                             176, 176, 32}}) {
     const std::string text = std::string(k.base) + ",q_reg_dims=" + std::to_string(k.dims);
     auto spec = parse_spec(text);
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.error().message;
@@ -754,7 +758,8 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,qv=1,v_in_k=1,q_reg_dims=192",
                                            "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,paired=1,q_reg_dims=288",
                                            "dtype=fp16,head_dim=512,head_dim_v=512,paired=1,q_reg_dims=288",
-                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paired=1,q_reg_dims=384"),
+                                           "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paired=1,q_reg_dims=384",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=176"),
                          spec_test_name);
 
 }  // namespace

@@ -519,10 +519,12 @@ Status validate_spec(const AttentionSpec& s) {
 // The scores warpgroup's 256 registers a thread: half of O (head_dim_v / 4), S (block_n / 2) and
 // P (block_n / 4), Q's registers (4 each 16 head dims) and about 32 for the rest (measured peaks:
 // 576/512 at 64-key blocks 246 with 192 dims, 512/512 at 32-key blocks 234 with 256, 384/384 234
-// with all 384; 512/512 with 320 spilled 16 bytes).
+// with all 384; 512/512 with 320 spilled 16 bytes). ALiBi's row registers beside a window's or
+// chunk's bounds take 4 more (576/512's early release with both spilled 16 bytes at 192, none at 176).
 int max_q_reg_dims(const AttentionSpec& s) {
   if (s.block_n == 0) return 0;
-  const int steps = (224 - s.effective_head_dim_v() / 4 - 3 * s.block_n / 4) / 4;
+  const int rest = s.alibi && s.masks_window_or_chunk() ? 36 : 32;
+  const int steps = (256 - rest - s.effective_head_dim_v() / 4 - 3 * s.block_n / 4) / 4;
   return std::max(0, std::min(steps, s.head_dim / 16)) * 16;
 }
 
