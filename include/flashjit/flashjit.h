@@ -379,7 +379,11 @@ typedef struct flashjit_tensor_strides {
  *   dim_split=1 (off by default; head_dim = head_dim_v = 384 or 512) shares the head dims out over
  *   the two CTAs of a cluster on one tile, each half of Q's, K's, V's and O's columns, adding their
  *   halves of the scores through distributed shared memory: the same inputs and results as the
- *   spec without the key, not with split_kv=1. */
+ *   spec without the key, not with split_kv=1.
+ *   q_reg_dims=N (0 by default; with paired=1 or v_in_k=1, not the seesaw) changes only where the
+ *   scores' Q comes from: the warpgroup that computes them holds Q's first N head dims (a multiple
+ *   of 16, up to what its 256 registers hold: 192 at 576/512, 288 at 512/512, 384 at 384/384;
+ *   more is refused naming the field) in registers for the whole tile. */
 /* Launch with programmatic dependent launch (PDL): the kernel may start its set-up while the
  * previous kernel in the stream still runs, and waits for that kernel to complete before it reads
  * or writes any tensor; the next kernel in the stream, if launched with PDL too, may likewise start
