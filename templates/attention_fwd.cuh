@@ -1221,9 +1221,9 @@ struct Turn {
 // (kQKSteps * 4 per thread) fit beside S, O and P up to head dim 128 with two warpgroups and
 // block_n 128 (FlashAttention-3's block_n 176 at d128 spilled 512 bytes with them).
 // q_reg_dims (kQRegSteps): the paired consumers' scores warpgroup holds Q's first kQRegSteps k16
-// steps so, the rest still read from shared memory. At 512/512 a 32-key S step with both operands
-// in shared memory reads 3 KB for 16 clocks of tensor work, more than shared memory's 128 bytes a
-// clock; with Q from registers 1 KB.
+// steps in registers the same way and reads the rest from shared memory. At 512/512 a 32-key S step
+// with both operands in shared memory reads 3 KB for 16 clocks of tensor work, more than shared
+// memory's 128 bytes a clock; with Q from registers 1 KB.
 constexpr bool kQInRegisters = kConsumerWGs <= 2 && kHeadDim <= 128 && kBlockN <= 128;
 static_assert(kQRegSteps == 0 || (kPairedO && !kSeesaw && !kQInRegisters && kQRegSteps <= kQKSteps && kFirstConsumerRegs == 256),
               "q_reg_dims: the hand-over's scores warpgroup, with 256 registers (spec/ and config/ keep to this)");
