@@ -1089,65 +1089,20 @@ class Qv(unittest.TestCase):
         finally:
             _plan.QV_V_IN_K = saved
 
-    def test_dim_split_only_when_switched_on_and_where_it_applies(self):
-        """_plan.DIM_SPLIT (on by default; off, the plan keeps O in parts): the plan adds dim_split=1 at head dims 384
-        and 512 with V as wide, 16-bit, without split-KV, an FP8 cache or the split form, in the library's key order,
-        and the library takes every such spec; elsewhere the plan is what it was."""
+    def check_large_head_dim_plans(self, suffix, absent):
+        """The plans at head dims 384 and 512 with V as wide (both 16-bit types, dense, varlen and paged, with and
+        without masks and score modifiers) end with suffix(d, features), never split, are specs the library takes,
+        in its key order; where those kernels do not apply (other head dims, V narrower, split-KV, an FP8 cache, the
+        split form) the plan has no key `absent` and the library takes it."""
         import flashjit
         from flashjit import _plan
-        self.assertTrue(_plan.DIM_SPLIT)
-        call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
-        saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, False
-        paired, _plan.PAIRED = _plan.PAIRED, False  # (PAIRED goes first where it applies: see the test below)
-        try:
-            self.assertNotIn("dim_split", _plan.plan(*call)[0])
-        finally:
-            _plan.DIM_SPLIT = saved
-        saved, _plan.DIM_SPLIT = _plan.DIM_SPLIT, True
-        try:
-            self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,dim_split=1", 0))
-            order = spec_key_order()
-            for dtype in ("bf16", "fp16"):
-                for d in (384, 512):
-                    for varlen, paged in ((0, 0), (1, 0), (1, 1)):
-                        for features in ((), ("window", "sinks"), ("softcap",)):
-                            spec, splits = _plan.plan(132, dtype, d, 1, varlen, paged, 4, 700, 8, 2, 1, -1, features)
-                            self.assertTrue(spec.endswith(",dim_split=1"), spec)
-                            self.assertEqual(splits, 0)
-                            self.assertIsNone(flashjit.supported(spec), spec)
-                            if order is not None:
-                                keys = [part.split("=")[0] for part in spec.split(",")]
-                                self.assertEqual(keys, sorted(keys, key=order.index), spec)
-            # Not where it does not apply: other head dims, V narrower, split-KV, an FP8 cache, the split form.
-            for args, kwargs in (((132, "bf16", 256, 1, 0, 0, 2, 700, 8, 2, 1, -1), {}),
-                                 ((132, "bf16", 512, 1, 0, 0, 2, 700, 8, 2, 1, -1), {"head_dim_v": 256}),
-                                 ((132, "bf16", 512, 1, 1, 1, 1, 1, 16, 4, 0, -1), {}),
-                                 ((132, "bf16", 512, 1, 1, 1, 4, 700, 8, 2, 1, -1), {"kv_dtype": "e4m3"}),
-                                 ((132, "bf16", 576, 1, 1, 1, 4, 1, 16, 1, 0, -1), {"head_dim_v": 512, "qv": True})):
-                spec, _ = _plan.plan(*args, **kwargs)
-                self.assertNotIn("dim_split", spec)
-                self.assertIsNone(flashjit.supported(spec), spec)
-        finally:
-            _plan.DIM_SPLIT, _plan.PAIRED = saved, paired
-
-    def test_paired_with_q_in_registers_ahead_of_dim_split_where_it_applies(self):
-        """_plan.PAIRED (on by default): at head dims 384 and 512 with V as wide, 16-bit, without split-KV, an FP8
-        cache, the split form or a mask or score modifier, the plan is paired=1 with q_reg_dims at the most the
-        library takes (384 at 384, 288 at 512), in the library's key order, and the library takes every such spec;
-        with a mask or score modifier it stays dim_split=1; off, dim_split=1 everywhere it applies."""
-        import flashjit
-        from flashjit import _plan
-        self.assertTrue(_plan.PAIRED and _plan.DIM_SPLIT)
-        call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
-        self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,paired=1,q_reg_dims=288", 0))
         order = spec_key_order()
         for dtype in ("bf16", "fp16"):
             for d in (384, 512):
                 for varlen, paged in ((0, 0), (1, 0), (1, 1)):
                     for features in ((), ("window", "sinks"), ("softcap",)):
                         spec, splits = _plan.plan(132, dtype, d, 1, varlen, paged, 4, 700, 8, 2, 1, -1, features)
-                        want = ",dim_split=1" if features else f",paired=1,q_reg_dims={_plan.PAIRED_Q_REG_DIMS[d]}"
-                        self.assertTrue(spec.endswith(want), spec)
+                        self.assertTrue(spec.endswith(suffix(d, features)), spec)
                         self.assertEqual(splits, 0)
                         self.assertIsNone(flashjit.supported(spec), spec)
                         if order is not None:
@@ -1159,8 +1114,39 @@ class Qv(unittest.TestCase):
                              ((132, "bf16", 512, 1, 1, 1, 4, 700, 8, 2, 1, -1), {"kv_dtype": "e4m3"}),
                              ((132, "bf16", 576, 1, 1, 1, 4, 1, 16, 1, 0, -1), {"head_dim_v": 512, "qv": True})):
             spec, _ = _plan.plan(*args, **kwargs)
-            self.assertNotIn("q_reg_dims", spec)
+            self.assertNotIn(absent, spec)
             self.assertIsNone(flashjit.supported(spec), spec)
+
+    def test_dim_split_only_when_switched_on_and_where_it_applies(self):
+        """_plan.DIM_SPLIT (on by default; off, the plan keeps O in parts): the plan adds dim_split=1 at head dims 384
+        and 512 with V as wide, 16-bit, without split-KV, an FP8 cache or the split form, in the library's key order,
+        and the library takes every such spec; elsewhere the plan is what it was."""
+        from flashjit import _plan
+        self.assertTrue(_plan.DIM_SPLIT)
+        call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
+        saved = _plan.DIM_SPLIT, _plan.PAIRED
+        _plan.PAIRED = False  # (PAIRED goes first where it applies: see the test below)
+        try:
+            _plan.DIM_SPLIT = False
+            self.assertNotIn("dim_split", _plan.plan(*call)[0])
+            _plan.DIM_SPLIT = True
+            self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,dim_split=1", 0))
+            self.check_large_head_dim_plans(lambda d, features: ",dim_split=1", "dim_split")
+        finally:
+            _plan.DIM_SPLIT, _plan.PAIRED = saved
+
+    def test_paired_with_q_in_registers_ahead_of_dim_split_where_it_applies(self):
+        """_plan.PAIRED (on by default): at head dims 384 and 512 with V as wide, 16-bit, without split-KV, an FP8
+        cache, the split form or a mask or score modifier, the plan is paired=1 with q_reg_dims at the most the
+        library takes (384 at 384, 288 at 512), in the library's key order, and the library takes every such spec;
+        with a mask or score modifier it stays dim_split=1; off, dim_split=1 everywhere it applies."""
+        from flashjit import _plan
+        self.assertTrue(_plan.PAIRED and _plan.DIM_SPLIT)
+        call = (132, "bf16", 512, True, False, False, 2, 8192, 16, 8, 1, -1)
+        self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,paired=1,q_reg_dims=288", 0))
+        self.check_large_head_dim_plans(
+            lambda d, features: ",dim_split=1" if features else f",paired=1,q_reg_dims={_plan.PAIRED_Q_REG_DIMS[d]}",
+            "q_reg_dims")
         saved, _plan.PAIRED = _plan.PAIRED, False
         try:
             self.assertEqual(_plan.plan(*call), ("dtype=bf16,head_dim=512,causal=1,dim_split=1", 0))

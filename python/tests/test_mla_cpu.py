@@ -380,17 +380,25 @@ class Launch(MlaCase):
             spec, _ = self.m.mla_plan(132, "bf16", d, 512, True, 64, 1, 128, 1, 0, v_in_k, kv_fp8)
             self.assertNotIn("seesaw", spec)
 
-    def test_seesaw_switch_reaches_the_launch(self):
-        q, cache, table, lens = decode_inputs(heads_q=128)
-        for value, want in ((None, True), (False, False), (True, True)):
+    def kernel_with(self, switch, value, heads, clear=True):
+        """The spec one unsplit decode call launches (batch 4, 128 keys) with the module switch `switch` set to
+        value for the call (and put back after); clear: the remembered plans and kernels cleared first."""
+        q, cache, table, lens = decode_inputs(heads_q=heads)
+        if clear:
             self.m._plans.clear()
             self.rt.kernels.clear()
-            before, self.m.SEESAW = self.m.SEESAW, value
-            try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
-            finally:
-                self.m.SEESAW = before
-            self.assertEqual(",seesaw=1" in self.rt.kernels[-1], want, (value, self.rt.kernels))
+        before = getattr(self.m, switch)
+        setattr(self.m, switch, value)
+        try:
+            self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
+        finally:
+            setattr(self.m, switch, before)
+        return self.rt.launches[-1][0]
+
+    def test_seesaw_switch_reaches_the_launch(self):
+        for value, want in ((None, True), (False, False), (True, True)):
+            spec = self.kernel_with("SEESAW", value, 128)
+            self.assertEqual(",seesaw=1" in spec, want, (value, spec))
 
     def test_chunk_waits_plans_only_the_shared_scores_kernels(self):
         import flashjit
@@ -409,16 +417,9 @@ class Launch(MlaCase):
                 self.assertIsNone(flashjit.supported(spec), spec)
 
     def test_chunk_waits_switch_reaches_the_launch(self):
-        q, cache, table, lens = decode_inputs(heads_q=16)
         for value in (False, True):
-            self.m._plans.clear()
-            self.rt.kernels.clear()
-            before, self.m.CHUNK_WAITS = self.m.CHUNK_WAITS, value
-            try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)
-            finally:
-                self.m.CHUNK_WAITS = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,q_reg_dims=192"), value, (value, self.rt.kernels))
+            spec = self.kernel_with("CHUNK_WAITS", value, 16)
+            self.assertEqual(spec.endswith(",chunk_waits=1,q_reg_dims=192"), value, (value, spec))
 
     def test_early_release_plans_only_the_hand_over_with_chunk_waits(self):
         import flashjit
@@ -462,16 +463,8 @@ class Launch(MlaCase):
     def test_early_release_switch_reaches_the_launch(self):
         for heads, value, want in ((16, False, False), (16, True, True), (16, None, False),
                                    (128, None, True), (128, False, False)):
-            q, cache, table, lens = decode_inputs(heads_q=heads)
-            self.m._plans.clear()
-            self.rt.kernels.clear()
-            before, self.m.EARLY_RELEASE = self.m.EARLY_RELEASE, value
-            try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # num_splits 1: not split
-            finally:
-                self.m.EARLY_RELEASE = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",chunk_waits=1,early_release=1,q_reg_dims=192"), want,
-                             (heads, value, self.rt.kernels))
+            spec = self.kernel_with("EARLY_RELEASE", value, heads)
+            self.assertEqual(spec.endswith(",chunk_waits=1,early_release=1,q_reg_dims=192"), want, (heads, value, spec))
 
     def test_half_release_goes_wherever_early_release_does(self):
         import flashjit
@@ -493,16 +486,8 @@ class Launch(MlaCase):
 
     def test_half_release_switch_reaches_the_launch(self):
         for heads, value, want in ((128, True, True), (128, False, False), (16, True, False)):
-            q, cache, table, lens = decode_inputs(heads_q=heads)
-            self.m._plans.clear()
-            self.rt.kernels.clear()
-            before, self.m.HALF_RELEASE = self.m.HALF_RELEASE, value
-            try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)  # EARLY_RELEASE by shape: 128 heads only
-            finally:
-                self.m.HALF_RELEASE = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",early_release=1,half_release=1,q_reg_dims=192"), want,
-                             (heads, value, self.rt.kernels))
+            spec = self.kernel_with("HALF_RELEASE", value, heads)  # EARLY_RELEASE by shape: 128 heads only
+            self.assertEqual(spec.endswith(",early_release=1,half_release=1,q_reg_dims=192"), want, (heads, value, spec))
 
     def test_q_reg_dims_go_on_the_hand_over_kernels_alone(self):
         import flashjit
@@ -523,15 +508,12 @@ class Launch(MlaCase):
 
     def test_q_reg_dims_switch_reaches_the_launch(self):
         for heads, value, want in ((128, True, True), (128, False, False), (16, True, True)):
-            q, cache, table, lens = decode_inputs(heads_q=heads)
-            self.m._plans.clear()  # the switch is in the fast path's key too: a plan made without it is not reused
-            self.rt.kernels.clear()
-            before, self.m.Q_REG_DIMS = self.m.Q_REG_DIMS, value
-            try:
-                self.call(q, cache, table, lens, 512, None, 1, causal=True)
-            finally:
-                self.m.Q_REG_DIMS = before
-            self.assertEqual(self.rt.kernels[-1].endswith(",q_reg_dims=192"), want, (heads, value, self.rt.kernels))
+            spec = self.kernel_with("Q_REG_DIMS", value, heads)
+            self.assertEqual(spec.endswith(",q_reg_dims=192"), want, (heads, value, spec))
+        # The switch is in the fast path's key: a plan made with it is not reused once it is off, and back.
+        self.m._plans.clear()
+        specs = [self.kernel_with("Q_REG_DIMS", value, 128, clear=False) for value in (True, False, True)]
+        self.assertEqual([spec.endswith(",q_reg_dims=192") for spec in specs], [True, False, True], specs)
 
     def test_inline_combine_plans_split_shared_scores_launches_of_few_rows(self):
         import flashjit
