@@ -325,7 +325,11 @@ TEST(HeadDimVSpec, QRegDimsPutQInTheScoresWarpgroupsRegisters) {
                         // ALiBi with a window: 4 registers fewer for Q
                         Case{"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,window=1,alibi=1,v_in_k=1,chunk_waits=1,"
                              "early_release=1",
-                             176, 176, 32}}) {
+                             176, 176, 32},
+                        // and 4 fewer again where the split launch merges inline
+                        Case{"dtype=bf16,head_dim=576,head_dim_v=512,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,"
+                             "chunk=1,alibi=1,v_in_k=1,chunk_waits=1,early_release=1",
+                             160, 160, 32}}) {
     const std::string text = std::string(k.base) + ",q_reg_dims=" + std::to_string(k.dims);
     auto spec = parse_spec(text);
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.error().message;
@@ -759,7 +763,10 @@ INSTANTIATE_TEST_SUITE_P(All, HeadDimVVariant,
                                            "dtype=bf16,head_dim=512,head_dim_v=512,causal=1,varlen=1,paged=1,paired=1,q_reg_dims=288",
                                            "dtype=fp16,head_dim=512,head_dim_v=512,paired=1,q_reg_dims=288",
                                            "dtype=bf16,head_dim=384,head_dim_v=384,causal=1,varlen=1,paired=1,q_reg_dims=384",
-                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=176"),
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,alibi=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=176",
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,chunk=1,alibi=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,v_in_k=1,chunk_waits=1,early_release=1,q_reg_dims=160",
+                                           // the sweep's peak, 253 of 256 registers (bench/NOTES.md, 2026-12-07: every q_reg_dims variant)
+                                           "dtype=bf16,head_dim=576,head_dim_v=512,causal=1,window=1,varlen=1,paged=1,pack_gqa=1,v_in_k=1,chunk_waits=1,early_release=1,half_release=1,q_reg_dims=192"),
                          spec_test_name);
 
 }  // namespace
