@@ -363,7 +363,8 @@ typedef struct flashjit_tensor_strides {
  *   refused, naming args.v or args.v_strides). The kernel loads each K/V block once and reads V from
  *   it; a tile's two consumer warpgroups share its 64 rows, the first computing the scores and each
  *   computing half of O. head_dim_v 384 or 512 (MLA's absorbed 576/512); with varlen=1 or paged=1;
- *   16-bit dtypes, not with combine=inline. With qv=1 (MLA SPLIT FORM above) v and k stay two
+ *   16-bit dtypes; with combine=inline the last split of a tile merges in the kernel as elsewhere
+ *   (both warpgroups' halves of O counted once). With qv=1 (MLA SPLIT FORM above) v and k stay two
  *   tensors: the K tile's first head_dim_v columns are loaded from v, so V is in the loaded block
  *   just the same. The same inputs and results as the spec without the key.
  *   paired=1 (off by default) is the same pairing of the warpgroups with V in its own ring, for any
