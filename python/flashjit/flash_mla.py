@@ -105,7 +105,7 @@ flashjit extension: INLINE_COMBINE (module attribute, read at each call; False b
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
 library's inline-merge bound): the last split of each tile merges the partials in the attention kernel, so the call
 is one kernel, not two (the split workspace then keeps counters: the torch backend zeroes it once). Off because on
-an H100 (64 x 4k keys, page 64, a graph of calls) it was 3.5 % slower at 16 heads and level at 8: the last split's
+an H100 (64 x 4k keys, page 64, a graph of calls) it was 3.5-5 % slower at 16 heads and level at 8: the last split's
 merge is a chain of L2 round trips, where the combine kernel, launched with PDL, merges every row at once
 (bench/NOTES.md).
 
@@ -113,7 +113,8 @@ flashjit extension: PDL (module attribute, read at each call; False by default) 
 dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in
 the stream and the split combine's the attention kernel's tail; each waits for its predecessor's memory before
 it reads or writes a tensor, so results are the same. For back-to-back decode layers and CUDA graphs whose
-other kernels are launched with PDL too.
+other kernels are launched with PDL too. Off because on an H100 it was level with PDL off in three interleaved A/Bs
+(geomean 0.990-1.003 over the decode cells; bench/NOTES.md, 2026-12-07).
 
 Needs torch only when called (the checks and the launch plan are plain Python: the CPU tests run them with
 stand-in tensors). Not traceable by torch.compile yet (call it outside the compiled region, as engines call
