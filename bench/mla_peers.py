@@ -91,6 +91,7 @@ import math
 import os
 import re
 import sys
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,7 +99,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))  # the flashjit package (the decode part's FlashMLA drop-in)
 from attention_ctypes import (FLAG_PDL, O_BOUND, ErrorSum, Flashjit, engine_args, float32,  # noqa: E402
                               reference_rows)
-from peer_common import compare_bf16, compile_specs, measure_bandwidth, print_check_line, short, time_graph  # noqa: E402
+from peer_common import (compare_bf16, compile_specs, device_state, measure_bandwidth,  # noqa: E402
+                         print_check_line, short, time_graph)
 
 torch = None  # imported in main: --help and --dry-run work without it
 
@@ -664,7 +666,13 @@ def main():
                    mla_decode=lambda c: run_mla_decode(fm, c, args, bw, props.multi_processor_count))
     rows = []
     for c in cells:
-        rows.append(run_guarded(runners[c["kind"]], c))
+        start = time.time()
+        row = run_guarded(runners[c["kind"]], c)
+        # Wall times line up with run_h200.sh's gpu_clocks.csv; the state is the card's as the cell ends.
+        row.update(wall=[round(start, 3), round(time.time(), 3)], state=device_state())
+        if row["state"]:
+            print(f"    state after {c['name']}: " + ", ".join(f"{k} {v}" for k, v in row["state"].items()), flush=True)
+        rows.append(row)
         torch.cuda.empty_cache()  # the next cell's tensors (up to a few GB) find the memory this one held
     summaries = dict(prefill=summary_prefill, large=summary_large, decode=summary_decode)
     for part in PARTS:

@@ -35,6 +35,20 @@ def short(e, n=300):
     return f"{type(e).__name__}: {e}".replace("\n", " ")[:n]
 
 
+def device_state():
+    """The card's SM clock (MHz), temperature (C) and power (W) now, each where torch can read it (through pynvml; {}
+    where it cannot): beside a cell's figure, so that a cell run on a card clocked down (hot after long cells) shows."""
+    import torch
+    state = {}
+    for key, read in (("sm_mhz", torch.cuda.clock_rate), ("temp_c", torch.cuda.temperature),
+                      ("power_w", lambda: torch.cuda.power_draw() / 1000.0)):
+        try:
+            state[key] = round(float(read()), 1)
+        except Exception:  # noqa: BLE001 (no pynvml, or a driver without the query)
+            pass
+    return state
+
+
 def median(values):
     return sorted(values)[len(values) // 2]
 

@@ -158,6 +158,22 @@ row() { rows+=("$(printf '%-58s %-5s %s' "$1" "$2" "$3")"); }
 SECONDS=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >"$OUT/gpu.txt" 2>&1
 head -2 "$OUT/gpu.txt"
+# The card's SM and memory clocks, power and temperature every half second while the part runs
+# (gpu_clocks.csv; cells' wall times in mla_peers.py's JSON line up with it): a figure that moves
+# between passes can be read against them (a hot card clocks down after long cells).
+SAMPLER=
+if nvidia-smi -L >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader,nounits \
+    -lms 500 >"$OUT/gpu_clocks.csv" 2>/dev/null &
+  SAMPLER=$!
+  trap '[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null' EXIT
+fi
+clocks_summary() {  # the busy samples (SM clock above 1000 MHz): SM MHz min / median / max, the most W and C
+  awk -F', *' 'NF >= 5 && $2 + 0 > 1000 {print $2, $4, $5}' "$1" | sort -n |
+    awk '{sm[NR] = $1; if ($2 > w) w = $2; if ($3 > t) t = $3}
+         END {if (NR) printf "SM %d / %d / %d MHz (min / median / max of %d busy samples), up to %.0f W and %d C",
+                             sm[1], sm[int((NR + 1) / 2)], sm[NR], NR, w, t}'
+}
 
 gtest() {  # name filter timeout [env...]
   local name=$1 filter=$2 limit=$3; shift 3
@@ -787,6 +803,11 @@ if [ -f "$LIB" ] && { [ "${FLASHJIT_PYTHON:-0}" = host ] || { [ "${FLASHJIT_PYTH
   tail -6 "$OUT/call_overhead.txt"
 fi
 
+if [ -n "$SAMPLER" ]; then
+  kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; SAMPLER=
+  summary=$(clocks_summary "$OUT/gpu_clocks.csv")
+  [ -n "$summary" ] && row "gpu clocks while the part ran (report)" note "$summary"
+fi
 echo
 echo "wall ${SECONDS}s"
 printf '%-58s %-5s %s\n' CHECK RESULT DETAIL
