@@ -188,6 +188,44 @@ TEST(ApiEngine, MetadataCheckSeesAMergeCounterLeftSet) {
   EXPECT_EQ(flashjit_check_engine_metadata_host(inline_combine, &a), FLASHJIT_SUCCESS) << message();
 }
 
+// flashjit_attention_workspace_counter_bytes: the counters' part at the workspace's start alone (what
+// a fresh workspace in each graph capture needs zeroed), the partials after it; 0 without counters.
+TEST(ApiEngine, WorkspaceCounterBytesAreTheCountersAlone) {
+  const char* inline_combine = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline";
+  const char* kernel_combine = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,pack_gqa=1,split_kv=1";
+  const char* dynamic = "dtype=bf16,head_dim=128,causal=1,varlen=1,paged=1,scheduler=dynamic";
+  Step step;
+  flashjit_attention_args_t a = step.args(true);
+  a.max_splits = 4;
+  uint64_t whole = 0, counters = 7, partials = 0;
+  ASSERT_EQ(flashjit_attention_workspace_size(inline_combine, &a, &whole), FLASHJIT_SUCCESS) << message();
+  ASSERT_EQ(flashjit_attention_workspace_counter_bytes(inline_combine, &a, &counters), FLASHJIT_SUCCESS) << message();
+  ASSERT_EQ(flashjit_attention_workspace_size(kernel_combine, &a, &partials), FLASHJIT_SUCCESS) << message();
+  // 4 sequences x 8 head groups x 13 query blocks x 1 warpgroup words, 256-byte aligned
+  EXPECT_EQ(counters, 1792u);
+  EXPECT_GT(partials, 0u);
+  EXPECT_EQ(whole, counters + partials);
+  // Without counters: nothing to zero.
+  EXPECT_EQ(flashjit_attention_workspace_counter_bytes(kernel_combine, &a, &counters), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(counters, 0u);
+  counters = 7;
+  EXPECT_EQ(flashjit_attention_workspace_counter_bytes(kPaged, &a, &counters), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(counters, 0u);
+  // scheduler=dynamic: its tile counter is the whole workspace.
+  a.max_splits = 0;
+  ASSERT_EQ(flashjit_attention_workspace_size(dynamic, &a, &whole), FLASHJIT_SUCCESS) << message();
+  ASSERT_EQ(flashjit_attention_workspace_counter_bytes(dynamic, &a, &counters), FLASHJIT_SUCCESS) << message();
+  EXPECT_EQ(counters, 256u);
+  EXPECT_EQ(whole, 256u);
+  // Bad input is named.
+  EXPECT_EQ(flashjit_attention_workspace_counter_bytes(dynamic, &a, nullptr), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "bytes") << message();
+  EXPECT_EQ(flashjit_attention_workspace_counter_bytes(nullptr, &a, &counters), FLASHJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(field(), "spec") << message();
+  EXPECT_EQ(flashjit_attention_workspace_counter_bytes("dtype=bf16,head_dim=7", &a, &counters), FLASHJIT_ERROR_INVALID_SPEC);
+  EXPECT_EQ(field(), "head_dim") << message();
+}
+
 }  // namespace
 
 // The metadata check reads the sinks (float32 or bf16) and ALiBi slopes a launch would read and names

@@ -22,7 +22,7 @@ for required in flashjit_get_version flashjit_abi_version flashjit_check_abi fla
     flashjit_last_error_message flashjit_last_error_field flashjit_supported flashjit_validate_attention_args \
     flashjit_context_create flashjit_context_destroy flashjit_context_describe flashjit_prewarm \
     flashjit_kernel_get flashjit_kernel_release flashjit_kernel_describe flashjit_attention_forward \
-    flashjit_cache_export flashjit_cache_import flashjit_attention_workspace_size flashjit_merge_attention_states \
+    flashjit_cache_export flashjit_cache_import flashjit_attention_workspace_size flashjit_attention_workspace_counter_bytes flashjit_merge_attention_states \
     flashjit_prewarm_report; do
   # NOTES: a here-string, not `echo | grep -q`: under pipefail grep -q's early exit can kill echo
   # with SIGPIPE, and the pipeline then fails although the symbol is there (seen once in CI).

@@ -515,6 +515,13 @@ FLASHJIT_API flashjit_status_t flashjit_validate_attention_args(const char* spec
  * specs); a function of the upper bounds (batch, seqlen_q, max_splits, total_q, heads_q) only. */
 FLASHJIT_API flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args,
                                                                  uint64_t* bytes);
+/* The leading part of that workspace that holds counters (scheduler=dynamic's tile counter and
+ * combine=inline's merge counters), in bytes; 0 for specs without them. These bytes are what must
+ * be zero when the workspace is first used (every launch leaves them at zero): a caller that makes
+ * a fresh workspace for each capture of a CUDA graph zeroes them alone, not the split partials
+ * after them. A function of the same upper bounds. */
+FLASHJIT_API flashjit_status_t flashjit_attention_workspace_counter_bytes(const char* spec, const flashjit_attention_args_t* args,
+                                                                         uint64_t* bytes);
 
 /* ---- contexts ---------------------------------------------------------------------------------- */
 

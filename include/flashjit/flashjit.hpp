@@ -253,6 +253,10 @@ class AttentionArgs {
 inline Status workspace_size(const std::string& spec, const AttentionArgs& args, uint64_t* bytes) {
   return Status::from(flashjit_attention_workspace_size(spec.c_str(), &args.c(), bytes));
 }
+// Its leading counters' part (scheduler=dynamic, combine=inline): zero these bytes before a first use.
+inline Status workspace_counter_bytes(const std::string& spec, const AttentionArgs& args, uint64_t* bytes) {
+  return Status::from(flashjit_attention_workspace_counter_bytes(spec.c_str(), &args.c(), bytes));
+}
 
 // Checks args against spec without a GPU, exactly as Kernel::forward would.
 inline Status validate(const std::string& spec, const AttentionArgs& args) {

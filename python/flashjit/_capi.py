@@ -248,6 +248,7 @@ class Library:
         _prototype(L, "flashjit_supported", i32, [cp, ctypes.c_char_p, ctypes.c_size_t])
         _prototype(L, "flashjit_validate_attention_args", i32, [cp, args_p])
         _prototype(L, "flashjit_attention_workspace_size", i32, [cp, args_p, ctypes.POINTER(ctypes.c_uint64)])
+        _prototype(L, "flashjit_attention_workspace_counter_bytes", i32, [cp, args_p, ctypes.POINTER(ctypes.c_uint64)])
         _prototype(L, "flashjit_context_create", i32, [ctypes.POINTER(ContextOptions), ctypes.POINTER(vp)])
         _prototype(L, "flashjit_context_destroy", i32, [vp])
         _prototype(L, "flashjit_prewarm", i32, [vp, ctypes.POINTER(cp), ctypes.c_size_t])
@@ -369,6 +370,15 @@ class Library:
         nbytes = ctypes.c_uint64(0)
         self.check(self.lib.flashjit_attention_workspace_size(spec.encode(), ctypes.byref(args), ctypes.byref(nbytes)),
                    f"attention_workspace_size({spec})")
+        return nbytes.value
+
+    def workspace_counter_bytes(self, spec, args):
+        """The workspace's leading bytes that hold counters (scheduler=dynamic, combine=inline): zeroed before a
+        first use; 0 for other specs."""
+        nbytes = ctypes.c_uint64(0)
+        self.check(self.lib.flashjit_attention_workspace_counter_bytes(spec.encode(), ctypes.byref(args),
+                                                                       ctypes.byref(nbytes)),
+                   f"attention_workspace_counter_bytes({spec})")
         return nbytes.value
 
 

@@ -64,7 +64,7 @@ class _Device:
         self.plans = {}        # launch key -> (handle, spec, max_splits)
         self.workspaces = {}   # slot -> uint8 tensor: a raw stream (the largest asked for on that stream), or
                                # (stream, layout) for a workspace with counters (zeroed, its own per layout)
-        self.sizes = {}        # (spec, max_splits, total_q, heads_q) -> workspace bytes
+        self.sizes = {}        # _workspace_bytes: (spec, bounds, counters) -> workspace (or counter) bytes
         self.lock = threading.Lock()
         self.ones = None       # float32 [1] = 1.0: an FP8 cache's scale where no descale is given (unit_scale)
         with torch.cuda.device(index):
@@ -118,13 +118,18 @@ def device(index):
     return dev
 
 
-def _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q):
-    key = (spec, max_splits, total_q, heads_q)
+def _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q, counters=False):
+    """The workspace a launch needs (flashjit_attention_workspace_size), or with counters its leading counters'
+    part (flashjit_attention_workspace_counter_bytes), remembered by what they depend on: the spec and the upper
+    bounds, the batch and seqlen_q among them (combine=inline's merge counters are a word per sequence and query
+    block)."""
+    key = (spec, max_splits, total_q, heads_q, args.batch, args.seqlen_q, counters)
     nbytes = dev.sizes.get(key)
     if nbytes is None:
         if len(dev.sizes) > _MAX_PLANS:
             dev.sizes.clear()
-        nbytes = dev.sizes[key] = dev.lib.workspace_size(spec, args)
+        size = dev.lib.workspace_counter_bytes if counters else dev.lib.workspace_size
+        nbytes = dev.sizes[key] = size(spec, args)
     return nbytes
 
 
@@ -154,9 +159,12 @@ def _workspace(dev, spec, max_splits, args, total_q, heads_q, stream, layout=Non
     if torch.cuda.is_current_stream_capturing():
         # From the graph's private pool: the graph keeps that memory for its replays (FA3 allocates its split
         # partials the same way), and later allocations of the same capture reuse it in stream order. Counters
-        # are zeroed in the graph (a memset node before the launch).
-        make = torch.empty if layout is None else torch.zeros
-        ws = make(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+        # are zeroed in the graph (a memset node before the launch), they alone: not the partials after them.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", dev.index))
+        if layout is not None:
+            counters = _workspace_bytes(dev, spec, max_splits, args, total_q, heads_q, counters=True)
+            if counters:
+                ws[:counters].zero_()
         return ws.data_ptr(), nbytes
     return _stream_workspace(dev, stream, nbytes, layout)
 

@@ -104,10 +104,11 @@ latent block from shared memory. On an H100 (batch 64 x 4096 keys, page 64, thro
 flashjit extension: INLINE_COMBINE (module attribute, read at each call; False by default) adds the spec key
 combine=inline to the v_in_k=1 kernels' split launches whose tiles hold at most 16 rows (seqlen_q x h_q / h_kv, the
 library's inline-merge bound): the last split of each tile merges the partials in the attention kernel, so the call
-is one kernel, not two (the split workspace then keeps counters: the torch backend zeroes it once). Off because on
-an H100 (64 x 4k keys, page 64, a graph of calls) it was 3.5-5 % slower at 16 heads and level at 8: the last split's
-merge is a chain of L2 round trips, where the combine kernel, launched with PDL, merges every row at once
-(bench/NOTES.md).
+is one kernel, not two (the split workspace then keeps counters: the torch backend zeroes it once, and in a CUDA
+graph capture its counters alone). Off because on an H100 (64 x 4k keys, page 64, a graph of calls) it was 3.5-5 %
+slower at 16 heads and level at 8. Those graphs zeroed the whole workspace, partials and all, before every launch;
+they now zero only the counters, and whether that was the cost is not yet measured. The other suspect is the last
+split's merge, a chain of L2 round trips, where the combine kernel merges every row at once (bench/NOTES.md).
 
 flashjit extension: PDL (module attribute, read at each call; False by default) launches with programmatic
 dependent launch (FLASHJIT_ATTENTION_FLAG_PDL): the attention kernel's set-up overlaps the previous kernel in

@@ -1308,14 +1308,20 @@ class _StubTensor:
         except RuntimeError:
             return _StubTensor(shape, self.dtype, device=self.device)  # a copy
 
-    def __getitem__(self, key):  # t[..., a:b]: the last dimension's columns a..b
-        cols = key[-1]
+    def __getitem__(self, key):  # t[..., a:b]: the last dimension's columns a..b (t[a:b] of a 1-D tensor)
+        cols = key[-1] if isinstance(key, tuple) else key
         start, stop, _ = cols.indices(self.shape[-1])
         return _StubTensor(self.shape[:-1] + (stop - start,), self.dtype, self.strides,
                            self.ptr + start * self.dtype.itemsize, self.device)
 
     def __mul__(self, n):
         return _StubTensor(self.shape, self.dtype, device=self.device)
+
+    zeroed = []  # (pointer, bytes) of each zero_(), in order
+
+    def zero_(self):
+        _StubTensor.zeroed.append((self.ptr, self.numel() * self.dtype.itemsize))
+        return self
 
 
 def _stub_torch():
@@ -1364,6 +1370,9 @@ class ValidatingLibrary:
 
     def workspace_size(self, spec, args):
         return self.real.workspace_size(spec, args)
+
+    def workspace_counter_bytes(self, spec, args):
+        return self.real.workspace_counter_bytes(spec, args)
 
     def error(self, status, what):
         return self.real.error(status, what)
@@ -1415,6 +1424,71 @@ def backend_on_stub_torch():
         else:
             sys.modules["torch"] = saved
     return module, stub
+
+
+class SplitWorkspace(unittest.TestCase):
+    """The torch half's split workspace (on a stand-in torch, sized by the library): remembered per batch and
+    seqlen_q too (combine=inline's merge counters are a word per sequence and query block, so two calls of the
+    same total_q need different sizes); made zeroed outside a capture where its kernel keeps counters; inside a CUDA
+    graph capture a fresh one whose counters alone are zeroed (flashjit_attention_workspace_counter_bytes), not the
+    split partials after them."""
+    INLINE = ("dtype=bf16,head_dim=576,head_dim_v=512,causal=0,varlen=1,paged=1,pack_gqa=1,split_kv=1,combine=inline,"
+              "v_in_k=1,chunk_waits=1")
+
+    def setUp(self):
+        import flashjit
+        self.tb, self.torch = backend_on_stub_torch()
+        self.dev = StubDevice(flashjit.library())
+        _StubTensor.zeroed = []
+        self.made_zeroed = []
+        empty = self.torch.empty
+
+        def zeros(shape, dtype=None, device=None):
+            t = empty(shape, dtype, device)
+            self.made_zeroed.append((t.ptr, t.numel()))
+            return t
+        self.torch.zeros = zeros
+
+    def args(self, batch, seqlen_q):
+        from flashjit import _capi
+        a = _capi.new_args()
+        a.batch, a.seqlen_q, a.seqlen_k, a.heads_q, a.heads_kv, a.head_dim = batch, seqlen_q, 4096, 16, 1, 576
+        a.total_q, a.max_splits = batch * seqlen_q, 2
+        return a
+
+    def workspace(self, spec, a, capturing):
+        self.torch.cuda.is_current_stream_capturing = lambda: capturing
+        layout = self.tb._workspace_layout(self.dev, spec, a.max_splits, a.total_q, a.heads_q, a.batch, a.seqlen_q)
+        return self.tb._workspace(self.dev, spec, a.max_splits, a, a.total_q, a.heads_q, 0x5000, layout)
+
+    def test_sizes_follow_the_batch_and_seqlen_q(self):
+        lib = self.dev.lib
+        two_queries, one_query = self.args(32, 2), self.args(64, 1)  # the same total_q, heads_q and max_splits
+        self.assertLess(lib.workspace_size(self.INLINE, two_queries), lib.workspace_size(self.INLINE, one_query))
+        for a in (two_queries, one_query, two_queries):
+            self.assertEqual(self.workspace(self.INLINE, a, True)[1], lib.workspace_size(self.INLINE, a))
+
+    def test_outside_a_capture_the_workspace_is_made_zeroed_once(self):
+        a = self.args(64, 1)
+        ptr, nbytes = self.workspace(self.INLINE, a, False)
+        self.assertEqual(self.made_zeroed, [(ptr, nbytes)])
+        self.assertEqual(self.workspace(self.INLINE, a, False), (ptr, nbytes))  # reused, not zeroed again
+        self.assertEqual(len(self.made_zeroed), 1)
+        self.assertEqual(_StubTensor.zeroed, [])
+
+    def test_a_capture_zeroes_the_counters_alone(self):
+        a = self.args(64, 1)
+        counters = self.dev.lib.workspace_counter_bytes(self.INLINE, a)
+        ptr, nbytes = self.workspace(self.INLINE, a, True)
+        self.assertGreater(counters, 0)
+        self.assertLess(counters, nbytes // 1000)  # 512 bytes of counters before about 4 MB of partials
+        self.assertEqual(_StubTensor.zeroed, [(ptr, counters)])
+        self.assertEqual(self.made_zeroed, [])
+        plain = self.INLINE.replace(",combine=inline", "")  # no counters: nothing zeroed, in a capture or not
+        self.assertEqual(self.dev.lib.workspace_counter_bytes(plain, a), 0)
+        self.workspace(plain, a, True)
+        self.workspace(plain, a, False)
+        self.assertEqual((_StubTensor.zeroed, self.made_zeroed), ([(ptr, counters)], []))
 
 
 class QvLaunch(unittest.TestCase):

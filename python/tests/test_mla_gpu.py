@@ -278,13 +278,14 @@ def case_strided_q():
         check(f"flash_mla: q a slice [:, :{sq}] of [b, {room}, h, d]", "bf16", q, cache, out, lse, True, D ** -0.5)
 
 
-def case_graph_replay(label="", fp8=False):
-    """An engine's MTP decode step (2 queries, causal, split-KV): one CUDA graph captured once after an eager call,
-    replayed after cache_seqlens, the block table and the data change in place (lengths growing, a sequence going
-    idle at 0, one jumping). fp8: an FP8 latent cache whose kv_descale ([batch, 1]) changes in place too."""
+def case_graph_replay(label="", fp8=False, heads=None, sq=2):
+    """An engine's MTP decode step (2 queries, causal, split-KV; sq sets the queries): one CUDA graph captured once
+    after an eager call, replayed after cache_seqlens, the block table and the data change in place (lengths
+    growing, a sequence going idle at 0, one jumping). fp8: an FP8 latent cache whose kv_descale ([batch, 1])
+    changes in place too. heads: 32 with fp8, else 16 unless given."""
     torch, flashjit = base.torch, base.flashjit
     steps = [[3000, 17, 1, 2048, 500, 64], [3001, 18, 2, 2049, 0, 65], [3002, 0, 3, 4000, 1, 4096]]
-    heads, sq, ps, batch, max_k = (32 if fp8 else 16), 2, 64, 6, 4096
+    heads, ps, batch, max_k = heads or (32 if fp8 else 16), 64, 6, 4096
     gen, rng = torch.Generator(device="cuda").manual_seed(84), random.Random(84)
     max_blocks = max_k // ps
     pool = torch.empty(batch * max_blocks + 4, ps, 1, D, dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16,
@@ -436,6 +437,16 @@ def cases(runner):
                                                                 label=", rows without keys, half_release")),
                       ("graph", lambda: case_graph_replay(", half_release"))):
         out.append((f"flash_mla half_release {label}", lambda fn=fn: with_half_release(fn)))
+    # flashjit.flash_mla.INLINE_COMBINE = True: split launches of at most 16 rows a tile merge in the attention kernel
+    # (combine=inline): the merge counters in the workspace zeroed once eagerly, in a capture the counters alone, and
+    # left at zero by every launch, so the graph's replays after the lengths change merge right
+    for label, fn in (("h16 s_q 1", lambda: case_decode(16, 1, label=", inline combine")),
+                      ("h8 s_q 2 page 16", lambda: case_decode(8, 2, page=16, label=", inline combine")),
+                      ("128 splits", lambda: case_decode(16, 1, num_splits=128, keys=[16000, 129], label=", inline combine")),
+                      ("fp16 rows without keys", lambda: case_decode(16, 1, dtype_name="fp16", keys=[0, 2, 700, 0, 1],
+                                                                     label=", rows without keys, inline combine")),
+                      ("graph", lambda: case_graph_replay(", inline combine", heads=16, sq=1))):
+        out.append((f"flash_mla inline combine {label}", lambda fn=fn: with_inline_combine(fn)))
     return out
 
 
@@ -466,6 +477,11 @@ def with_flash_mla(fn, required=None, **attrs):
 def with_half_release(fn):
     """fn() with EARLY_RELEASE and HALF_RELEASE on (the hand-over's half_release=1 kernels)."""
     with_flash_mla(fn, "half_release=1", EARLY_RELEASE=True, HALF_RELEASE=True)
+
+
+def with_inline_combine(fn):
+    """fn() with INLINE_COMBINE on (combine=inline on every call's plan: each case's tiles hold at most 16 rows)."""
+    with_flash_mla(fn, "combine=inline", INLINE_COMBINE=True)
 
 
 def with_seesaw(fn):

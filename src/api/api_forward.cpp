@@ -130,14 +130,16 @@ ApiStatus merge_states(flashjit_kernel_s& kernel, const flashjit_merge_args_t* i
 }
 
 // The split partials' workspace the kernel for this spec needs at these upper bounds.
-ApiStatus workspace_size_for_spec(const char* spec_text, const flashjit_attention_args_t* in, uint64_t* bytes) {
+// A size of the workspace a launch of spec with these arguments needs: the whole of it, or its
+// counters' part (attention_args.hpp: attention_workspace_bytes, schedule_workspace_bytes).
+ApiStatus workspace_part_for_spec(const char* spec_text, const flashjit_attention_args_t* in, bool counters_only, uint64_t* bytes) {
   auto spec = parse_spec(spec_text);
   if (!spec) return spec.take_error();
   auto config = make_config(*spec);
   if (!config) return config.take_error();
   AttentionArgs args;
   if (ApiStatus st = to_attention_args(in, *config, &args); !st.ok()) return st;
-  *bytes = attention_workspace_bytes(*config, args);
+  *bytes = counters_only ? schedule_workspace_bytes(*config, args) : attention_workspace_bytes(*config, args);
   return {};
 }
 
@@ -207,7 +209,17 @@ flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flas
     *bytes = 0;
     if (!spec) return null_argument("spec");
     if (!args) return null_argument("args");
-    return workspace_size_for_spec(spec, args, bytes);
+    return workspace_part_for_spec(spec, args, false, bytes);
+  });
+}
+
+flashjit_status_t flashjit_attention_workspace_counter_bytes(const char* spec, const flashjit_attention_args_t* args, uint64_t* bytes) {
+  return guarded(__func__, [&]() -> ApiStatus {
+    if (!bytes) return null_argument("bytes");
+    *bytes = 0;
+    if (!spec) return null_argument("spec");
+    if (!args) return null_argument("args");
+    return workspace_part_for_spec(spec, args, true, bytes);
   });
 }
 
