@@ -129,7 +129,6 @@ ApiStatus merge_states(flashjit_kernel_s& kernel, const flashjit_merge_args_t* i
   return launch_merge_states(*kernel.api, kernel.main.merge, kernel.config(), m, stream, (a.flags & FLASHJIT_MERGE_FLAG_PDL) != 0);
 }
 
-// The split partials' workspace the kernel for this spec needs at these upper bounds.
 // A size of the workspace a launch of spec with these arguments needs: the whole of it, or its
 // counters' part (attention_args.hpp: attention_workspace_bytes, schedule_workspace_bytes).
 ApiStatus workspace_part_for_spec(const char* spec_text, const flashjit_attention_args_t* in, bool counters_only, uint64_t* bytes) {
