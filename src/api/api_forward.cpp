@@ -131,7 +131,12 @@ ApiStatus merge_states(flashjit_kernel_s& kernel, const flashjit_merge_args_t* i
 
 // A size of the workspace a launch of spec with these arguments needs: the whole of it, or its
 // counters' part (attention_args.hpp: attention_workspace_bytes, schedule_workspace_bytes).
+// The bytes first (zeroed), then the inputs, each named where NULL.
 ApiStatus workspace_part_for_spec(const char* spec_text, const flashjit_attention_args_t* in, bool counters_only, uint64_t* bytes) {
+  if (!bytes) return null_argument("bytes");
+  *bytes = 0;
+  if (!spec_text) return null_argument("spec");
+  if (!in) return null_argument("args");
   auto spec = parse_spec(spec_text);
   if (!spec) return spec.take_error();
   auto config = make_config(*spec);
@@ -203,23 +208,11 @@ flashjit_status_t flashjit_merge_attention_states(flashjit_kernel_t kernel, cons
 }
 
 flashjit_status_t flashjit_attention_workspace_size(const char* spec, const flashjit_attention_args_t* args, uint64_t* bytes) {
-  return guarded(__func__, [&]() -> ApiStatus {
-    if (!bytes) return null_argument("bytes");
-    *bytes = 0;
-    if (!spec) return null_argument("spec");
-    if (!args) return null_argument("args");
-    return workspace_part_for_spec(spec, args, false, bytes);
-  });
+  return guarded(__func__, [&] { return workspace_part_for_spec(spec, args, false, bytes); });
 }
 
 flashjit_status_t flashjit_attention_workspace_counter_bytes(const char* spec, const flashjit_attention_args_t* args, uint64_t* bytes) {
-  return guarded(__func__, [&]() -> ApiStatus {
-    if (!bytes) return null_argument("bytes");
-    *bytes = 0;
-    if (!spec) return null_argument("spec");
-    if (!args) return null_argument("args");
-    return workspace_part_for_spec(spec, args, true, bytes);
-  });
+  return guarded(__func__, [&] { return workspace_part_for_spec(spec, args, true, bytes); });
 }
 
 flashjit_status_t flashjit_validate_attention_args(const char* spec, const flashjit_attention_args_t* args) {
